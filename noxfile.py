@@ -1,0 +1,28 @@
+"""Developer sessions: ``nox -s tests lint types`` before you push."""
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "types"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """The whole test suite (real PostgreSQL: PRISM_TEST_POSTGRES_URL, Docker, or embedded)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def types(session: nox.Session) -> None:
+    """mypy --strict over the package."""
+    session.install("-e", ".[lint,test]")
+    session.run("mypy")

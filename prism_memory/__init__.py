@@ -1,0 +1,1 @@
+"""prism_memory: durable, governed working and semantic memory for AI-agent hosts."""

@@ -1,0 +1,159 @@
+"""Embedders and the vector checks every trust boundary runs.
+
+:class:`Embedder` is the small async protocol a host implements around its model. :class:`HashEmbedder`
+is deterministic feature hashing for tests and demos: it captures shared words, not meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import CapExceededError, DimensionMismatchError, InvalidVectorError, ValidationError
+from .limits import CEILINGS
+from .models import Vector
+
+__all__ = ["Embedder", "HashEmbedder", "assert_finite_vector", "embed_batched"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of a fixed width.
+
+    ``embed`` receives at most the configured batch size of texts (never more than 128) and returns
+    one vector per text, in order, as a 2-D array or a sequence of sequences of floats.
+    """
+
+    @property
+    def dimensions(self) -> int:
+        """Width of every vector this embedder returns."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        """Embed ``texts``; the result is checked by :func:`assert_finite_vector`."""
+        ...
+
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Deterministic, dependency-free embedder for tests and demos — **not semantic**.
+
+    Word unigrams and character trigrams are hashed (BLAKE2b) into signed buckets and the result is
+    L2-normalised, so texts that share words are close. Use a real model in production.
+    """
+
+    def __init__(self, dimensions: int = 64) -> None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
+            raise ValidationError("HashEmbedder dimensions must be a positive integer")
+        self._dimensions = dimensions
+
+    @property
+    def dimensions(self) -> int:
+        """Width of the vectors."""
+        return self._dimensions
+
+    def embed_one(self, text: str) -> Vector:
+        """Embed one text synchronously."""
+        vector = np.zeros(self._dimensions, dtype=np.float64)
+        words = _TOKEN.findall(text.lower())
+        features = [f"w:{word}" for word in words]
+        for word in words:
+            padded = f" {word} "
+            features.extend(f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2))
+        for feature in features:
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self._dimensions
+            sign = 1.0 if digest[4] & 1 else -1.0
+            weight = 2.0 if feature.startswith("w:") else 0.5
+            vector[bucket] += sign * weight
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:
+            vector[0] = 1.0
+            norm = 1.0
+        return (vector / norm).astype(np.float32)
+
+    async def embed(self, texts: Sequence[str]) -> Vector:
+        """Embed ``texts`` into a ``(len(texts), dimensions)`` float32 array."""
+        if not texts:
+            return np.zeros((0, self._dimensions), dtype=np.float32)
+        return np.stack([self.embed_one(text) for text in texts])
+
+    def __repr__(self) -> str:
+        return f"HashEmbedder(dimensions={self._dimensions})"
+
+
+def assert_finite_vector(
+    vector: object, label: str = "embedding", expected_length: int | None = None
+) -> Vector:
+    """Return ``vector`` as a 1-D float32 array, or raise if it is not a usable embedding.
+
+    Rejects non-numbers, booleans, empty vectors, NaN and ±inf (also values that overflow float32),
+    and — when ``expected_length`` is given — the wrong width (:class:`DimensionMismatchError`).
+    """
+    if isinstance(vector, np.ndarray):
+        if vector.dtype.kind not in "fiu":
+            raise InvalidVectorError(f"{label} is not numeric (dtype {vector.dtype})")
+        raw = vector
+    else:
+        if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
+            raise InvalidVectorError(f"{label} must be a sequence of numbers")
+        for item in vector:
+            if isinstance(item, bool) or not isinstance(item, int | float | np.number):
+                raise InvalidVectorError(f"{label} holds a non-number: {item!r}")
+        raw = np.asarray(vector, dtype=np.float64)
+    if raw.ndim != 1:
+        raise InvalidVectorError(f"{label} must be one-dimensional, got shape {raw.shape}")
+    if raw.size == 0:
+        raise InvalidVectorError(f"{label} is empty")
+    if not np.all(np.isfinite(raw)):
+        raise InvalidVectorError(f"{label} holds NaN or infinite values")
+    with np.errstate(over="ignore"):
+        result = raw.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(result)):
+        raise InvalidVectorError(f"{label} holds values too large for float32")
+    if expected_length is not None and result.shape[0] != expected_length:
+        raise DimensionMismatchError(
+            f"{label} has width {result.shape[0]}, expected {expected_length}"
+        )
+    return np.ascontiguousarray(result)
+
+
+async def embed_batched(
+    embedder: Embedder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    dimensions: int | None = None,
+) -> Vector:
+    """Embed ``texts`` in batches of at most ``batch_size`` (≤ 128) and check every vector.
+
+    Returns a ``(len(texts), width)`` float32 matrix. ``dimensions`` defaults to the embedder's.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError("batch_size must be a positive integer")
+    if batch_size > CEILINGS["embed_batch"]:
+        raise CapExceededError(f"batch_size={batch_size} is over the cap {CEILINGS['embed_batch']}")
+    width = dimensions if dimensions is not None else embedder.dimensions
+    rows: list[Vector] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = list(texts[start : start + batch_size])
+        result = await embedder.embed(chunk)
+        try:
+            count = len(result)
+        except TypeError as exc:
+            raise InvalidVectorError("embedder returned something without a length") from exc
+        if count != len(chunk):
+            raise InvalidVectorError(f"embedder returned {count} vectors for {len(chunk)} texts")
+        rows.extend(
+            assert_finite_vector(item, f"embedding {start + offset}", width)
+            for offset, item in enumerate(result)
+        )
+    if not rows:
+        return np.zeros((0, width), dtype=np.float32)
+    return np.stack(rows)

@@ -1,0 +1,74 @@
+"""The one error tree of prism_memory.
+
+Every error the library raises is a :class:`PrismMemoryError`. The children name what went wrong in
+terms a caller can act on; driver errors are translated once, at the storage boundary, and chained
+with ``from exc`` so the original cause is never lost.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccessDeniedError",
+    "CapExceededError",
+    "ConfigurationError",
+    "ConflictError",
+    "DimensionMismatchError",
+    "IndexingError",
+    "InvalidVectorError",
+    "NotFoundError",
+    "PrismMemoryError",
+    "StorageError",
+    "ValidationError",
+]
+
+
+class PrismMemoryError(Exception):
+    """Root of every error prism_memory raises."""
+
+
+class ValidationError(PrismMemoryError):
+    """Input was rejected before anything was written.
+
+    Not a ``ValueError`` on purpose: pydantic would swallow it into its own error type, and callers
+    should see this one.
+    """
+
+
+class CapExceededError(ValidationError):
+    """A request asked for more than a configured or hard cap allows. Nothing was truncated."""
+
+
+class InvalidVectorError(ValidationError):
+    """An embedding was empty, non-finite, not numeric, or of the wrong width."""
+
+
+class DimensionMismatchError(InvalidVectorError):
+    """An embedder's width disagrees with the width the store is pinned to."""
+
+
+class NotFoundError(PrismMemoryError, LookupError):
+    """The addressed entry does not exist in this memory's scope."""
+
+
+class ConflictError(PrismMemoryError):
+    """An optimistic-concurrency check failed (for example a stale ``expected_version``)."""
+
+
+class AccessDeniedError(PrismMemoryError, PermissionError):
+    """The caller's identity does not own what it asked for."""
+
+
+class ConfigurationError(PrismMemoryError):
+    """The library was wired up inconsistently (bad option, bad identifier, missing extension)."""
+
+
+class StorageError(PrismMemoryError):
+    """The storage backend failed; ``__cause__`` holds the driver's error."""
+
+
+class IndexingError(PrismMemoryError):
+    """Entries could not be embedded; they stay stored and are reported, never dropped."""
+
+    def __init__(self, message: str, failures: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.failures: dict[str, str] = dict(failures or {})

@@ -1,0 +1,418 @@
+"""Domain models: pydantic inputs, frozen dataclass records and results.
+
+Inputs (:class:`MemoryEntry`, :class:`MemoryConsent`, :class:`Lineage`, :class:`MemoryIdentity`,
+:class:`RecallScoring`) are pydantic models, so a host may pass plain dicts. Everything the library
+hands back is an immutable dataclass. Nothing here knows about storage.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import ValidationError
+
+__all__ = [
+    "Candidate",
+    "ConsentScope",
+    "ConsentSource",
+    "ExportPage",
+    "IndexStatus",
+    "IndexingReport",
+    "Lineage",
+    "MemoryConsent",
+    "MemoryEntry",
+    "MemoryIdentity",
+    "MemoryRecord",
+    "RebuildPage",
+    "RecallExplanation",
+    "RecallHit",
+    "RecallResult",
+    "RecallScoring",
+    "RememberResult",
+    "RetentionResult",
+    "ShareGrant",
+    "TombstoneReason",
+    "Vector",
+    "WorkingMemoryRecord",
+]
+
+Vector = npt.NDArray[np.float32]
+"""A one-dimensional float32 embedding."""
+
+ConsentSource = Literal["user", "agent", "system"]
+ConsentScope = Literal["thread", "profile", "user"]
+IndexStatus = Literal["pending", "indexed", "failed"]
+TombstoneReason = Literal["forgotten", "revoked", "corrected", "held", "retention"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_MAX_KEY = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _aware(value: datetime | None, name: str) -> datetime | None:
+    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+        raise ValidationError(f"{name} must be a timezone-aware datetime")
+    return value
+
+
+def check_key(value: object, name: str) -> str:
+    """Validate a scope key or entry id: a non-empty string of printable characters, ≤ 256 chars."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{name} must be a non-empty string")
+    if len(value) > _MAX_KEY:
+        raise ValidationError(f"{name} is longer than {_MAX_KEY} characters")
+    if _CONTROL.search(value):
+        raise ValidationError(f"{name} contains control characters")
+    return value
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+
+def parse(model: type[M], value: object, what: str) -> M:
+    """Coerce ``value`` (a model instance or a plain mapping) into ``model``.
+
+    pydantic's own errors become :class:`ValidationError`, chained, so callers see one error tree.
+    """
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as exc:
+        raise ValidationError(f"invalid {what}: {exc}") from exc
+
+
+class MemoryIdentity(_Input):
+    """The exact owner of a memory: tenant, resource (user) and thread."""
+
+    tenant_id: str
+    resource_id: str
+    thread_id: str
+
+    @field_validator("tenant_id", "resource_id", "thread_id", mode="before")
+    @classmethod
+    def _key(cls, value: object, info: Any) -> str:
+        return check_key(value, info.field_name)
+
+
+class MemoryConsent(_Input):
+    """Provenance and visibility of an entry. Unset on an entry means ``user``/``thread``/visible."""
+
+    source: ConsentSource = "user"
+    scope: ConsentScope = "thread"
+    visible: bool = True
+    granted_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    @field_validator("granted_at", "revoked_at")
+    @classmethod
+    def _tz(cls, value: datetime | None, info: Any) -> datetime | None:
+        return _aware(value, info.field_name)
+
+    @property
+    def revoked(self) -> bool:
+        """True when a revocation timestamp is set."""
+        return self.revoked_at is not None
+
+
+class Lineage(_Input):
+    """Which stored entries an entry was derived from, and why."""
+
+    source_ids: tuple[str, ...] = Field(min_length=1)
+    reason: str | None = Field(default=None, max_length=256)
+
+    @field_validator("source_ids")
+    @classmethod
+    def _ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            check_key(item, "lineage source id")
+        return tuple(dict.fromkeys(value))
+
+
+class MemoryEntry(_Input):
+    """One thing to remember. ``id`` defaults to a digest of role and (redacted) text."""
+
+    id: str | None = None
+    text: str = Field(min_length=1)
+    role: str = Field(default="user", min_length=1, max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    consent: MemoryConsent | None = None
+    sequence: int | None = Field(default=None, ge=0, le=2**62)
+    occurred_at: datetime | None = None
+    importance: float | None = None
+    reflection: dict[str, Any] | None = None
+    lineage: Lineage | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str | None) -> str | None:
+        return None if value is None else check_key(value, "entry id")
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValidationError("entry text must not be blank")
+        return value
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _tz(cls, value: datetime | None) -> datetime | None:
+        return _aware(value, "occurred_at")
+
+    @field_validator("importance")
+    @classmethod
+    def _importance(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValidationError("importance must be a finite number")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = [key for key in value if key.startswith("_")]
+        if reserved:
+            raise ValidationError(f"metadata keys starting with '_' are reserved: {reserved}")
+        return value
+
+
+class RecallScoring(_Input):
+    """Opt-in blend of recency and importance into the recall score.
+
+    Weights are validated (finite, in [0, 1]) and sum-normalised: similarity keeps the remainder of 1,
+    and weights that overshoot 1 are scaled down so that similarity gets 0.
+    """
+
+    recency_weight: float = 0.0
+    importance_weight: float = 0.0
+    half_life_ms: float | None = None
+    lexical_weight: float = 0.2
+    """Share of the lexical match inside ``similarity`` (the rest is cosine similarity)."""
+
+    @field_validator("recency_weight", "importance_weight", "lexical_weight")
+    @classmethod
+    def _weight(cls, value: float, info: Any) -> float:
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise ValidationError(f"{info.field_name} must be a finite number in [0, 1]")
+        return value
+
+    @field_validator("half_life_ms")
+    @classmethod
+    def _half_life(cls, value: float | None) -> float | None:
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise ValidationError("half_life_ms must be a positive finite number")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_half_life(self) -> RecallScoring:
+        if self.recency_weight > 0 and self.half_life_ms is None:
+            raise ValidationError("recency_weight needs half_life_ms")
+        return self
+
+    def weights(self) -> tuple[float, float, float]:
+        """Normalised ``(similarity, recency, importance)`` weights, summing to 1."""
+        recency, importance = self.recency_weight, self.importance_weight
+        total = recency + importance
+        if total > 1.0:
+            recency, importance = recency / total, importance / total
+        return max(0.0, 1.0 - recency - importance), recency, importance
+
+
+# --------------------------------------------------------------------------------------------
+# Records and results (immutable; produced by the library)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A stored semantic-memory entry as the library sees it."""
+
+    tenant_id: str
+    resource_id: str
+    thread_id: str
+    id: str
+    text: str
+    role: str
+    metadata: Mapping[str, Any]
+    consent: MemoryConsent | None
+    """``None`` for entries remembered without explicit consent (treated as the default)."""
+    sequence: int
+    occurred_at: datetime
+    created_at: datetime
+    written_at: datetime
+    """When text or lineage was last written (lineage invalidation compares against it)."""
+    importance: float
+    lineage: Lineage | None = None
+    legal_hold: bool = False
+    status: IndexStatus = "pending"
+    revision: int = 1
+    """Bumped whenever the text changes; an embedding is only stored for its own revision."""
+    attempts: int = 0
+    last_error: str | None = None
+
+    @property
+    def effective_consent(self) -> MemoryConsent:
+        """The consent in force: the explicit one, or the default."""
+        return self.consent if self.consent is not None else MemoryConsent()
+
+    @property
+    def identity(self) -> MemoryIdentity:
+        """The thread scope this record belongs to."""
+        return MemoryIdentity(
+            tenant_id=self.tenant_id, resource_id=self.resource_id, thread_id=self.thread_id
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (used by export)."""
+        return {
+            "id": self.id,
+            "tenant_id": self.tenant_id,
+            "resource_id": self.resource_id,
+            "thread_id": self.thread_id,
+            "text": self.text,
+            "role": self.role,
+            "metadata": dict(self.metadata),
+            "consent": None if self.consent is None else self.consent.model_dump(mode="json"),
+            "sequence": self.sequence,
+            "occurred_at": self.occurred_at.isoformat(),
+            "created_at": self.created_at.isoformat(),
+            "importance": self.importance,
+            "lineage": None if self.lineage is None else self.lineage.model_dump(mode="json"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A recall candidate a store returns: the record and its stored embedding."""
+
+    record: MemoryRecord
+    vector: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryRecord:
+    """The working-memory document of a scope, with its version (starts at 1)."""
+
+    version: int
+    data: Mapping[str, Any]
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IndexingReport:
+    """What became of the entries one ``remember()`` handed to the indexing queue."""
+
+    indexed: tuple[str, ...]
+    failed: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RememberResult:
+    """``accepted`` ids are durable; ``pending`` ones await embedding; ``done`` resolves once they have."""
+
+    accepted: tuple[str, ...]
+    pending: tuple[str, ...]
+    done: Awaitable[IndexingReport]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One recalled entry with its score components."""
+
+    record: MemoryRecord
+    similarity: float
+    """Blend of cosine similarity and lexical match, in [0, 1]."""
+    semantic: float
+    """Cosine similarity, clamped to [0, 1]."""
+    lexical: float
+    """Share of distinct query terms found in the text, in [0, 1]."""
+    recency: float
+    importance: float
+    score: float
+    shared: bool = False
+    """True when the hit came from a parent thread through a share grant."""
+
+    @property
+    def id(self) -> str:
+        """The entry id."""
+        return self.record.id
+
+    @property
+    def text(self) -> str:
+        """The entry text."""
+        return self.record.text
+
+
+@dataclass(frozen=True, slots=True)
+class RecallExplanation:
+    """Why a hit ranked where it did (``recall(explain=True)``)."""
+
+    id: str
+    rank: int
+    score: float
+    similarity: float
+    semantic: float
+    lexical: float
+    recency: float
+    importance: float
+    weights: tuple[float, float, float]
+    """Normalised ``(similarity, recency, importance)`` weights used."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """Hits in score order, adjacent entries in chronological order, optional explanations."""
+
+    hits: tuple[RecallHit, ...]
+    adjacent: tuple[MemoryRecord, ...] = ()
+    explanations: tuple[RecallExplanation, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGrant:
+    """A parent thread's allow-list of entries a child thread may recall."""
+
+    tenant_id: str
+    resource_id: str
+    parent_thread_id: str
+    child_thread_id: str
+    source_ids: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    """Outcome of one bounded retention sweep."""
+
+    deleted: int
+    scanned: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPage:
+    """One page of an identity-bound export; pass ``next_cursor`` back to continue."""
+
+    entries: tuple[dict[str, Any], ...]
+    bytes: int
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildPage:
+    """One page of a re-index; store ``next_cursor`` durably to resume."""
+
+    rebuilt: int
+    next_cursor: str | None

@@ -1,0 +1,368 @@
+"""The storage contracts every backend implements.
+
+The :class:`~prism_memory.Memory` facade talks to storage only through :class:`VectorStore` and
+:class:`WorkingStore`. A backend subclasses them explicitly so mypy proves it conforms, and runs
+:func:`prism_memory.testing.run_memory_conformance` to prove it behaves.
+
+Division of labour
+------------------
+* Stores **select and persist**. They never rank: :meth:`VectorStore.search` returns candidates with
+  their stored vectors and :mod:`prism_memory.ranking` orders them, identically for every backend.
+* Stores **enforce the exclusion rules** of :class:`RecallFilter` inside the query (so SQL backends
+  never ship excluded rows), using the rule :func:`prism_memory.stores.rules.is_recallable` states
+  in Python.
+* Every method is scoped: a row of another tenant, resource or thread is never read, written or
+  deleted, whatever ids a caller passes.
+* Times are timezone-aware and are passed in by the facade (``now``) so every backend agrees.
+* Every write method is atomic: it applies entirely or not at all.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..models import (
+    Candidate,
+    IndexStatus,
+    Lineage,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    ShareGrant,
+    TombstoneReason,
+    Vector,
+    WorkingMemoryRecord,
+)
+
+__all__ = [
+    "ClaimedEntry",
+    "NewEntry",
+    "RecallFilter",
+    "SearchRequest",
+    "SharedSource",
+    "Tombstone",
+    "VectorStore",
+    "WorkingStore",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry the facade has validated, redacted and given an id, ready to persist."""
+
+    id: str
+    text: str
+    role: str
+    metadata: Mapping[str, Any]
+    consent: MemoryConsent | None
+    sequence: int | None
+    """``None``: the store assigns ``max(sequence in thread) + 1`` (in input order)."""
+    occurred_at: datetime
+    importance: float
+    lineage: Lineage | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallFilter:
+    """Exclusion rules applied at assembly time, on every backend.
+
+    A record is recallable when **all** hold (see :func:`prism_memory.stores.rules.is_recallable`):
+    it is indexed (``status == "indexed"``); its effective consent is visible and not revoked; it has
+    explicit consent when ``require_consent``; it is not under legal hold; ``occurred_at`` is not
+    before ``occurred_after`` (the retention window); and none of its lineage sources carries a
+    tombstone that invalidates it (any tombstone, except that a ``corrected`` one only invalidates
+    records written before the correction: ``tombstone.created_at > record.written_at``).
+    """
+
+    now: datetime
+    require_consent: bool = False
+    occurred_after: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSource:
+    """Entries of a parent thread a child may recall through an unexpired share grant."""
+
+    thread_id: str
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One recall's candidate selection.
+
+    The store returns the union of (a) the ``limit`` recallable records nearest to ``vector`` by
+    cosine distance and (b) up to ``limit`` recallable records whose text contains at least one of
+    ``terms`` as a word, from the scope's thread plus, when ``shared`` is set, the named entries of
+    the parent thread (same tenant and resource). Order of the result does not matter.
+    """
+
+    vector: Vector
+    terms: frozenset[str]
+    limit: int
+    filter: RecallFilter
+    shared: SharedSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """Lineage invalidation marker: ``entry_id`` is invalid because of ``cause_id`` (often itself)."""
+
+    entry_id: str
+    cause_id: str
+    reason: TombstoneReason
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEntry:
+    """A pending entry a worker has leased for embedding."""
+
+    scope: MemoryIdentity
+    id: str
+    revision: int
+    text: str
+    attempts: int
+
+
+class WorkingStore(abc.ABC):
+    """Versioned working-memory documents, one per ``(tenant, resource, thread or None)``."""
+
+    @abc.abstractmethod
+    async def get_working(
+        self, tenant_id: str, resource_id: str, thread_id: str | None
+    ) -> WorkingMemoryRecord | None:
+        """The current document, or ``None`` when none was written."""
+
+    @abc.abstractmethod
+    async def put_working(
+        self,
+        tenant_id: str,
+        resource_id: str,
+        thread_id: str | None,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        now: datetime,
+    ) -> WorkingMemoryRecord:
+        """Write ``data`` as version ``current + 1`` (1 for the first write), atomically.
+
+        With ``expected_version`` set, the write happens only if the current version equals it
+        (``0`` means "no document yet"); otherwise :class:`~prism_memory.errors.ConflictError`.
+        """
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources the store owns."""
+
+
+class VectorStore(abc.ABC):
+    """Semantic-memory entries, their vectors, tombstones, share grants and the indexing ledger."""
+
+    @property
+    @abc.abstractmethod
+    def dimension(self) -> int | None:
+        """The pinned vector width, or ``None`` when the store accepts any (consistent) width."""
+
+    # ---- entries ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_entries(
+        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+    ) -> list[MemoryRecord]:
+        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+
+        A new row is ``pending``, revision 1, ``created_at = written_at = now``. Re-putting an
+        identical entry changes nothing (a retried write does not duplicate). A changed entry keeps
+        its sequence unless one is given; if its text changed, the revision is bumped, the vector
+        dropped and the row is ``pending`` again (attempts and error reset); ``written_at`` becomes
+        ``now`` when text or lineage changed.
+        """
+
+    @abc.abstractmethod
+    async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``ids`` that exist in scope, in the order of ``ids``."""
+
+    @abc.abstractmethod
+    async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+
+    @abc.abstractmethod
+    async def set_consent(
+        self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
+    ) -> MemoryRecord:
+        """Replace an entry's consent (no re-embed); :class:`NotFoundError` if absent."""
+
+    @abc.abstractmethod
+    async def replace_text(
+        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+    ) -> MemoryRecord:
+        """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
+
+        Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
+        """
+
+    @abc.abstractmethod
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
+        """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+
+    @abc.abstractmethod
+    async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Really delete the ``ids`` (callers batch); return how many rows went."""
+
+    @abc.abstractmethod
+    async def dependents(
+        self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """Up to ``limit`` entries whose lineage names any of ``source_ids``: ``(id, sources)``.
+
+        Ordered by id, so a caller can detect that a cap was exceeded by asking for one more.
+        """
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+        """Candidate selection for recall; see :class:`SearchRequest`."""
+
+    @abc.abstractmethod
+    async def neighbors(
+        self,
+        scope: MemoryIdentity,
+        ranges: Sequence[tuple[int, int]],
+        recall_filter: RecallFilter,
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
+
+    @abc.abstractmethod
+    async def list_by_thread(
+        self,
+        scope: MemoryIdentity,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both.
+
+        Every record, whatever its status or consent: callers filter.
+        """
+
+    @abc.abstractmethod
+    async def count_by_thread(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+
+    @abc.abstractmethod
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        *,
+        limit: int,
+        occurred_before: datetime | None = None,
+        include_held: bool = True,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending.
+
+        ``occurred_before`` keeps only records that occurred strictly before it; ``include_held``
+        false leaves out records under legal hold.
+        """
+
+    # ---- tombstones and grants -------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
+        """Insert tombstones; one that exists for ``(entry_id, cause_id)`` takes the new reason and time."""
+
+    @abc.abstractmethod
+    async def remove_tombstones(
+        self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
+    ) -> int:
+        """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
+
+    @abc.abstractmethod
+    async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
+        """Create or replace the grant of ``(tenant, resource, parent, child)``."""
+
+    @abc.abstractmethod
+    async def get_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> ShareGrant | None:
+        """The grant, expired or not, or ``None``."""
+
+    @abc.abstractmethod
+    async def delete_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> int:
+        """Delete the grant; return 1 if there was one, else 0."""
+
+    # ---- indexing ledger -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim_pending(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` pending entries due for (re)trying, ordered by sequence then id.
+
+        ``scope=None`` claims across all scopes. A row leased by another worker whose lease has not
+        run out is never returned, so concurrent workers never embed a row twice.
+        """
+
+    @abc.abstractmethod
+    async def complete_indexing(
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+    ) -> int:
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them."""
+
+    @abc.abstractmethod
+    async def fail_indexing(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure: attempts + 1 and the error; due again at ``retry_at``, or ``failed`` if None.
+
+        Applies only while the lease and revision match; the lease is released either way.
+        """
+
+    @abc.abstractmethod
+    async def release_claims(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds, so others may claim those rows; count them."""
+
+    @abc.abstractmethod
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
+        """Make ``failed`` entries (all of the thread's, or ``ids``) pending again with attempts 0."""
+
+    @abc.abstractmethod
+    async def index_status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+
+    @abc.abstractmethod
+    async def store_vectors(
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        *,
+        now: datetime,
+    ) -> int:
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources the store owns."""
