@@ -1,1 +1,96 @@
-"""prism_memory: durable, governed working and semantic memory for AI-agent hosts."""
+"""prism_memory: durable, governed working and semantic memory for AI-agent hosts.
+
+Start with :func:`create_memory`; see the README for a tour.
+"""
+
+from .context import ContextBlock, ContextProvider, approximate_tokens
+from .embedding import Embedder, HashEmbedder, assert_finite_vector, embed_batched
+from .errors import (
+    AccessDeniedError,
+    CapExceededError,
+    ConfigurationError,
+    ConflictError,
+    DimensionMismatchError,
+    IndexingError,
+    InvalidVectorError,
+    NotFoundError,
+    PrismMemoryError,
+    StorageError,
+    ValidationError,
+)
+from .indexing import IndexingPolicy, IndexingQueue
+from .invariants import InvariantScore, revoked_ids_absent
+from .limits import Limits
+from .memory import Memory, WorkingMemoryProcessor, create_memory, entry_digest
+from .models import (
+    ExportPage,
+    IndexingReport,
+    Lineage,
+    MemoryConsent,
+    MemoryEntry,
+    MemoryIdentity,
+    MemoryRecord,
+    RebuildPage,
+    RecallExplanation,
+    RecallHit,
+    RecallResult,
+    RecallScoring,
+    RememberResult,
+    RetentionResult,
+    ShareGrant,
+    WorkingMemoryRecord,
+)
+from .stores.base import VectorStore, WorkingStore
+from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessDeniedError",
+    "CapExceededError",
+    "ConfigurationError",
+    "ConflictError",
+    "ContextBlock",
+    "ContextProvider",
+    "DimensionMismatchError",
+    "Embedder",
+    "ExportPage",
+    "HashEmbedder",
+    "InMemoryVectorStore",
+    "InMemoryWorkingStore",
+    "IndexingError",
+    "IndexingPolicy",
+    "IndexingQueue",
+    "IndexingReport",
+    "InvalidVectorError",
+    "InvariantScore",
+    "Limits",
+    "Lineage",
+    "Memory",
+    "MemoryConsent",
+    "MemoryEntry",
+    "MemoryIdentity",
+    "MemoryRecord",
+    "NotFoundError",
+    "PrismMemoryError",
+    "RebuildPage",
+    "RecallExplanation",
+    "RecallHit",
+    "RecallResult",
+    "RecallScoring",
+    "RememberResult",
+    "RetentionResult",
+    "ShareGrant",
+    "StorageError",
+    "ValidationError",
+    "VectorStore",
+    "WorkingMemoryProcessor",
+    "WorkingMemoryRecord",
+    "WorkingStore",
+    "approximate_tokens",
+    "assert_finite_vector",
+    "create_memory",
+    "embed_batched",
+    "entry_digest",
+    "revoked_ids_absent",
+]

@@ -15,6 +15,7 @@ Ties break on score descending, then sequence ascending, then id ascending.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -65,7 +66,7 @@ def cosine(query: Vector, vector: Vector) -> float:
 def recency_score(occurred_at: datetime, now: datetime, half_life_ms: float) -> float:
     """``0.5 ** (age_ms / half_life_ms)`` clamped to [0, 1]; a future timestamp is age 0."""
     age_ms = max(0.0, (now - occurred_at).total_seconds() * 1000.0)
-    return min(1.0, max(0.0, 0.5 ** (age_ms / half_life_ms)))
+    return min(1.0, max(0.0, math.pow(0.5, age_ms / half_life_ms)))
 
 
 def _order_key(hit: RecallHit) -> tuple[float, int, str]:
@@ -124,7 +125,9 @@ def rerank(
     return hits[:top_k]
 
 
-def explain(hits: Sequence[RecallHit], scoring: RecallScoring | None) -> tuple[RecallExplanation, ...]:
+def explain(
+    hits: Sequence[RecallHit], scoring: RecallScoring | None
+) -> tuple[RecallExplanation, ...]:
     """One :class:`RecallExplanation` per hit, in rank order."""
     weights = (scoring if scoring is not None else DEFAULT_SCORING).weights()
     return tuple(

@@ -43,6 +43,9 @@ def is_recallable(
         return False
     if not is_visible(record, require_consent=recall_filter.require_consent):
         return False
-    if recall_filter.occurred_after is not None and record.occurred_at < recall_filter.occurred_after:
+    if (
+        recall_filter.occurred_after is not None
+        and record.occurred_at < recall_filter.occurred_after
+    ):
         return False
     return not any(invalidates(tombstone, record) for tombstone in source_tombstones)

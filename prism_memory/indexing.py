@@ -1,0 +1,283 @@
+"""The deferred-indexing queue: entries are stored first and embedded here, afterwards.
+
+One :class:`IndexingQueue` runs one named asyncio task with a stop event. It leases pending rows from
+the store (so concurrent workers on one database never embed a row twice), embeds them in batches,
+and stores the vectors. A failed batch is split so that one poisoned row never blocks the rest; each
+failure is recorded on its row with the attempt count and retried with exponential backoff, or marked
+``failed`` (and reported) once retrying cannot help. Nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .embedding import Embedder, embed_batched
+from .errors import IndexingError, InvalidVectorError, PrismMemoryError
+from .models import IndexingReport, MemoryIdentity, Vector
+from .stores.base import ClaimedEntry, VectorStore
+
+__all__ = ["IndexingPolicy", "IndexingQueue"]
+
+logger = logging.getLogger("prism_memory.indexing")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexingPolicy:
+    """How the queue leases, retries and waits."""
+
+    lease_seconds: float = 60.0
+    """How long a claimed row stays leased to this worker."""
+    max_attempts: int = 5
+    """Attempts before a row is marked ``failed`` (a bad vector fails at once)."""
+    retry_base_seconds: float = 0.5
+    """First retry delay; doubles per attempt."""
+    retry_max_seconds: float = 60.0
+    """Longest retry delay."""
+    busy_poll_seconds: float = 0.05
+    """How often to look for results while callers wait on ``done``."""
+    idle_poll_seconds: float = 5.0
+    """How often to look for due retries and other writers' rows when idle."""
+    drain_seconds: float = 30.0
+    """How long ``aclose()`` keeps indexing before it parks the rest."""
+
+    def __post_init__(self) -> None:
+        numbers = (
+            self.lease_seconds,
+            self.retry_base_seconds,
+            self.retry_max_seconds,
+            self.busy_poll_seconds,
+            self.idle_poll_seconds,
+            self.drain_seconds,
+        )
+        if any(not (value > 0) for value in numbers) or self.max_attempts < 1:
+            raise PrismMemoryError("IndexingPolicy values must be positive")
+
+    def retry_delay(self, attempts: int) -> timedelta:
+        """Backoff before attempt ``attempts + 1``."""
+        seconds = min(self.retry_max_seconds, self.retry_base_seconds * (2 ** max(0, attempts - 1)))
+        return timedelta(seconds=seconds)
+
+
+@dataclass(slots=True)
+class _Waiter:
+    ids: frozenset[str]
+    future: asyncio.Future[IndexingReport]
+
+
+class IndexingQueue:
+    """Embeds a scope's pending entries in the background (``scope=None``: every scope).
+
+    Use ``async with`` or :meth:`start` / :meth:`aclose`. :meth:`watch` returns a future resolving to
+    an :class:`IndexingReport` once the given ids are indexed or failed.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: VectorStore,
+        embedder: Embedder,
+        scope: MemoryIdentity | None,
+        batch_size: int,
+        clock: Callable[[], datetime],
+        policy: IndexingPolicy | None = None,
+        name: str | None = None,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._scope = scope
+        self._batch_size = batch_size
+        self._clock = clock
+        self._policy = policy or IndexingPolicy()
+        self.worker_id = f"{name or 'prism-indexer'}-{uuid.uuid4().hex[:12]}"
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._draining = False
+        self._batch_lock = asyncio.Lock()
+        self._waiters: list[_Waiter] = []
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker task is alive."""
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Start the worker task (idempotent). It first picks up rows left pending earlier."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._draining = False
+        self._task = asyncio.create_task(self._run(), name=self.worker_id)
+
+    async def __aenter__(self) -> IndexingQueue:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def wake(self) -> None:
+        """Tell the worker new rows are pending."""
+        self._wake.set()
+
+    def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:
+        """A future that resolves once every id in ``ids`` is indexed or failed (or gone)."""
+        if self._scope is None:
+            raise PrismMemoryError("an all-scopes queue cannot watch ids")
+        future: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
+        if not ids:
+            future.set_result(IndexingReport(indexed=()))
+            return future
+        self._waiters.append(_Waiter(frozenset(ids), future))
+        self.wake()
+        return future
+
+    async def run_until_idle(self) -> int:
+        """Embed until nothing is claimable right now; return how many rows were indexed."""
+        total = 0
+        while True:
+            indexed, claimed = await self._process_batch()
+            total += indexed
+            if claimed == 0:
+                break
+        await self._resolve_waiters()
+        return total
+
+    async def aclose(self, *, drain: bool = True) -> None:
+        """Stop the worker. With ``drain`` it first indexes what is claimable (up to the policy's
+        ``drain_seconds``); anything left stays pending in the store (durably, on a durable store)
+        and its watchers get an :class:`IndexingError`."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._draining = drain
+            self._stop.set()
+            self._wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=self._policy.drain_seconds)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        with contextlib.suppress(PrismMemoryError):
+            await self._store.release_claims(self.worker_id)
+        with contextlib.suppress(PrismMemoryError):
+            await self._resolve_waiters()
+        for waiter in self._waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(
+                    IndexingError(
+                        "memory closed before these entries were indexed; they remain pending",
+                        dict.fromkeys(waiter.ids, "pending at close"),
+                    )
+                )
+                waiter.future.exception()  # retrieved here, so asyncio does not log it as lost
+        self._waiters.clear()
+
+    # ---- the worker --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            claimed = 0
+            self._wake.clear()
+            try:
+                _, claimed = await self._process_batch()
+                await self._resolve_waiters()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("indexing iteration failed; retrying")
+                await asyncio.sleep(self._policy.busy_poll_seconds)
+            if self._stop.is_set() and (not self._draining or claimed == 0):
+                return
+            if claimed:
+                continue
+            timeout = (
+                self._policy.busy_poll_seconds if self._waiters else self._policy.idle_poll_seconds
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+
+    async def _process_batch(self) -> tuple[int, int]:
+        """Claim, embed and store one batch; return ``(indexed, claimed)``."""
+        async with self._batch_lock:
+            claimed = await self._store.claim_pending(
+                self._scope,
+                limit=self._batch_size,
+                worker_id=self.worker_id,
+                lease_seconds=self._policy.lease_seconds,
+                now=self._clock(),
+            )
+            if not claimed:
+                return 0, 0
+            done: list[tuple[ClaimedEntry, Vector]] = []
+            try:
+                vectors = await self._embed([item.text for item in claimed])
+                done.extend(zip(claimed, vectors, strict=True))
+            except Exception as exc:  # noqa: BLE001 - embedder errors are recorded per row below
+                if len(claimed) == 1:
+                    await self._fail(claimed[0], exc)
+                else:  # isolate the poisoned rows: embed one at a time
+                    for item in claimed:
+                        try:
+                            done.append((item, (await self._embed([item.text]))[0]))
+                        except Exception as item_exc:  # noqa: BLE001 - recorded on the row
+                            await self._fail(item, item_exc)
+            indexed = 0
+            if done:
+                indexed = await self._store.complete_indexing(
+                    done, worker_id=self.worker_id, now=self._clock()
+                )
+            return indexed, len(claimed)
+
+    async def _embed(self, texts: list[str]) -> Vector:
+        return await embed_batched(
+            self._embedder, texts, batch_size=self._batch_size, dimensions=self._embedder.dimensions
+        )
+
+    async def _fail(self, item: ClaimedEntry, exc: BaseException) -> None:
+        attempts = item.attempts + 1
+        permanent = isinstance(exc, InvalidVectorError) or attempts >= self._policy.max_attempts
+        now = self._clock()
+        retry_at = None if permanent else now + self._policy.retry_delay(attempts)
+        message = f"{type(exc).__name__}: {exc}"[:1000]
+        logger.warning(
+            "embedding entry %s failed (attempt %d, %s): %s",
+            item.id,
+            attempts,
+            "giving up" if permanent else "will retry",
+            message,
+        )
+        await self._store.fail_indexing(
+            item, worker_id=self.worker_id, error=message, retry_at=retry_at, now=now
+        )
+
+    async def _resolve_waiters(self) -> None:
+        if not self._waiters or self._scope is None:
+            return
+        wanted = sorted(set().union(*(waiter.ids for waiter in self._waiters)))
+        status = await self._store.index_status(self._scope, wanted)
+        remaining: list[_Waiter] = []
+        for waiter in self._waiters:
+            if waiter.future.done():
+                continue
+            states = {entry_id: status.get(entry_id) for entry_id in waiter.ids}
+            if any(state is not None and state[0] == "pending" for state in states.values()):
+                remaining.append(waiter)
+                continue
+            waiter.future.set_result(
+                IndexingReport(
+                    indexed=tuple(sorted(i for i, s in states.items() if s and s[0] == "indexed")),
+                    failed={
+                        i: s[1] or "failed"
+                        for i, s in sorted(states.items())
+                        if s and s[0] == "failed"
+                    },
+                )
+            )
+        self._waiters = remaining

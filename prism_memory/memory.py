@@ -1,0 +1,969 @@
+"""The :class:`Memory` facade: orchestration only — no SQL, no numpy.
+
+``create_memory(...)`` wires an embedder, a vector store and a working store (the in-memory reference
+adapters by default) to one exact scope: tenant, resource and (for semantic memory) thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar, cast
+
+import pydantic
+
+from ._cursor import decode_cursor, encode_cursor
+from .context import ContextProvider, TokenCounter, approximate_tokens
+from .embedding import Embedder, embed_batched
+from .errors import (
+    AccessDeniedError,
+    CapExceededError,
+    ConfigurationError,
+    DimensionMismatchError,
+    IndexingError,
+    NotFoundError,
+    ValidationError,
+)
+from .indexing import IndexingPolicy, IndexingQueue
+from .limits import Limits
+from .models import (
+    ExportPage,
+    IndexStatus,
+    MemoryConsent,
+    MemoryEntry,
+    MemoryIdentity,
+    MemoryRecord,
+    RebuildPage,
+    RecallResult,
+    RecallScoring,
+    RememberResult,
+    RetentionResult,
+    ShareGrant,
+    TombstoneReason,
+    Vector,
+    WorkingMemoryRecord,
+    check_key,
+    parse,
+)
+from .ranking import chronological, query_terms, rerank
+from .ranking import explain as explain_hits
+from .redaction import Redactor, Scrubber
+from .stores.base import (
+    NewEntry,
+    RecallFilter,
+    SearchRequest,
+    SharedSource,
+    Tombstone,
+    VectorStore,
+    WorkingStore,
+)
+from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
+from .working import canonical_json, check_size, compile_validator
+
+__all__ = ["Memory", "WorkingMemoryProcessor", "create_memory", "entry_digest"]
+
+ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
+OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
+EntryInput = MemoryEntry | Mapping[str, Any]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def entry_digest(role: str, text: str) -> str:
+    """The id an entry gets when none is given: a digest of role and (redacted) text.
+
+    A retried write therefore does not duplicate, and the same words from two roles stay two entries.
+    """
+    digest = hashlib.sha256(f"{role}\x1f{text}".encode()).hexdigest()
+    return f"m_{digest[:32]}"
+
+
+T = TypeVar("T")
+
+
+async def _maybe_await(value: T | Awaitable[T]) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class WorkingMemoryProcessor:
+    """Explicit, host-invoked working-memory updater. It never runs by itself.
+
+    ``extract(current_data, *args, **kwargs)`` returns the new document (or ``None`` for "no change");
+    :meth:`process` writes it with optimistic concurrency against the version it read.
+    """
+
+    def __init__(self, memory: Memory, extract: Callable[..., Any]) -> None:
+        if not callable(extract):
+            raise ConfigurationError("extract must be callable")
+        self._memory = memory
+        self._extract = extract
+
+    async def process(self, *args: Any, **kwargs: Any) -> WorkingMemoryRecord | None:
+        """Run ``extract`` over the current document and write its result, if any."""
+        current = await self._memory.get_working()
+        data = dict(current.data) if current is not None else {}
+        proposed = await _maybe_await(self._extract(data, *args, **kwargs))
+        if proposed is None:
+            return current
+        return await self._memory.update_working(
+            proposed, expected_version=current.version if current is not None else 0
+        )
+
+
+class Memory:
+    """Working and semantic memory of one scope. Create it with :func:`create_memory`.
+
+    Use it as an async context manager (or call :meth:`aclose`): leaving drains the indexing queue,
+    and on a durable store anything not yet embedded stays pending for the next start.
+    """
+
+    def __init__(
+        self,
+        *,
+        tenant_id: str,
+        resource_id: str,
+        thread_id: str | None,
+        embedder: Embedder,
+        vector_store: VectorStore,
+        working_store: WorkingStore,
+        validator: Callable[[Any], dict[str, Any]],
+        template: str | None,
+        limits: Limits,
+        scrubber: Scrubber,
+        require_consent: bool,
+        importance_from: ImportanceFrom | None,
+        on_invalidate: OnInvalidate | None,
+        retention: timedelta | None,
+        working_scope: Literal["resource", "thread"],
+        indexing: IndexingPolicy,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.resource_id = resource_id
+        self.thread_id = thread_id
+        self.embedder = embedder
+        self.vector_store = vector_store
+        self.working_store = working_store
+        self.limits = limits
+        self._validate = validator
+        self._template = template
+        self._scrub = scrubber
+        self._require_consent = require_consent
+        self._importance_from = importance_from
+        self._on_invalidate = on_invalidate
+        self._retention = retention
+        self._working_thread = thread_id if working_scope == "thread" else None
+        self._indexing = indexing
+        self._clock = clock
+        self._queue: IndexingQueue | None = None
+        self._closed = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> MemoryIdentity:
+        """The exact scope of semantic memory; :class:`ConfigurationError` without a thread."""
+        if self.thread_id is None:
+            raise ConfigurationError("semantic memory needs a thread_id")
+        return MemoryIdentity(
+            tenant_id=self.tenant_id, resource_id=self.resource_id, thread_id=self.thread_id
+        )
+
+    async def __aenter__(self) -> Memory:
+        if self.thread_id is not None:
+            await self._ensure_queue()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Drain the indexing queue (or durably park what is left). Stores stay open: the host owns them."""
+        self._closed = True
+        if self._queue is not None:
+            queue, self._queue = self._queue, None
+            await queue.aclose(drain=True)
+
+    async def _ensure_queue(self) -> IndexingQueue:
+        if self._closed:
+            raise ConfigurationError("this memory is closed")
+        if self._queue is None:
+            self._queue = IndexingQueue(
+                store=self.vector_store,
+                embedder=self.embedder,
+                scope=self.identity,
+                batch_size=self.limits.embed_batch,
+                clock=self._clock,
+                policy=self._indexing,
+                name=f"prism-indexer-{self.thread_id}",
+            )
+        await self._queue.start()
+        return self._queue
+
+    async def resume_indexing(self) -> int:
+        """Embed whatever this thread left pending (for example after a crash); return how many."""
+        queue = await self._ensure_queue()
+        return await queue.run_until_idle()
+
+    # ---- working memory ----------------------------------------------------------------------
+
+    async def get_working(self) -> WorkingMemoryRecord | None:
+        """The current working-memory document, or ``None`` before the first write."""
+        return await self.working_store.get_working(
+            self.tenant_id, self.resource_id, self._working_thread
+        )
+
+    async def update_working(
+        self, data: Mapping[str, Any] | pydantic.BaseModel, *, expected_version: int | None = None
+    ) -> WorkingMemoryRecord:
+        """Validate and write a new working-memory document (version + 1).
+
+        ``expected_version`` (0 for "none yet") makes the write conditional: a stale version raises
+        :class:`~prism_memory.errors.ConflictError`.
+        """
+        if expected_version is not None and (
+            isinstance(expected_version, bool)
+            or not isinstance(expected_version, int)
+            or expected_version < 0
+        ):
+            raise ValidationError("expected_version must be a non-negative integer")
+        if isinstance(data, pydantic.BaseModel):
+            data = data.model_dump(mode="json")
+        if not isinstance(data, Mapping):
+            raise ValidationError("working memory must be a JSON object")
+        document = self._validate(self._scrub.value(data) if self._scrub.active else data)
+        check_size(document, self.limits.working_memory_bytes)
+        return await self.working_store.put_working(
+            self.tenant_id,
+            self.resource_id,
+            self._working_thread,
+            document,
+            expected_version=expected_version,
+            now=self._clock(),
+        )
+
+    def working_memory_processor(self, extract: Callable[..., Any]) -> WorkingMemoryProcessor:
+        """An explicit updater the host invokes; see :class:`WorkingMemoryProcessor`."""
+        return WorkingMemoryProcessor(self, extract)
+
+    # ---- remember ----------------------------------------------------------------------------
+
+    async def remember(
+        self, entries: EntryInput | Sequence[EntryInput], *, wait: bool = False
+    ) -> RememberResult:
+        """Store entries durably, then embed them in the background.
+
+        Returns once the rows are stored. ``pending`` lists the ids awaiting their vector (an entry is
+        not recallable until it has one); ``await result.done`` for the :class:`IndexingReport`.
+        With ``wait=True`` this returns only once they are indexed, and raises
+        :class:`~prism_memory.errors.IndexingError` if any failed (the rows stay stored).
+        """
+        scope = self.identity
+        items = self._entry_list(entries)
+        now = self._clock()
+        prepared: dict[str, NewEntry] = {}
+        for item in items:
+            entry = await self._prepare(item, now)
+            previous = prepared.get(entry.id)
+            if previous is not None and previous != entry:
+                raise ValidationError(f"entry {entry.id!r} appears twice with different content")
+            prepared[entry.id] = entry
+        await self._check_lineage_sources(scope, prepared)
+        records = await self.vector_store.put_entries(scope, list(prepared.values()), now=now)
+        failed = [record.id for record in records if record.status == "failed"]
+        if failed:  # remembering again is how a host retries a failed entry
+            await self.vector_store.requeue_failed(scope, failed)
+        pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
+        queue = await self._ensure_queue()
+        done = queue.watch(pending)
+        result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
+        if wait:
+            report = await done
+            if report.failed:
+                raise IndexingError(
+                    f"{len(report.failed)} entries failed to index", dict(report.failed)
+                )
+        return result
+
+    def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
+        if isinstance(entries, MemoryEntry | Mapping):
+            raw: list[EntryInput] = [entries]
+        elif isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
+            raw = list(entries)
+        else:
+            raise ValidationError("entries must be an entry, a mapping, or a sequence of them")
+        if not raw:
+            raise ValidationError("remember() needs at least one entry")
+        if len(raw) > self.limits.remember_batch:
+            raise CapExceededError(
+                f"{len(raw)} entries in one call, over the cap {self.limits.remember_batch}"
+            )
+        return [parse(MemoryEntry, item, "memory entry") for item in raw]
+
+    async def _prepare(self, entry: MemoryEntry, now: datetime) -> NewEntry:
+        text = self._scrub.text(entry.text)
+        metadata: dict[str, Any] = self._scrub.value(entry.metadata)
+        payload = len(text.encode()) + len(canonical_json(metadata).encode())
+        if payload > self.limits.payload_bytes:
+            raise CapExceededError(
+                f"entry payload is {payload} bytes, over the cap {self.limits.payload_bytes}"
+            )
+        if (
+            entry.lineage is not None
+            and len(entry.lineage.source_ids) > self.limits.lineage_source_ids
+        ):
+            raise CapExceededError(
+                f"lineage names {len(entry.lineage.source_ids)} sources, over the cap "
+                f"{self.limits.lineage_source_ids}"
+            )
+        entry_id = entry.id if entry.id is not None else entry_digest(entry.role, text)
+        if entry.lineage is not None and entry_id in entry.lineage.source_ids:
+            raise ValidationError(f"entry {entry_id!r} names itself in its lineage")
+        return NewEntry(
+            id=entry_id,
+            text=text,
+            role=entry.role,
+            metadata=metadata,
+            consent=entry.consent,
+            sequence=entry.sequence,
+            occurred_at=entry.occurred_at or now,
+            importance=await self._importance(entry),
+            lineage=entry.lineage,
+        )
+
+    async def _importance(self, entry: MemoryEntry) -> float:
+        if entry.importance is not None:
+            return min(1.0, max(0.0, entry.importance))
+        if entry.reflection is None or self._importance_from is None:
+            return 1.0
+        reflection = self._scrub.value(entry.reflection)  # the hook only ever sees redacted data
+        value = await _maybe_await(self._importance_from(reflection))
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValidationError(f"importance_from returned {value!r}, not a finite number")
+        return min(1.0, max(0.0, float(value)))
+
+    async def _check_lineage_sources(
+        self, scope: MemoryIdentity, prepared: Mapping[str, NewEntry]
+    ) -> None:
+        named = {s for e in prepared.values() if e.lineage for s in e.lineage.source_ids}
+        outside = sorted(named - prepared.keys())
+        if outside:
+            unknown = sorted(set(outside) - await self.vector_store.known_ids(scope, outside))
+            if unknown:
+                raise ValidationError(f"lineage names entries unknown in this thread: {unknown}")
+
+    # ---- recall ------------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        message_range: int | None = None,
+        require_consent: bool | None = None,
+        scoring: RecallScoring | Mapping[str, Any] | None = None,
+        explain: bool = False,
+        share_from_parent_thread_id: str | None = None,
+    ) -> RecallResult:
+        """Recall the entries most similar to ``query`` (similarity + lexical; see :mod:`prism_memory.ranking`).
+
+        The single consent gate: invisible, revoked, non-consented (when required), invalidated,
+        expired, held and not-yet-embedded entries never come back. ``message_range`` adds up to that
+        many neighbours by sequence on each side of each hit, under the same rules.
+        """
+        scope = self.identity
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query must be a non-empty string")
+        if len(query.encode()) > self.limits.payload_bytes:
+            raise CapExceededError("query is over the payload cap")
+        k = self.limits.resolve("top_k", top_k)
+        window = self.limits.resolve("message_range", message_range or 0, minimum=0)
+        rules = None if scoring is None else parse(RecallScoring, scoring, "recall scoring")
+        consent = self._require_consent if require_consent is None else bool(require_consent)
+        shared_thread = None
+        if share_from_parent_thread_id is not None:
+            shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
+            if shared_thread == scope.thread_id:
+                raise ValidationError("a thread cannot share from itself")
+        vector = await self._embed_one(query, "query embedding")
+        now = self._clock()
+        recall_filter = self._filter(now, require_consent=consent)
+        shared = await self._shared_source(scope, shared_thread, now)
+        candidates = await self.vector_store.search(
+            scope,
+            SearchRequest(
+                vector=vector,
+                terms=query_terms(query),
+                limit=k * 4,
+                filter=recall_filter,
+                shared=shared,
+            ),
+        )
+        hits = rerank(
+            candidates,
+            query_vector=vector,
+            query_text=query,
+            top_k=k,
+            now=now,
+            scoring=rules,
+            shared_thread_id=shared_thread if shared else None,
+        )
+        if self._scrub.active:
+            hits = [replace(hit, record=self._scrubbed(hit.record)) for hit in hits]
+        adjacent: tuple[MemoryRecord, ...] = ()
+        own = [hit.record for hit in hits if not hit.shared]
+        if window and own:
+            hit_ids = {record.id for record in own}
+            ranges = [(r.sequence - window, r.sequence + window) for r in own]
+            neighbours = await self.vector_store.neighbors(scope, ranges, recall_filter)
+            adjacent = tuple(
+                self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
+            )
+        return RecallResult(
+            hits=tuple(hits),
+            adjacent=adjacent,
+            explanations=explain_hits(hits, rules) if explain else None,
+        )
+
+    def _filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
+        cutoff = None if self._retention is None else now - self._retention
+        return RecallFilter(now=now, require_consent=require_consent, occurred_after=cutoff)
+
+    async def _shared_source(
+        self, scope: MemoryIdentity, parent: str | None, now: datetime
+    ) -> SharedSource | None:
+        if parent is None:
+            return None
+        grant = await self.vector_store.get_share_grant(
+            scope.tenant_id, scope.resource_id, parent, scope.thread_id
+        )
+        if grant is None or not grant.source_ids:
+            return None  # fail closed: no grant, no parent entries
+        if grant.expires_at is not None and grant.expires_at <= now:
+            return None
+        return SharedSource(thread_id=parent, ids=grant.source_ids)
+
+    def _scrubbed(self, record: MemoryRecord) -> MemoryRecord:
+        if not self._scrub.active:
+            return record
+        return replace(
+            record, text=self._scrub.text(record.text), metadata=self._scrub.value(record.metadata)
+        )
+
+    async def _embed_one(self, text: str, label: str) -> Vector:
+        vectors = await embed_batched(self.embedder, [text], batch_size=1)
+        if vectors.shape[0] != 1:
+            raise ValidationError(f"{label}: embedder returned no vector")
+        return cast(Vector, vectors[0])
+
+    def context_provider(
+        self,
+        *,
+        working: bool = True,
+        semantic: bool = True,
+        top_k: int | None = None,
+        max_tokens: int | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> ContextProvider:
+        """A provider of inert system blocks: working memory and/or recalled memories.
+
+        Recalled memories are chosen best-first within ``max_tokens`` (default 2000, cap 8000) and
+        presented chronologically, so the block stays byte-identical unless the chosen set changes.
+        """
+        k = self.limits.resolve("top_k", top_k)
+        budget = self.limits.resolve("injected_tokens", max_tokens)
+
+        async def recall(query: str, limit: int) -> RecallResult:
+            return await self.recall(query, top_k=limit)
+
+        return ContextProvider(
+            recall=recall if semantic else None,
+            get_working=self.get_working if working else None,
+            template=self._template,
+            scrub=self._scrub.value,
+            top_k=k,
+            max_tokens=budget,
+            token_counter=token_counter or approximate_tokens,
+        )
+
+    # ---- consent, correction, lineage --------------------------------------------------------
+
+    async def _get(self, scope: MemoryIdentity, entry_id: str) -> MemoryRecord:
+        found = await self.vector_store.get_entries(scope, [check_key(entry_id, "entry id")])
+        if not found:
+            raise NotFoundError(f"no entry {entry_id!r} in this thread")
+        return found[0]
+
+    async def get(self, entry_id: str) -> MemoryRecord:
+        """One stored entry of this thread, whatever its state; :class:`NotFoundError` if absent."""
+        return await self._get(self.identity, entry_id)
+
+    async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
+        """``id -> pending | indexed | failed`` for the ids that exist in this thread."""
+        status = await self.vector_store.index_status(self.identity, list(ids))
+        return {entry_id: state for entry_id, (state, _) in status.items()}
+
+    async def set_consent(
+        self,
+        entry_id: str,
+        *,
+        visible: bool | None = None,
+        source: str | None = None,
+        scope: str | None = None,
+    ) -> MemoryRecord:
+        """Grant or revoke an entry's consent, or change its provenance; never re-embeds.
+
+        ``visible=False`` revokes: tombstones for the entry and everything derived from it land
+        first, so dependents drop out of recall at once. ``visible=True`` grants again.
+        """
+        if visible is None and source is None and scope is None:
+            raise ValidationError("set_consent needs visible, source or scope")
+        memory_scope = self.identity
+        record = await self._get(memory_scope, entry_id)
+        now = self._clock()
+        current = record.effective_consent
+        changes: dict[str, Any] = {}
+        if source is not None:
+            changes["source"] = source
+        if scope is not None:
+            changes["scope"] = scope
+        if visible is False:
+            changes.update(visible=False, revoked_at=now)
+        elif visible is True:
+            changes.update(visible=True, revoked_at=None, granted_at=now)
+        consent = parse(MemoryConsent, {**current.model_dump(), **changes}, "consent")
+        was_active = current.visible and current.revoked_at is None
+        if visible is False and was_active:
+            await self._invalidate(memory_scope, [record.id], "revoked", now)
+        updated = await self.vector_store.set_consent(memory_scope, record.id, consent, now=now)
+        if visible is True and not was_active:
+            await self.vector_store.remove_tombstones(memory_scope, record.id, "revoked")
+        return self._scrubbed(updated)
+
+    async def correct(self, entry_id: str, text: str) -> MemoryRecord:
+        """Replace an entry's text and re-embed it, keeping its consent.
+
+        Entries derived from it (its lineage dependents, transitively) written before the correction
+        are invalidated; the corrected entry itself stays recallable.
+        """
+        scope = self.identity
+        record = await self._get(scope, entry_id)
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError("corrected text must be a non-empty string")
+        clean = self._scrub.text(text)
+        payload = len(clean.encode()) + len(canonical_json(dict(record.metadata)).encode())
+        if payload > self.limits.payload_bytes:
+            raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
+        vector = await self._embed_one(clean, "corrected embedding")  # fails before any write
+        now = self._clock()
+        await self._invalidate(scope, [record.id], "corrected", now)
+        return self._scrubbed(
+            await self.vector_store.replace_text(scope, record.id, clean, vector, now=now)
+        )
+
+    async def _dependents(self, scope: MemoryIdentity, roots: Sequence[str]) -> dict[str, str]:
+        """Transitive lineage dependents of ``roots``: ``dependent id -> root that caused it``."""
+        cap = self.limits.lineage_edges
+        cause: dict[str, str] = {root: root for root in roots}
+        frontier = list(roots)
+        found: dict[str, str] = {}
+        for depth in range(self.limits.lineage_depth + 1):
+            if not frontier:
+                break
+            rows = await self.vector_store.dependents(scope, frontier, limit=cap - len(found) + 1)
+            fresh = [(dep, sources) for dep, sources in rows if dep not in cause]
+            if not fresh:
+                break
+            if depth == self.limits.lineage_depth:
+                raise CapExceededError(
+                    f"lineage is deeper than {self.limits.lineage_depth}; nothing was changed"
+                )
+            frontier = []
+            for dep, sources in fresh:
+                origin = next((cause[s] for s in sources if s in cause), roots[0])
+                cause[dep] = found[dep] = origin
+                frontier.append(dep)
+            if len(found) > cap:
+                raise CapExceededError(f"lineage touches over {cap} entries; nothing was changed")
+        return found
+
+    async def _invalidate(
+        self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
+    ) -> dict[str, str]:
+        """Tombstone ``roots`` and their dependents (first), then tell ``on_invalidate``."""
+        dependents = await self._dependents(scope, roots)
+        tombstones = [Tombstone(root, root, reason, now) for root in roots]
+        tombstones += [Tombstone(dep, origin, reason, now) for dep, origin in dependents.items()]
+        for start in range(0, len(tombstones), self.limits.delete_batch):
+            batch = tombstones[start : start + self.limits.delete_batch]
+            await self.vector_store.add_tombstones(scope, batch)
+        affected = [*roots, *dependents] if reason != "corrected" else list(dependents)
+        if self._on_invalidate is not None and affected:
+            await _maybe_await(self._on_invalidate(affected))
+        return dependents
+
+    # ---- deletion ----------------------------------------------------------------------------
+
+    async def forget(self, *, ids: Sequence[str] | None = None, hold: bool = False) -> int:
+        """Really delete entries and everything derived from them; return how many rows went.
+
+        Tombstones land first. ``ids=None`` means the whole thread (entries under legal hold stay).
+        ``hold=True`` instead puts the entries under legal hold: bodies are kept, they and their
+        dependents are excluded from recall, injection and export, and 0 is returned. A later
+        ``forget(ids=[...])`` naming a held entry deletes it (that is how a hold is lifted).
+        """
+        scope = self.identity
+        if ids is None:
+            targets = await self._all_ids(scope, include_held=hold)
+        else:
+            if isinstance(ids, str):
+                raise ValidationError("ids must be a sequence of ids, not a string")
+            wanted = list(dict.fromkeys(check_key(i, "entry id") for i in ids))
+            targets = [r.id for r in await self.vector_store.get_entries(scope, wanted)]
+        if not targets:
+            return 0
+        now = self._clock()
+        if hold:
+            await self._invalidate(scope, targets, "held", now)
+            await self.vector_store.set_legal_hold(scope, targets, True)
+            return 0
+        return await self._delete(scope, targets, "forgotten", now)
+
+    async def _all_ids(self, scope: MemoryIdentity, *, include_held: bool) -> list[str]:
+        ids: list[str] = []
+        after: tuple[int, str] | None = None
+        while True:
+            page = await self.vector_store.list_by_thread(scope, after=after, limit=256)
+            ids.extend(r.id for r in page if include_held or not r.legal_hold)
+            if len(page) < 256:
+                return ids
+            after = (page[-1].sequence, page[-1].id)
+
+    async def _delete(
+        self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
+    ) -> int:
+        dependents = await self._invalidate(scope, roots, reason, now)
+        held: set[str] = set()
+        if dependents:  # a derived entry under legal hold stays (excluded through its lineage)
+            found = await self.vector_store.get_entries(scope, list(dependents))
+            held = {r.id for r in found if r.legal_hold}
+        doomed = [*roots, *(d for d in dependents if d not in held)]
+        deleted = 0
+        for start in range(0, len(doomed), self.limits.delete_batch):
+            batch = doomed[start : start + self.limits.delete_batch]
+            deleted += await self.vector_store.delete_entries(scope, batch)
+        return deleted
+
+    async def forget_before(self, occurred_before: datetime) -> int:
+        """Delete entries that *occurred* before ``occurred_before`` (not when they were written).
+
+        Entries under legal hold stay; dependents of deleted entries go too. Returns the count.
+        """
+        if not isinstance(occurred_before, datetime) or occurred_before.utcoffset() is None:
+            raise ValidationError("occurred_before must be a timezone-aware datetime")
+        scope = self.identity
+        total = 0
+        while True:
+            page = await self.vector_store.list_oldest(
+                scope,
+                limit=self.limits.delete_batch * 4,
+                occurred_before=occurred_before,
+                include_held=False,
+            )
+            if not page:
+                return total
+            total += await self._delete(scope, [r.id for r in page], "forgotten", self._clock())
+
+    async def apply_retention(
+        self,
+        *,
+        max_age_days: float | None = None,
+        max_entries: int | None = None,
+        batch_size: int | None = None,
+    ) -> RetentionResult:
+        """One bounded real-delete sweep over the thread's oldest entries; skips legal hold.
+
+        Deletes what occurred more than ``max_age_days`` ago (default: the memory's
+        ``retention_days``) and, with ``max_entries``, the oldest entries beyond that count.
+        """
+        days = max_age_days if max_age_days is not None else self._retention_days()
+        if days is not None and (
+            isinstance(days, bool)
+            or not isinstance(days, int | float)
+            or not days > 0
+            or not math.isfinite(days)
+        ):
+            raise ValidationError("max_age_days must be a positive number")
+        if max_entries is not None and (
+            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0
+        ):
+            raise ValidationError("max_entries must be a non-negative integer")
+        if days is None and max_entries is None:
+            raise ValidationError(
+                "no retention rule: pass max_age_days/max_entries or set retention_days"
+            )
+        batch = self.limits.resolve("retention_batch", batch_size)
+        scope = self.identity
+        now = self._clock()
+        scanned = await self.vector_store.list_oldest(scope, limit=batch)
+        deletable = [r for r in scanned if not r.legal_hold]
+        doomed: list[str] = []
+        if days is not None:
+            cutoff = now - timedelta(days=days)
+            doomed = [r.id for r in deletable if r.occurred_at < cutoff]
+        if max_entries is not None:
+            overflow = await self.vector_store.count_by_thread(scope) - max_entries
+            for record in deletable:
+                if len(doomed) >= overflow:
+                    break
+                if record.id not in doomed:
+                    doomed.append(record.id)
+        deleted = await self._delete(scope, doomed, "retention", now) if doomed else 0
+        return RetentionResult(deleted=deleted, scanned=len(scanned))
+
+    def _retention_days(self) -> float | None:
+        return None if self._retention is None else self._retention / timedelta(days=1)
+
+    # ---- sharing -----------------------------------------------------------------------------
+
+    async def share_with(
+        self,
+        child_thread_id: str,
+        source_ids: Sequence[str],
+        *,
+        expires_at: datetime | None = None,
+    ) -> ShareGrant:
+        """Let a child thread recall the named entries of this (parent) thread.
+
+        The grant is tenant- and resource-bound, replaces any earlier one for that child, and is
+        checked for expiry on every read. Empty ``source_ids`` revokes.
+        """
+        scope = self.identity
+        child = check_key(child_thread_id, "child_thread_id")
+        if child == scope.thread_id:
+            raise ValidationError("a thread cannot share with itself")
+        if isinstance(source_ids, str):
+            raise ValidationError("source_ids must be a sequence of ids, not a string")
+        ids = tuple(dict.fromkeys(check_key(i, "source id") for i in source_ids))
+        if len(ids) > self.limits.share_ids:
+            raise CapExceededError(f"{len(ids)} shared ids, over the cap {self.limits.share_ids}")
+        now = self._clock()
+        if expires_at is not None:
+            if not isinstance(expires_at, datetime) or expires_at.utcoffset() is None:
+                raise ValidationError("expires_at must be a timezone-aware datetime")
+            if expires_at <= now:
+                raise ValidationError("expires_at must be in the future")
+        grant = ShareGrant(
+            tenant_id=scope.tenant_id,
+            resource_id=scope.resource_id,
+            parent_thread_id=scope.thread_id,
+            child_thread_id=child,
+            source_ids=ids,
+            created_at=now,
+            expires_at=expires_at,
+        )
+        if not ids:
+            await self.revoke_share(child)
+            return grant
+        found = {r.id for r in await self.vector_store.get_entries(scope, list(ids))}
+        missing = sorted(set(ids) - found)
+        if missing:
+            raise NotFoundError(f"cannot share entries this thread does not hold: {missing}")
+        return await self.vector_store.put_share_grant(grant)
+
+    async def revoke_share(self, child_thread_id: str) -> int:
+        """Withdraw this thread's grant to a child; return 1 if there was one, else 0."""
+        scope = self.identity
+        child = check_key(child_thread_id, "child_thread_id")
+        return await self.vector_store.delete_share_grant(
+            scope.tenant_id, scope.resource_id, scope.thread_id, child
+        )
+
+    # ---- export and re-index -----------------------------------------------------------------
+
+    async def export_memory(
+        self,
+        *,
+        identity: MemoryIdentity | Mapping[str, Any],
+        cursor: str | None = None,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+        max_seconds: int | None = None,
+    ) -> ExportPage:
+        """One page of this thread's exportable entries, redacted, in ``(sequence, id)`` order.
+
+        ``identity`` must equal this memory's exact scope. Exported: entries with explicit consent
+        that are visible, not revoked, not held, not invalidated, within retention, and indexed.
+        """
+        scope = self.identity
+        claimed = parse(MemoryIdentity, identity, "identity")
+        if claimed != scope:
+            raise AccessDeniedError("export identity does not match this memory's scope")
+        after = decode_cursor("export", cursor)
+        page_size = self.limits.resolve("export_entries", limit)
+        byte_cap = self.limits.resolve("export_bytes", max_bytes)
+        deadline = time.monotonic() + self.limits.resolve("export_seconds", max_seconds)
+        recall_filter = self._filter(self._clock(), require_consent=True)
+        entries: list[dict[str, Any]] = []
+        size = 0
+        while True:
+            page = await self.vector_store.list_by_thread(scope, after=after, limit=page_size)
+            if not page:
+                return _export_page(entries, size, None)
+            allowed = {
+                r.id
+                for r in await self.vector_store.neighbors(
+                    scope, [(page[0].sequence, page[-1].sequence)], recall_filter
+                )
+            }
+            for index, record in enumerate(page):
+                if record.id in allowed:
+                    body = self._scrubbed(record).to_json()
+                    cost = len(canonical_json(body).encode())
+                    if size + cost > byte_cap:
+                        if not entries:
+                            raise CapExceededError(
+                                f"entry {record.id!r} alone is {cost} bytes, over max_bytes {byte_cap}"
+                            )
+                        return _export_page(entries, size, after)
+                    entries.append(body)
+                    size += cost
+                after = (record.sequence, record.id)
+                if len(entries) >= page_size or time.monotonic() > deadline:
+                    more = index < len(page) - 1 or len(page) == page_size
+                    return _export_page(entries, size, after if more else None)
+            if len(page) < page_size:
+                return _export_page(entries, size, None)
+
+    async def rebuild_index(
+        self,
+        *,
+        cursor: str | None = None,
+        batch_size: int | None = None,
+        max_seconds: int | None = None,
+    ) -> RebuildPage:
+        """Re-embed one page of this thread's entries; store ``next_cursor`` to resume later."""
+        scope = self.identity
+        after = decode_cursor("rebuild", cursor)
+        page_size = self.limits.resolve("rebuild_batch", batch_size)
+        deadline = time.monotonic() + self.limits.resolve("rebuild_seconds", max_seconds)
+        page = await self.vector_store.list_by_thread(scope, after=after, limit=page_size)
+        rebuilt = 0
+        step = self.limits.embed_batch
+        for start in range(0, len(page), step):
+            chunk = page[start : start + step]
+            vectors = await embed_batched(self.embedder, [r.text for r in chunk], batch_size=step)
+            rebuilt += await self.vector_store.store_vectors(
+                scope,
+                [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],
+                now=self._clock(),
+            )
+            last = chunk[-1]
+            if time.monotonic() > deadline and start + step < len(page):
+                return RebuildPage(rebuilt, encode_cursor("rebuild", (last.sequence, last.id)))
+        if len(page) < page_size:
+            return RebuildPage(rebuilt=rebuilt, next_cursor=None)
+        return RebuildPage(rebuilt, encode_cursor("rebuild", (page[-1].sequence, page[-1].id)))
+
+
+def _export_page(
+    entries: list[dict[str, Any]], size: int, position: tuple[int, str] | None
+) -> ExportPage:
+    cursor = None if position is None else encode_cursor("export", position)
+    return ExportPage(entries=tuple(entries), bytes=size, next_cursor=cursor)
+
+
+def create_memory(
+    *,
+    tenant_id: str,
+    resource_id: str,
+    thread_id: str | None = None,
+    embedder: Embedder,
+    vector_store: VectorStore | None = None,
+    working_store: WorkingStore | None = None,
+    schema: Mapping[str, Any] | type[pydantic.BaseModel] | None = None,
+    validate_working_memory: Callable[[dict[str, Any]], Any] | None = None,
+    working_memory_template: str | None = None,
+    limits: Limits | Mapping[str, Any] | None = None,
+    redactor: Redactor | None = None,
+    secrets: Iterable[str] | None = None,
+    require_consent: bool = False,
+    importance_from: ImportanceFrom | None = None,
+    on_invalidate: OnInvalidate | None = None,
+    retention_days: float | None = None,
+    working_scope: Literal["resource", "thread"] = "resource",
+    indexing: IndexingPolicy | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> Memory:
+    """Create the memory of one scope. Stores default to fresh in-memory reference adapters.
+
+    ``schema`` is a JSON-Schema subset dict or a pydantic model class; ``validate_working_memory`` is
+    an extra host check. ``working_scope="thread"`` keeps one working document per thread instead of
+    per resource. ``retention_days`` turns on a retention window enforced on every read.
+    """
+    tenant = check_key(tenant_id, "tenant_id")
+    resource = check_key(resource_id, "resource_id")
+    thread = None if thread_id is None else check_key(thread_id, "thread_id")
+    if not isinstance(embedder, Embedder):
+        raise ConfigurationError("embedder must implement the Embedder protocol")
+    width = embedder.dimensions
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ConfigurationError("embedder.dimensions must be a positive integer")
+    store = vector_store if vector_store is not None else InMemoryVectorStore()
+    if not isinstance(store, VectorStore):
+        raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")
+    if store.dimension is not None and store.dimension != width:
+        raise DimensionMismatchError(
+            f"the vector store is pinned to width {store.dimension}, the embedder makes {width}"
+        )
+    working = working_store if working_store is not None else InMemoryWorkingStore()
+    if not isinstance(working, WorkingStore):
+        raise ConfigurationError("working_store must subclass prism_memory.stores.WorkingStore")
+    if working_scope not in ("resource", "thread"):
+        raise ConfigurationError("working_scope must be 'resource' or 'thread'")
+    if working_scope == "thread" and thread is None:
+        raise ConfigurationError("working_scope='thread' needs a thread_id")
+    if retention_days is not None and (
+        isinstance(retention_days, bool)
+        or not isinstance(retention_days, int | float)
+        or not math.isfinite(retention_days)
+        or retention_days <= 0
+    ):
+        raise ValidationError("retention_days must be a positive number")
+    if working_memory_template is not None and not isinstance(working_memory_template, str):
+        raise ConfigurationError("working_memory_template must be a string")
+    for name, hook in (("importance_from", importance_from), ("on_invalidate", on_invalidate)):
+        if hook is not None and not callable(hook):
+            raise ConfigurationError(f"{name} must be callable")
+    return Memory(
+        tenant_id=tenant,
+        resource_id=resource,
+        thread_id=thread,
+        embedder=embedder,
+        vector_store=store,
+        working_store=working,
+        validator=compile_validator(schema, validate_working_memory),
+        template=working_memory_template,
+        limits=parse(Limits, limits if limits is not None else {}, "limits"),
+        scrubber=Scrubber(redactor, secrets),
+        require_consent=bool(require_consent),
+        importance_from=importance_from,
+        on_invalidate=on_invalidate,
+        retention=None if retention_days is None else timedelta(days=retention_days),
+        working_scope=working_scope,
+        indexing=indexing or IndexingPolicy(),
+        clock=clock or _utcnow,
+    )

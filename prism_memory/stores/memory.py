@@ -1,0 +1,894 @@
+"""In-memory reference adapters: the library default and the behaviour every backend is held to.
+
+:class:`InMemoryVectorStore` keeps each thread's rows, tombstones and a lazily built search index in
+plain dictionaries on the *instance* (nothing lives on the class), so two stores never share data.
+Every method finishes without awaiting, so each call is atomic with respect to the event loop; write
+methods also validate all their input before they change anything, so a call that raises leaves the
+store as it was.
+
+Search is exact: cosine over a per-thread numpy matrix of the rows that pass the static part of
+:func:`~prism_memory.stores.rules.is_recallable`, with the per-request parts (consent requirement
+and retention window) applied as vectorised masks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..embedding import assert_finite_vector
+from ..errors import ConfigurationError, ConflictError, NotFoundError, ValidationError
+from ..models import (
+    Candidate,
+    IndexStatus,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    ShareGrant,
+    TombstoneReason,
+    Vector,
+    WorkingMemoryRecord,
+)
+from ..ranking import query_terms
+from .base import (
+    ClaimedEntry,
+    NewEntry,
+    RecallFilter,
+    SearchRequest,
+    Tombstone,
+    VectorStore,
+    WorkingStore,
+)
+from .rules import is_recallable
+
+__all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
+
+_ScopeKey = tuple[str, str, str]
+_GrantKey = tuple[str, str, str, str]
+_WorkingKey = tuple[str, str, str | None]
+_Positions = npt.NDArray[np.intp]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_STATIC_FILTER = RecallFilter(now=_EPOCH)
+"""The request-independent part of the rules: no consent requirement, no retention window."""
+
+
+def _micros(moment: datetime) -> int:
+    """Exact microseconds since the epoch of an aware datetime (so comparisons match datetime's)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _key(scope: MemoryIdentity) -> _ScopeKey:
+    return (scope.tenant_id, scope.resource_id, scope.thread_id)
+
+
+def _check_limit(limit: int, name: str = "limit") -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError(f"{name} must be a non-negative integer")
+
+
+def _export(record: MemoryRecord) -> MemoryRecord:
+    """A record a caller may keep: its metadata is a private copy of the stored one."""
+    if not record.metadata:
+        return record
+    return replace(record, metadata=copy.deepcopy(dict(record.metadata)))
+
+
+def _frozen_vector(vector: Vector) -> Vector:
+    stored = np.array(vector, dtype=np.float32, copy=True)
+    stored.setflags(write=False)
+    return stored
+
+
+@dataclass(slots=True)
+class _Row:
+    """One stored entry plus the ledger fields the record does not expose."""
+
+    record: MemoryRecord
+    vector: Vector | None = None
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class _SearchIndex:
+    """Rows of one thread that pass the static rules, in ``(sequence, id)`` order, as arrays."""
+
+    records: list[MemoryRecord]
+    vectors: list[Vector]
+    positions: dict[str, int]
+    unit: npt.NDArray[np.float64]
+    """L2-normalised vectors (zero rows stay zero), one row per record."""
+    occurred_us: npt.NDArray[np.int64]
+    explicit_consent: npt.NDArray[np.bool_]
+    postings: dict[str, _Positions]
+    """Word term -> positions of the records whose text contains it."""
+
+    def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
+        """The request-dependent part of the rules, as a mask over the index rows."""
+        mask = np.ones(len(self.records), dtype=np.bool_)
+        if recall_filter.require_consent:
+            mask &= self.explicit_consent
+        if recall_filter.occurred_after is not None:
+            mask &= self.occurred_us >= _micros(recall_filter.occurred_after)
+        return mask
+
+    def term_counts(self, terms: Iterable[str]) -> npt.NDArray[np.int64]:
+        """How many of ``terms`` each record's text contains as a word."""
+        counts = np.zeros(len(self.records), dtype=np.int64)
+        for term in terms:
+            hit = self.postings.get(term)
+            if hit is not None:
+                counts[hit] += 1
+        return counts
+
+
+@dataclass(slots=True)
+class _Thread:
+    """Everything one ``(tenant, resource, thread)`` scope holds."""
+
+    rows: dict[str, _Row] = field(default_factory=dict)
+    tombstones: dict[str, dict[str, Tombstone]] = field(default_factory=dict)
+    """``entry_id -> cause_id -> tombstone``."""
+    index: _SearchIndex | None = None
+    order: list[tuple[int, str]] | None = None
+
+    def touch(self) -> None:
+        """Drop the derived caches after any write."""
+        self.index = None
+        self.order = None
+
+    def source_tombstones(self, record: MemoryRecord) -> list[Tombstone]:
+        """The tombstones on ``record``'s lineage sources in this thread."""
+        if record.lineage is None:
+            return []
+        found: list[Tombstone] = []
+        for source_id in record.lineage.source_ids:
+            found.extend(self.tombstones.get(source_id, {}).values())
+        return found
+
+    def recallable(self, record: MemoryRecord, recall_filter: RecallFilter) -> bool:
+        """:func:`is_recallable` with this thread's tombstones."""
+        return is_recallable(record, recall_filter, self.source_tombstones(record))
+
+    def sorted_keys(self) -> list[tuple[int, str]]:
+        """``(sequence, id)`` of every row, ascending (cached until the next write)."""
+        if self.order is None:
+            self.order = sorted((row.record.sequence, row.record.id) for row in self.rows.values())
+        return self.order
+
+    def search_index(self) -> _SearchIndex:
+        """The search index, rebuilt if a write invalidated it."""
+        if self.index is None:
+            self.index = self._build_index()
+        return self.index
+
+    def _build_index(self) -> _SearchIndex:
+        rows = [
+            row
+            for row in self.rows.values()
+            if row.vector is not None and self.recallable(row.record, _STATIC_FILTER)
+        ]
+        rows.sort(key=lambda row: (row.record.sequence, row.record.id))
+        records = [row.record for row in rows]
+        vectors = [row.vector for row in rows if row.vector is not None]
+        if vectors:
+            matrix = np.stack(vectors).astype(np.float64)
+            norms = np.linalg.norm(matrix, axis=1)
+            unit = matrix / np.where(norms > 0.0, norms, 1.0)[:, None]
+        else:
+            unit = np.zeros((0, 0), dtype=np.float64)
+        postings: dict[str, list[int]] = {}
+        for position, record in enumerate(records):
+            for term in query_terms(record.text):
+                postings.setdefault(term, []).append(position)
+        return _SearchIndex(
+            records=records,
+            vectors=vectors,
+            positions={record.id: position for position, record in enumerate(records)},
+            unit=unit,
+            occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
+            explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
+            postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
+        )
+
+
+@dataclass(slots=True)
+class _Pool:
+    """Eligible positions of one thread's index taking part in a search."""
+
+    index: _SearchIndex
+    positions: _Positions
+    """Ascending, so index order (``(sequence, id)``) breaks ties."""
+
+
+def _top(primary: npt.NDArray[Any], limit: int) -> _Positions:
+    """Indices of the ``limit`` smallest ``primary`` values; ties go to the lower index."""
+    if primary.shape[0] > limit:
+        kth = np.partition(primary, limit - 1)[limit - 1]
+        keep = np.flatnonzero(primary <= kth)
+        return keep[np.argsort(primary[keep], kind="stable")][:limit]
+    return np.argsort(primary, kind="stable")
+
+
+class InMemoryVectorStore(VectorStore):
+    """The reference :class:`VectorStore`: exact, per-instance and process-local.
+
+    ``dimension`` pins the vector width; when it is ``None`` the first stored vector fixes the width
+    and a later vector of another width raises :class:`~prism_memory.errors.DimensionMismatchError`.
+    """
+
+    def __init__(self, *, dimension: int | None = None) -> None:
+        if dimension is not None and (
+            isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
+        ):
+            raise ConfigurationError("dimension must be a positive integer or None")
+        self._dimension = dimension
+        self._width: int | None = dimension
+        self._threads: dict[_ScopeKey, _Thread] = {}
+        self._grants: dict[_GrantKey, ShareGrant] = {}
+        self._pending: set[tuple[_ScopeKey, str]] = set()
+
+    def __repr__(self) -> str:
+        return f"InMemoryVectorStore(dimension={self._dimension})"
+
+    @property
+    def dimension(self) -> int | None:
+        """The pinned width given at construction (``None``: the first vector stored fixes it)."""
+        return self._dimension
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _thread(self, key: _ScopeKey) -> _Thread | None:
+        return self._threads.get(key)
+
+    def _thread_for_write(self, key: _ScopeKey) -> _Thread:
+        thread = self._threads.get(key)
+        if thread is None:
+            thread = self._threads[key] = _Thread()
+        return thread
+
+    def _set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
+        thread.rows[row.record.id] = row
+        if row.record.status == "pending":
+            self._pending.add((key, row.record.id))
+        else:
+            self._pending.discard((key, row.record.id))
+        thread.touch()
+
+    def _check_vectors(
+        self, vectors: Iterable[tuple[object, str]]
+    ) -> tuple[list[Vector], int | None]:
+        """Validate every vector against the store width (or the first one's); store nothing."""
+        width = self._width
+        checked: list[Vector] = []
+        for vector, label in vectors:
+            ok = assert_finite_vector(vector, label, expected_length=width)
+            width = ok.shape[0]
+            checked.append(_frozen_vector(ok))
+        return checked, width
+
+    def _row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:
+        key = _key(scope)
+        thread = self._thread(key)
+        row = None if thread is None else thread.rows.get(entry_id)
+        if thread is None or row is None:
+            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+        return key, thread, row
+
+    # ---- entries ---------------------------------------------------------------------------
+
+    async def put_entries(
+        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+    ) -> list[MemoryRecord]:
+        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+
+        A new row is ``pending``, revision 1, ``created_at = written_at = now``; a new row without a
+        sequence gets ``max(sequence in thread) + 1`` (0 in an empty thread), counting the rows this
+        call wrote before it. See :meth:`VectorStore.put_entries` for the update rules.
+        """
+        key = _key(scope)
+        thread = self._thread(key)
+        existing: dict[str, _Row] = {} if thread is None else thread.rows
+        staged: dict[str, _Row] = {}
+        top = max((row.record.sequence for row in existing.values()), default=-1)
+        for entry in entries:
+            current = staged.get(entry.id) or existing.get(entry.id)
+            metadata = copy.deepcopy(dict(entry.metadata))
+            if current is None:
+                sequence = top + 1 if entry.sequence is None else entry.sequence
+                row = _Row(
+                    MemoryRecord(
+                        tenant_id=scope.tenant_id,
+                        resource_id=scope.resource_id,
+                        thread_id=scope.thread_id,
+                        id=entry.id,
+                        text=entry.text,
+                        role=entry.role,
+                        metadata=metadata,
+                        consent=entry.consent,
+                        sequence=sequence,
+                        occurred_at=entry.occurred_at,
+                        created_at=now,
+                        written_at=now,
+                        importance=entry.importance,
+                        lineage=entry.lineage,
+                    )
+                )
+            else:
+                row = self._updated(current, entry, metadata, now)
+            top = max(top, row.record.sequence)
+            staged[entry.id] = row
+        changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
+        if changed:
+            thread = self._thread_for_write(key)
+            for row in changed:
+                self._set_row(key, thread, row)
+        return [_export(staged[entry.id].record) for entry in entries]
+
+    @staticmethod
+    def _updated(current: _Row, entry: NewEntry, metadata: dict[str, Any], now: datetime) -> _Row:
+        old = current.record
+        sequence = old.sequence if entry.sequence is None else entry.sequence
+        if (
+            entry.text == old.text
+            and entry.role == old.role
+            and metadata == old.metadata
+            and entry.consent == old.consent
+            and sequence == old.sequence
+            and entry.occurred_at == old.occurred_at
+            and entry.importance == old.importance
+            and entry.lineage == old.lineage
+        ):
+            return current
+        text_changed = entry.text != old.text
+        record = replace(
+            old,
+            text=entry.text,
+            role=entry.role,
+            metadata=metadata,
+            consent=entry.consent,
+            sequence=sequence,
+            occurred_at=entry.occurred_at,
+            importance=entry.importance,
+            lineage=entry.lineage,
+            written_at=now if text_changed or entry.lineage != old.lineage else old.written_at,
+        )
+        if not text_changed:
+            return replace(current, record=record)
+        record = replace(
+            record, revision=old.revision + 1, status="pending", attempts=0, last_error=None
+        )
+        return _Row(record)
+
+    async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return []
+        rows = (thread.rows.get(entry_id) for entry_id in dict.fromkeys(ids))
+        return [_export(row.record) for row in rows if row is not None]
+
+    async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return set()
+        return {i for i in ids if i in thread.rows or i in thread.tombstones}
+
+    async def set_consent(
+        self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
+    ) -> MemoryRecord:
+        """Replace an entry's consent (no re-embed); :class:`NotFoundError` if absent."""
+        key, thread, row = self._row(scope, entry_id)
+        updated = replace(row, record=replace(row.record, consent=consent))
+        self._set_row(key, thread, updated)
+        return _export(updated.record)
+
+    async def replace_text(
+        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+    ) -> MemoryRecord:
+        """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
+
+        Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
+        """
+        key, thread, row = self._row(scope, entry_id)
+        (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")])
+        record = replace(
+            row.record,
+            text=text,
+            written_at=now,
+            revision=row.record.revision + 1,
+            status="indexed",
+            attempts=0,
+            last_error=None,
+        )
+        self._width = width
+        self._set_row(key, thread, _Row(record, checked))
+        return _export(record)
+
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
+        """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+        key = _key(scope)
+        thread = self._thread(key)
+        if thread is None:
+            return 0
+        found = [thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows]
+        for row in found:
+            if row.record.legal_hold != hold:
+                self._set_row(
+                    key, thread, replace(row, record=replace(row.record, legal_hold=hold))
+                )
+        return len(found)
+
+    async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Really delete the ``ids`` that exist in scope; return how many rows went."""
+        key = _key(scope)
+        thread = self._thread(key)
+        if thread is None:
+            return 0
+        gone = 0
+        for entry_id in dict.fromkeys(ids):
+            if thread.rows.pop(entry_id, None) is not None:
+                self._pending.discard((key, entry_id))
+                gone += 1
+        if gone:
+            thread.touch()
+        return gone
+
+    async def dependents(
+        self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        _check_limit(limit)
+        thread = self._thread(_key(scope))
+        if thread is None or limit == 0:
+            return []
+        wanted = set(source_ids)
+        found = (
+            (row.record.id, row.record.lineage.source_ids)
+            for row in thread.rows.values()
+            if row.record.lineage is not None and wanted.intersection(row.record.lineage.source_ids)
+        )
+        return heapq.nsmallest(limit, found)
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+        """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
+
+        Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
+        (most matched terms first, then sequence, then id), deduplicated.
+        """
+        _check_limit(request.limit)
+        query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
+        if request.limit == 0:
+            return []
+        pools = self._pools(scope, request)
+        if not pools:
+            return []
+        norm = float(np.linalg.norm(query.astype(np.float64)))
+        unit_query = query.astype(np.float64) / (norm if norm > 0.0 else 1.0)
+        terms = frozenset(term.lower() for term in request.terms)
+
+        nearest: list[tuple[float, int, str, int, int]] = []
+        lexical: list[tuple[int, int, str, int, int]] = []
+        for number, pool in enumerate(pools):
+            index, positions = pool.index, pool.positions
+            if positions.shape[0] == len(index.records):
+                scores = index.unit @ unit_query
+            else:
+                scores = index.unit[positions] @ unit_query
+            for at in _top(-scores, request.limit):
+                position = int(positions[at])
+                record = index.records[position]
+                nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
+            if terms:
+                counts = index.term_counts(terms)[positions]
+                matched = np.flatnonzero(counts > 0)
+                for at in matched[_top(-counts[matched], request.limit)]:
+                    position = int(positions[at])
+                    record = index.records[position]
+                    lexical.append((-int(counts[at]), record.sequence, record.id, number, position))
+
+        chosen: dict[tuple[int, int], None] = {}
+        for picks in (nearest, lexical):
+            for *_, number, position in heapq.nsmallest(request.limit, picks):
+                chosen[(number, position)] = None
+        candidates: list[Candidate] = []
+        for number, position in chosen:
+            index = pools[number].index
+            candidates.append(
+                Candidate(_export(index.records[position]), index.vectors[position].copy())
+            )
+        return candidates
+
+    def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
+        key = _key(scope)
+        pools: list[_Pool] = []
+        own = self._thread(key)
+        if own is not None:
+            index = own.search_index()
+            positions = np.flatnonzero(index.eligible(request.filter))
+            if positions.shape[0]:
+                pools.append(_Pool(index, positions))
+        shared = request.shared
+        if shared is not None and shared.thread_id != scope.thread_id:
+            parent = self._thread((scope.tenant_id, scope.resource_id, shared.thread_id))
+            if parent is not None:
+                index = parent.search_index()
+                named = np.array(
+                    sorted({index.positions[i] for i in shared.ids if i in index.positions}),
+                    dtype=np.intp,
+                )
+                if named.shape[0]:
+                    named = named[index.eligible(request.filter)[named]]
+                if named.shape[0]:
+                    pools.append(_Pool(index, named))
+        return pools
+
+    async def neighbors(
+        self,
+        scope: MemoryIdentity,
+        ranges: Sequence[tuple[int, int]],
+        recall_filter: RecallFilter,
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
+        thread = self._thread(_key(scope))
+        if thread is None or not ranges:
+            return []
+        found: list[MemoryRecord] = []
+        for sequence, entry_id in thread.sorted_keys():
+            if any(low <= sequence <= high for low, high in ranges):
+                record = thread.rows[entry_id].record
+                if thread.recallable(record, recall_filter):
+                    found.append(_export(record))
+        return found
+
+    async def list_by_thread(
+        self,
+        scope: MemoryIdentity,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
+        _check_limit(limit)
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return []
+        keys = thread.sorted_keys()
+        start = 0 if after is None else bisect.bisect_right(keys, (after[0], after[1]))
+        return [_export(thread.rows[i].record) for _, i in keys[start : start + limit]]
+
+    async def count_by_thread(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+        thread = self._thread(_key(scope))
+        return 0 if thread is None else len(thread.rows)
+
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        *,
+        limit: int,
+        occurred_before: datetime | None = None,
+        include_held: bool = True,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending.
+
+        ``occurred_before`` keeps only records that occurred strictly before it; ``include_held``
+        false leaves out records under legal hold.
+        """
+        _check_limit(limit)
+        thread = self._thread(_key(scope))
+        if thread is None or limit == 0:
+            return []
+        records = (
+            row.record
+            for row in thread.rows.values()
+            if (occurred_before is None or row.record.occurred_at < occurred_before)
+            and (include_held or not row.record.legal_hold)
+        )
+        oldest = heapq.nsmallest(limit, records, key=lambda r: (r.occurred_at, r.sequence, r.id))
+        return [_export(record) for record in oldest]
+
+    # ---- tombstones and grants -------------------------------------------------------------
+
+    async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
+        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        if not tombstones:
+            return
+        thread = self._thread_for_write(_key(scope))
+        for tombstone in tombstones:
+            thread.tombstones.setdefault(tombstone.entry_id, {})[tombstone.cause_id] = tombstone
+        thread.touch()
+
+    async def remove_tombstones(
+        self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
+    ) -> int:
+        """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return 0
+        removed = 0
+        for entry_id, by_cause in list(thread.tombstones.items()):
+            tombstone = by_cause.get(cause_id)
+            if tombstone is not None and tombstone.reason == reason:
+                del by_cause[cause_id]
+                removed += 1
+                if not by_cause:
+                    del thread.tombstones[entry_id]
+        if removed:
+            thread.touch()
+        return removed
+
+    async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
+        """Create or replace the grant of ``(tenant, resource, parent, child)``."""
+        stored = replace(grant, source_ids=tuple(grant.source_ids))
+        key = (grant.tenant_id, grant.resource_id, grant.parent_thread_id, grant.child_thread_id)
+        self._grants[key] = stored
+        return stored
+
+    async def get_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> ShareGrant | None:
+        """The grant, expired or not, or ``None``."""
+        return self._grants.get((tenant_id, resource_id, parent_thread_id, child_thread_id))
+
+    async def delete_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> int:
+        """Delete the grant; return 1 if there was one, else 0."""
+        key = (tenant_id, resource_id, parent_thread_id, child_thread_id)
+        return 0 if self._grants.pop(key, None) is None else 1
+
+    # ---- indexing ledger -------------------------------------------------------------------
+
+    async def claim_pending(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` pending entries due for (re)trying, ordered by sequence then id.
+
+        A row is due when its retry time (if any) has come and its lease (if any) has run out.
+        """
+        _check_limit(limit)
+        if not lease_seconds > 0:
+            raise ValidationError("lease_seconds must be positive")
+        wanted = None if scope is None else _key(scope)
+        due: list[tuple[int, str, _ScopeKey, _Row]] = []
+        for key, entry_id in self._pending:
+            if wanted is not None and key != wanted:
+                continue
+            row = self._threads[key].rows[entry_id]
+            if row.next_attempt_at is not None and row.next_attempt_at > now:
+                continue
+            if row.claimed_until is not None and row.claimed_until > now:
+                continue
+            due.append((row.record.sequence, entry_id, key, row))
+        until = now + timedelta(seconds=lease_seconds)
+        claimed: list[ClaimedEntry] = []
+        for _, _, key, row in heapq.nsmallest(limit, due, key=lambda item: item[:3]):
+            row.claimed_by, row.claimed_until = worker_id, until
+            record = row.record
+            claimed.append(
+                ClaimedEntry(
+                    scope=MemoryIdentity(tenant_id=key[0], resource_id=key[1], thread_id=key[2]),
+                    id=record.id,
+                    revision=record.revision,
+                    text=record.text,
+                    attempts=record.attempts,
+                )
+            )
+        return claimed
+
+    def _leased(self, item: ClaimedEntry, worker_id: str, now: datetime) -> _Row | None:
+        """The row ``item`` names, if ``worker_id`` still holds its lease at its revision."""
+        thread = self._thread(_key(item.scope))
+        row = None if thread is None else thread.rows.get(item.id)
+        if (
+            row is None
+            or row.record.status != "pending"
+            or row.record.revision != item.revision
+            or row.claimed_by != worker_id
+            or row.claimed_until is None
+            or row.claimed_until <= now
+        ):
+            return None
+        return row
+
+    async def complete_indexing(
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+    ) -> int:
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
+
+        A lease matches while ``worker_id`` holds it and it has not run out at ``now``. Every vector
+        is checked first: one bad vector rejects the whole call.
+        """
+        checked, width = self._check_vectors(
+            (vector, f"vector of {item.id!r}") for item, vector in items
+        )
+        done = 0
+        for (item, _), vector in zip(items, checked, strict=True):
+            row = self._leased(item, worker_id, now)
+            if row is None:
+                continue
+            key = _key(item.scope)
+            record = replace(row.record, status="indexed", last_error=None)
+            self._set_row(key, self._threads[key], _Row(record, vector))
+            done += 1
+        if done:
+            self._width = width
+        return done
+
+    async def fail_indexing(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure: attempts + 1 and the error; due at ``retry_at``, or ``failed`` if None.
+
+        Applies only while the lease and revision match; a lease ``worker_id`` holds on the row is
+        released either way.
+        """
+        key = _key(item.scope)
+        row = self._leased(item, worker_id, now)
+        if row is not None:
+            record = replace(
+                row.record,
+                attempts=row.record.attempts + 1,
+                last_error=error,
+                status="pending" if retry_at is not None else "failed",
+            )
+            self._set_row(key, self._threads[key], _Row(record, next_attempt_at=retry_at))
+            return
+        thread = self._thread(key)
+        other = None if thread is None else thread.rows.get(item.id)
+        if other is not None and other.claimed_by == worker_id:
+            other.claimed_by = other.claimed_until = None
+
+    async def release_claims(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds (expired ones included); count them."""
+        released = 0
+        for key, entry_id in self._pending:  # only pending rows are ever leased
+            row = self._threads[key].rows[entry_id]
+            if row.claimed_by == worker_id:
+                row.claimed_by = row.claimed_until = None
+                released += 1
+        return released
+
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
+        """Make ``failed`` entries (all of the thread's, or ``ids``) pending again with attempts 0.
+
+        The last error is cleared with them.
+        """
+        key = _key(scope)
+        thread = self._thread(key)
+        if thread is None:
+            return 0
+        names = thread.rows.keys() if ids is None else dict.fromkeys(ids)
+        failed = [
+            thread.rows[i]
+            for i in names
+            if i in thread.rows and thread.rows[i].record.status == "failed"
+        ]
+        for row in failed:
+            record = replace(row.record, status="pending", attempts=0, last_error=None)
+            self._set_row(key, thread, _Row(record))
+        return len(failed)
+
+    async def index_status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return {}
+        rows = (thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows)
+        return {row.record.id: (row.record.status, row.record.last_error) for row in rows}
+
+    async def store_vectors(
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        *,
+        now: datetime,
+    ) -> int:
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
+
+        Every vector is checked first: one bad vector rejects the whole call. A lease on a row
+        that is stored is dropped (its worker's late result no longer applies).
+        """
+        checked, width = self._check_vectors(
+            (vector, f"vector of {entry_id!r}") for entry_id, _, vector in items
+        )
+        key = _key(scope)
+        thread = self._thread(key)
+        if thread is None:
+            return 0
+        stored = 0
+        for (entry_id, revision, _), vector in zip(items, checked, strict=True):
+            row = thread.rows.get(entry_id)
+            if row is None or row.record.revision != revision:
+                continue
+            record = replace(row.record, status="indexed", last_error=None)
+            self._set_row(key, thread, _Row(record, vector))
+            stored += 1
+        if stored:
+            self._width = width
+        return stored
+
+
+class InMemoryWorkingStore(WorkingStore):
+    """The reference :class:`WorkingStore`: versioned documents held by this instance.
+
+    Data is deep-copied on the way in and out, so callers never share state with the store.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[_WorkingKey, WorkingMemoryRecord] = {}
+
+    def __repr__(self) -> str:
+        return "InMemoryWorkingStore()"
+
+    async def get_working(
+        self, tenant_id: str, resource_id: str, thread_id: str | None
+    ) -> WorkingMemoryRecord | None:
+        """The current document, or ``None`` when none was written."""
+        document = self._documents.get((tenant_id, resource_id, thread_id))
+        return None if document is None else _copy_document(document)
+
+    async def put_working(
+        self,
+        tenant_id: str,
+        resource_id: str,
+        thread_id: str | None,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        now: datetime,
+    ) -> WorkingMemoryRecord:
+        """Write ``data`` as version ``current + 1`` (1 for the first write), atomically.
+
+        With ``expected_version`` set, the write happens only if the current version equals it
+        (``0`` means "no document yet"); otherwise :class:`~prism_memory.errors.ConflictError`.
+        """
+        key = (tenant_id, resource_id, thread_id)
+        current = self._documents.get(key)
+        version = 0 if current is None else current.version
+        if expected_version is not None and expected_version != version:
+            raise ConflictError(
+                f"working memory is at version {version}, expected {expected_version}"
+            )
+        document = WorkingMemoryRecord(
+            version=version + 1, data=copy.deepcopy(dict(data)), updated_at=now
+        )
+        self._documents[key] = document
+        return _copy_document(document)
+
+
+def _copy_document(document: WorkingMemoryRecord) -> WorkingMemoryRecord:
+    return replace(document, data=copy.deepcopy(dict(document.data)))

@@ -1,0 +1,227 @@
+"""Working memory: schema checks, JSON size, and ``{{path}}`` templates. Pure; no storage."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pydantic
+
+from .errors import CapExceededError, ConfigurationError, ValidationError
+
+__all__ = [
+    "SUPPORTED_KEYWORDS",
+    "WorkingValidator",
+    "canonical_json",
+    "check_size",
+    "compile_validator",
+    "render_template",
+    "validate_json_schema",
+]
+
+SUPPORTED_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "items", "enum",
+        "minimum", "maximum", "minLength", "maxLength",
+        "title", "description", "default", "$schema",
+    }
+)  # fmt: skip
+"""JSON-Schema keywords the subset understands (the last four are annotations only)."""
+
+_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+
+WorkingValidator = Callable[[Any], dict[str, Any]]
+"""Validates a working-memory document and returns it normalised (JSON-ready)."""
+
+
+def canonical_json(data: Any) -> str:
+    """Compact, key-sorted JSON; raises :class:`ValidationError` for values JSON cannot hold."""
+    try:
+        return json.dumps(
+            data, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"working memory must be plain JSON: {exc}") from exc
+
+
+def _check_schema_definition(schema: Any, path: str) -> None:
+    if not isinstance(schema, Mapping):
+        raise ConfigurationError(f"schema at {path or '$'} must be an object")
+    unknown = set(schema) - SUPPORTED_KEYWORDS
+    if unknown:
+        raise ConfigurationError(
+            f"schema at {path or '$'} uses unsupported keywords {sorted(unknown)}"
+        )
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+    if any(k not in _TYPES for k in kinds):
+        raise ConfigurationError(f"schema at {path or '$'} has an unknown type {kind!r}")
+    for name, sub in (schema.get("properties") or {}).items():
+        _check_schema_definition(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), Mapping):
+        _check_schema_definition(schema["additionalProperties"], f"{path}.*")
+    if "items" in schema:
+        _check_schema_definition(schema["items"], f"{path}[]")
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    match kind:
+        case "object":
+            return isinstance(value, Mapping)
+        case "array":
+            return isinstance(value, list | tuple)
+        case "string":
+            return isinstance(value, str)
+        case "boolean":
+            return isinstance(value, bool)
+        case "null":
+            return value is None
+        case "integer":
+            return (
+                (isinstance(value, int)
+                and not isinstance(value, bool))
+                or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+            )
+        case "number":
+            return isinstance(value, int | float) and not isinstance(value, bool)
+    return False
+
+
+def validate_json_schema(schema: Mapping[str, Any], value: Any, path: str = "$") -> None:
+    """Check ``value`` against the JSON-Schema subset; raise :class:`ValidationError` naming the path."""
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not any(_type_ok(k, value) for k in kinds):
+            raise ValidationError(
+                f"{path}: expected {' or '.join(kinds)}, got {type(value).__name__}"
+            )
+    if "enum" in schema and value not in schema["enum"]:
+        raise ValidationError(f"{path}: {value!r} is not one of {schema['enum']!r}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ValidationError(f"{path}: {value} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ValidationError(f"{path}: {value} is above the maximum {schema['maximum']}")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            raise ValidationError(f"{path}: shorter than {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise ValidationError(f"{path}: longer than {schema['maxLength']} characters")
+    if isinstance(value, Mapping):
+        properties: Mapping[str, Any] = schema.get("properties") or {}
+        for name in schema.get("required") or ():
+            if name not in value:
+                raise ValidationError(f"{path}: missing required property {name!r}")
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in properties:
+                validate_json_schema(properties[name], item, f"{path}.{name}")
+            elif extra is False:
+                raise ValidationError(f"{path}: unexpected property {name!r}")
+            elif isinstance(extra, Mapping):
+                validate_json_schema(extra, item, f"{path}.{name}")
+    if isinstance(value, list | tuple) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            validate_json_schema(schema["items"], item, f"{path}[{index}]")
+
+
+def compile_validator(
+    schema: Mapping[str, Any] | type[pydantic.BaseModel] | None,
+    hook: Callable[[dict[str, Any]], Any] | None = None,
+) -> WorkingValidator:
+    """Build the validator a memory runs before every working-memory write.
+
+    ``schema`` is a JSON-Schema subset dict or a pydantic model class (its ``model_dump(mode="json")``
+    becomes the stored document). ``hook`` is the host's own check: it may raise, or return ``False``
+    to reject. A bad schema definition raises :class:`ConfigurationError` here, at creation.
+    """
+    if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
+        model: type[pydantic.BaseModel] | None = schema
+        definition: Mapping[str, Any] | None = None
+    elif schema is None or isinstance(schema, Mapping):
+        model, definition = None, schema
+        if definition is not None:
+            _check_schema_definition(definition, "")
+    else:
+        raise ConfigurationError("schema must be a JSON-Schema dict or a pydantic model class")
+    if hook is not None and not callable(hook):
+        raise ConfigurationError("validate_working_memory must be callable")
+
+    def validate(data: Any) -> dict[str, Any]:
+        if isinstance(data, pydantic.BaseModel):
+            data = data.model_dump(mode="json")
+        if not isinstance(data, Mapping):
+            raise ValidationError("working memory must be a JSON object")
+        document: dict[str, Any] = json.loads(canonical_json(data))
+        if model is not None:
+            try:
+                document = model.model_validate(document).model_dump(mode="json")
+            except pydantic.ValidationError as exc:
+                raise ValidationError(
+                    f"working memory does not match {model.__name__}: {exc}"
+                ) from exc
+        if definition is not None:
+            validate_json_schema(definition, document)
+        if hook is not None:
+            try:
+                verdict = hook(document)
+            except ValidationError:
+                raise
+            except Exception as exc:
+                raise ValidationError(
+                    f"working memory rejected by validate_working_memory: {exc}"
+                ) from exc
+            if verdict is False:
+                raise ValidationError("working memory rejected by validate_working_memory")
+        return document
+
+    return validate
+
+
+def check_size(document: Mapping[str, Any], cap: int) -> int:
+    """Size of the canonical JSON in UTF-8 bytes; :class:`CapExceededError` above ``cap``."""
+    size = len(canonical_json(document).encode())
+    if size > cap:
+        raise CapExceededError(f"working memory is {size} bytes, over the cap of {cap}")
+    return size
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
+
+
+def _lookup(data: Any, path: Sequence[str]) -> Any:
+    current = data
+    for part in path:
+        if isinstance(current, Mapping) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return None
+    return current
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    return canonical_json(value)
+
+
+def render_template(template: str, data: Mapping[str, Any]) -> str:
+    """Fill ``{{dotted.path}}`` placeholders from ``data`` in one pass (values are never re-expanded).
+
+    A missing path renders as the empty string; objects and lists render as compact JSON.
+    """
+    return _PLACEHOLDER.sub(
+        lambda match: _format(_lookup(data, match.group(1).split("."))), template
+    )
