@@ -104,9 +104,14 @@ def assert_finite_vector(
         if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
             raise InvalidVectorError(f"{label} must be a sequence of numbers")
         for item in vector:
-            if isinstance(item, bool) or not isinstance(item, int | float | np.number):
+            if isinstance(item, bool | np.bool_ | np.complexfloating) or not isinstance(
+                item, int | float | np.integer | np.floating
+            ):
                 raise InvalidVectorError(f"{label} holds a non-number: {item!r}")
-        raw = np.asarray(vector, dtype=np.float64)
+        try:
+            raw = np.asarray(vector, dtype=np.float64)
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise InvalidVectorError(f"{label} holds a value that is not a float") from exc
     if raw.ndim != 1:
         raise InvalidVectorError(f"{label} must be one-dimensional, got shape {raw.shape}")
     if raw.size == 0:

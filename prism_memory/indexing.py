@@ -101,6 +101,8 @@ class IndexingQueue:
         self._draining = False
         self._batch_lock = asyncio.Lock()
         self._waiters: list[_Waiter] = []
+        self.indexed_total = 0
+        """Rows this queue has indexed since it was created."""
 
     @property
     def running(self) -> bool:
@@ -139,15 +141,15 @@ class IndexingQueue:
         return future
 
     async def run_until_idle(self) -> int:
-        """Embed until nothing is claimable right now; return how many rows were indexed."""
-        total = 0
+        """Embed until nothing is claimable right now; return how many rows were indexed meanwhile
+        (by this call or by the background task, which takes turns with it batch by batch)."""
+        before = self.indexed_total
         while True:
-            indexed, claimed = await self._process_batch()
-            total += indexed
+            _, claimed = await self._process_batch()
             if claimed == 0:
                 break
         await self._resolve_waiters()
-        return total
+        return self.indexed_total - before
 
     async def aclose(self, *, drain: bool = True) -> None:
         """Stop the worker. With ``drain`` it first indexes what is claimable (up to the policy's
@@ -233,6 +235,7 @@ class IndexingQueue:
                 indexed = await self._store.complete_indexing(
                     done, worker_id=self.worker_id, now=self._clock()
                 )
+                self.indexed_total += indexed
             return indexed, len(claimed)
 
     async def _embed(self, texts: list[str]) -> Vector:

@@ -13,6 +13,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from .errors import CapExceededError, ValidationError
+from .models import typed_errors
 
 __all__ = ["CALL_DEFAULTS", "CEILINGS", "Limits"]
 
@@ -94,6 +95,11 @@ class Limits(BaseModel):
     """Rows per delete statement."""
     share_ids: int = 256
     """Entry ids one share grant may name."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _typed_errors(cls, data: Any, handler: Any) -> Any:
+        return typed_errors(cls, data, handler)
 
     @model_validator(mode="before")
     @classmethod

@@ -467,7 +467,7 @@ class Memory:
         vectors = await embed_batched(self.embedder, [text], batch_size=1)
         if vectors.shape[0] != 1:
             raise ValidationError(f"{label}: embedder returned no vector")
-        return cast(Vector, vectors[0])
+        return cast("Vector", vectors[0])
 
     def context_provider(
         self,
@@ -583,7 +583,8 @@ class Memory:
         for depth in range(self.limits.lineage_depth + 1):
             if not frontier:
                 break
-            rows = await self.vector_store.dependents(scope, frontier, limit=cap - len(found) + 1)
+            # room for every already-seen row plus one more fresh row than the cap allows
+            rows = await self.vector_store.dependents(scope, frontier, limit=cap + len(cause) + 1)
             fresh = [(dep, sources) for dep, sources in rows if dep not in cause]
             if not fresh:
                 break

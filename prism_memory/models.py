@@ -77,8 +77,21 @@ def check_key(value: object, name: str) -> str:
     return value
 
 
+def typed_errors(cls: type[BaseModel], data: Any, handler: Any) -> Any:
+    """Body of a wrap validator: pydantic's errors become :class:`ValidationError`, chained."""
+    try:
+        return handler(data)
+    except pydantic.ValidationError as exc:
+        raise ValidationError(f"invalid {cls.__name__}: {exc}") from exc
+
+
 class _Input(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _typed_errors(cls, data: Any, handler: Any) -> Any:
+        return typed_errors(cls, data, handler)
 
 
 def parse(model: type[M], value: object, what: str) -> M:

@@ -108,7 +108,8 @@ def rerank(
             else 1.0
         )
         importance = min(1.0, max(0.0, record.importance))
-        score = w_similarity * similarity + w_recency * recency + w_importance * importance
+        blend = w_similarity * similarity + w_recency * recency + w_importance * importance
+        score = min(1.0, max(0.0, blend))  # normalised weights may sum to 1 + 1 ulp
         hits.append(
             RecallHit(
                 record=record,

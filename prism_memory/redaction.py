@@ -32,11 +32,11 @@ class Scrubber:
     ) -> None:
         if redactor is not None and not callable(redactor):
             raise ConfigurationError("redactor must be callable")
-        literal = sorted(
-            {s for s in (secrets or ()) if isinstance(s, str) and s}, key=len, reverse=True
-        )
-        if secrets is not None and any(not isinstance(s, str) for s in secrets):
+        given = list(secrets or ())
+        if any(not isinstance(s, str) for s in given):
             raise ConfigurationError("secrets must be strings")
+        # longest first, then alphabetically: the same result in every process
+        literal = sorted({s for s in given if s}, key=lambda s: (-len(s), s))
         self._redactor = redactor
         self._secrets = tuple(literal)
 

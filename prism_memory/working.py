@@ -55,10 +55,35 @@ def _check_schema_definition(schema: Any, path: str) -> None:
         raise ConfigurationError(
             f"schema at {path or '$'} uses unsupported keywords {sorted(unknown)}"
         )
+    where = path or "$"
     kind = schema.get("type")
     kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
     if any(k not in _TYPES for k in kinds):
-        raise ConfigurationError(f"schema at {path or '$'} has an unknown type {kind!r}")
+        raise ConfigurationError(f"schema at {where} has an unknown type {kind!r}")
+    if not isinstance(schema.get("properties", {}), Mapping):
+        raise ConfigurationError(f"schema at {where}: properties must be an object")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise ConfigurationError(f"schema at {where}: required must be a list of strings")
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        raise ConfigurationError(f"schema at {where}: enum must be a list")
+    for bound in ("minimum", "maximum"):
+        value = schema.get(bound, 0)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ConfigurationError(f"schema at {where}: {bound} must be a finite number")
+    for bound in ("minLength", "maxLength"):
+        value = schema.get(bound, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigurationError(f"schema at {where}: {bound} must be a non-negative integer")
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(extra, bool | Mapping):
+        raise ConfigurationError(
+            f"schema at {where}: additionalProperties must be a bool or a schema"
+        )
     for name, sub in (schema.get("properties") or {}).items():
         _check_schema_definition(sub, f"{path}.{name}")
     if isinstance(schema.get("additionalProperties"), Mapping):
@@ -80,14 +105,23 @@ def _type_ok(kind: str, value: Any) -> bool:
         case "null":
             return value is None
         case "integer":
-            return (
-                (isinstance(value, int)
-                and not isinstance(value, bool))
-                or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+            return (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, float) and math.isfinite(value) and value.is_integer()
             )
         case "number":
             return isinstance(value, int | float) and not isinstance(value, bool)
     return False
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """JSON equality: booleans never equal numbers (Python's ``True == 1`` does not apply)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def validate_json_schema(schema: Mapping[str, Any], value: Any, path: str = "$") -> None:
@@ -99,7 +133,7 @@ def validate_json_schema(schema: Mapping[str, Any], value: Any, path: str = "$")
             raise ValidationError(
                 f"{path}: expected {' or '.join(kinds)}, got {type(value).__name__}"
             )
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_same_json(value, option) for option in schema["enum"]):
         raise ValidationError(f"{path}: {value!r} is not one of {schema['enum']!r}")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
