@@ -6,9 +6,34 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
-from prism_memory.testing import ManualClock
 
-WORDS = ["coffee", "tea", "garden", "rocket", "budget", "falcon", "deploy", "friday", "migration", "index", "vector", "postgres", "billing", "cat", "turing", "hiking", "alps", "pasta", "lunch", "train", "monday", "sofa", "reading", "weather", "report"]
+WORDS = [
+    "coffee",
+    "tea",
+    "garden",
+    "rocket",
+    "budget",
+    "falcon",
+    "deploy",
+    "friday",
+    "migration",
+    "index",
+    "vector",
+    "postgres",
+    "billing",
+    "cat",
+    "turing",
+    "hiking",
+    "alps",
+    "pasta",
+    "lunch",
+    "train",
+    "monday",
+    "sofa",
+    "reading",
+    "weather",
+    "report",
+]
 
 
 def _corpus(seed: int, size: int) -> list[dict[str, object]]:
@@ -29,7 +54,11 @@ def _corpus(seed: int, size: int) -> list[dict[str, object]]:
 async def test_recall_orders_identically_on_both_backends(make_postgres_stores) -> None:
     embedder = HashEmbedder(dimensions=64)
     stores = await make_postgres_stores(dimension=64)
-    clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def clock() -> datetime:  # frozen, so both backends score recency at the same instant
+        return now
+
     scope = {
         "tenant_id": "t",
         "resource_id": "r",

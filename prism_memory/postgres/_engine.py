@@ -1,0 +1,126 @@
+"""Engines, URLs and pgvector's binary codec.
+
+Vectors travel in pgvector's binary wire format: every connection an engine hands out gets an
+asyncpg type codec for ``vector`` (``format="binary"``) that encodes numpy arrays (or pre-encoded
+``bytes``) and decodes to ``float32`` numpy arrays. Nothing is ever formatted as text.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from ..errors import ConfigurationError
+from ..models import Vector
+
+__all__ = [
+    "SERVER_SETTINGS",
+    "create_engine",
+    "decode_vector",
+    "encode_vector",
+    "install_vector_codec",
+    "normalize_url",
+]
+
+SERVER_SETTINGS = {
+    "application_name": "prism_memory",
+    # asyncpg prepares and caches statements; a generic plan is far worse for skewed scopes.
+    "plan_cache_mode": "force_custom_plan",
+}
+_HEADER = struct.Struct(">HH")
+_CODEC_FLAG = "prism_memory_vector_codec"
+
+
+def encode_vector(value: Any) -> bytes:
+    """pgvector's binary ``vector`` format: ``dim``, ``unused`` (uint16 BE), then float32 BE."""
+    if isinstance(value, bytes):
+        return value
+    array = np.asarray(value, dtype=">f4")
+    if array.ndim != 1:
+        raise ValueError("a vector must be one-dimensional")
+    return _HEADER.pack(array.shape[0], 0) + array.tobytes()
+
+
+def decode_vector(data: bytes) -> Vector:
+    """Decode pgvector's binary ``vector`` format into a native ``float32`` numpy array."""
+    dim, _ = _HEADER.unpack_from(data)
+    return np.frombuffer(data, dtype=">f4", count=dim, offset=_HEADER.size).astype(np.float32)
+
+
+async def _register(connection: Any) -> bool:
+    schema = await connection.fetchval(
+        "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+        "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1"
+    )
+    if schema is None:
+        return False
+    await connection.set_type_codec(
+        "vector", schema=schema, encoder=encode_vector, decoder=decode_vector, format="binary"
+    )
+    return True
+
+
+def _on_connect(dbapi_connection: Any, record: Any) -> None:
+    record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(_register))
+
+
+def _on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    # A connection opened before ``CREATE EXTENSION vector`` (or pooled by the host before this
+    # engine was handed to prism_memory) gets the codec on its next checkout.
+    if not record.info.get(_CODEC_FLAG):
+        record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(_register))
+
+
+def install_vector_codec(engine: AsyncEngine) -> None:
+    """Register pgvector's binary codec on every connection ``engine`` hands out (idempotent)."""
+    if engine.dialect.driver != "asyncpg":
+        raise ConfigurationError(
+            f"prism_memory needs the asyncpg driver (postgresql+asyncpg://), not {engine.dialect.driver!r}"
+        )
+    sync_engine = engine.sync_engine
+    if not event.contains(sync_engine, "connect", _on_connect):
+        event.listen(sync_engine, "connect", _on_connect)
+    if not event.contains(sync_engine, "checkout", _on_checkout):
+        event.listen(sync_engine, "checkout", _on_checkout)
+
+
+def normalize_url(url: str | URL) -> str:
+    """Return ``url`` as a ``postgresql+asyncpg://`` URL string (passwords kept).
+
+    Accepts ``postgres://``, ``postgresql://`` and ``postgresql+<driver>://`` URLs, including the
+    unix-socket form ``postgresql://user:@/db?host=/socket/dir``.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigurationError("invalid database URL") from exc
+    backend = parsed.get_backend_name()
+    if backend not in {"postgresql", "postgres"}:
+        raise ConfigurationError(f"prism_memory needs a PostgreSQL URL, not {backend!r}")
+    parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> AsyncEngine:
+    """An asyncpg engine for ``url`` with the binary vector codec and custom plans for searches.
+
+    ``pooled=False`` uses ``NullPool`` (one connection per checkout; for tests and one-off runs).
+    """
+    options: dict[str, Any] = {
+        "connect_args": {"server_settings": dict(SERVER_SETTINGS)},
+        **kwargs,
+    }
+    if not pooled:
+        options["poolclass"] = NullPool
+    else:
+        options.setdefault("pool_pre_ping", True)
+    engine = create_async_engine(normalize_url(url), **options)
+    install_vector_codec(engine)
+    return engine

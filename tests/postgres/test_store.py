@@ -1,0 +1,700 @@
+"""PostgreSQL-only behaviour of the vector and working stores."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from pgvector import Vector as PgVector
+from sqlalchemy import text
+
+from prism_memory.errors import (
+    ConfigurationError,
+    ConflictError,
+    DimensionMismatchError,
+    InvalidVectorError,
+    NotFoundError,
+    ValidationError,
+)
+from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, ShareGrant
+from prism_memory.postgres import create_postgres_memory_stores, create_postgres_vector_store
+from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
+from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource, Tombstone
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+SCOPE = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-1")
+
+
+def entry(
+    entry_id: str,
+    body: str | None = None,
+    *,
+    sequence: int | None = None,
+    consent: MemoryConsent | None = None,
+    lineage: Lineage | None = None,
+    occurred_at: datetime = NOW,
+    metadata: dict[str, object] | None = None,
+) -> NewEntry:
+    return NewEntry(
+        id=entry_id,
+        text=body or f"text of {entry_id}",
+        role="user",
+        metadata=metadata or {},
+        consent=consent,
+        sequence=sequence,
+        occurred_at=occurred_at,
+        importance=1.0,
+        lineage=lineage,
+    )
+
+
+def unit(rng: np.random.Generator, width: int) -> np.ndarray:
+    vector = rng.standard_normal(width).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+async def index_all(store, scope: MemoryIdentity, vectors: dict[str, np.ndarray]) -> None:
+    claimed = await store.claim_pending(scope, limit=1000, worker_id="w", lease_seconds=60, now=NOW)
+    done = await store.complete_indexing(
+        [(item, vectors[item.id]) for item in claimed], worker_id="w", now=NOW
+    )
+    assert done == len(claimed)
+
+
+# ---- entries -------------------------------------------------------------------------------------
+
+
+async def test_put_entries_upsert_rules(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=3)).vector_store
+    first = await store.put_entries(
+        SCOPE, [entry("a"), entry("b"), entry("c", sequence=10)], now=NOW
+    )
+    assert [r.sequence for r in first] == [0, 1, 10]
+    assert all(r.status == "pending" and r.revision == 1 for r in first)
+    later = NOW + timedelta(minutes=1)
+    (appended,) = await store.put_entries(SCOPE, [entry("d")], now=later)
+    assert appended.sequence == 11
+
+    # identical: nothing changes (not even written_at)
+    (same,) = await store.put_entries(SCOPE, [entry("a")], now=later)
+    assert same == first[0]
+
+    await index_all(store, SCOPE, {i: np.ones(3, np.float32) for i in "abcd"})
+    # metadata only: vector and status kept
+    (meta,) = await store.put_entries(SCOPE, [entry("a", metadata={"k": 1})], now=later)
+    assert meta.status == "indexed"
+    assert meta.revision == 1
+    assert meta.written_at == NOW
+    assert meta.metadata == {"k": 1}
+    # text change: revision + 1, pending again, vector dropped, written_at moves
+    (changed,) = await store.put_entries(
+        SCOPE, [entry("a", "new text", metadata={"k": 1})], now=later
+    )
+    assert (changed.revision, changed.status, changed.written_at) == (2, "pending", later)
+    assert changed.sequence == 0
+    (stored,) = await store.get_entries(SCOPE, ["a"])
+    assert stored == changed
+    # lineage change moves written_at without a re-embed
+    (lined,) = await store.put_entries(
+        SCOPE, [entry("b", lineage=Lineage(source_ids=("c",)))], now=later
+    )
+    assert lined.written_at == later
+    assert lined.status == "indexed"
+    assert lined.lineage is not None
+
+
+async def test_records_round_trip(make_postgres_stores):
+    store = (await make_postgres_stores()).vector_store
+    consent = MemoryConsent(source="agent", scope="profile", visible=True, granted_at=NOW)
+    new = entry(
+        "x",
+        consent=consent,
+        lineage=Lineage(source_ids=("p", "q"), reason="summary"),
+        metadata={"nested": {"list": [1, 2.5, "s"]}},
+    )
+    (written,) = await store.put_entries(SCOPE, [new], now=NOW)
+    (read,) = await store.get_entries(SCOPE, ["x", "missing"])
+    assert read == written
+    assert read.consent == consent
+    assert read.lineage == Lineage(source_ids=("p", "q"), reason="summary")
+    assert read.metadata == {"nested": {"list": [1, 2.5, "s"]}}
+    assert await store.dependents(SCOPE, ["q"], limit=10) == [("x", ("p", "q"))]
+    assert await store.known_ids(SCOPE, ["x", "nope"]) == {"x"}
+    with pytest.raises(NotFoundError):
+        await store.set_consent(SCOPE, "nope", consent, now=NOW)
+
+
+async def test_concurrent_writers_get_distinct_sequences(make_postgres_stores, postgres_url):
+    stores = await make_postgres_stores()
+    schema = stores.vector_store.tables.names.schema
+    others = [
+        await create_postgres_vector_store(
+            engine=create_engine(postgres_url, pooled=False), schema=schema, skip_migrations=True
+        )
+        for _ in range(4)
+    ]
+    await asyncio.gather(
+        *(
+            store.put_entries(SCOPE, [entry(f"{n}-{i}") for i in range(5)], now=NOW)
+            for n, store in enumerate(others)
+        )
+    )
+    records = await stores.vector_store.list_by_thread(SCOPE, after=None, limit=100)
+    assert sorted(r.sequence for r in records) == list(range(20))
+
+
+# ---- recall --------------------------------------------------------------------------------------
+
+
+async def test_search_equals_exact_scan_with_every_exclusion(make_postgres_stores):
+    rng = np.random.default_rng(7)
+    store = (await make_postgres_stores(dimension=16)).vector_store
+    ids = [f"e{i:03d}" for i in range(120)]
+    vectors = {i: unit(rng, 16) for i in ids}
+    explicit = MemoryConsent()
+    entries = [
+        entry(i, consent=explicit if n % 2 else None, occurred_at=NOW - timedelta(days=n % 10))
+        for n, i in enumerate(ids)
+    ]
+    entries.append(entry("derived", lineage=Lineage(source_ids=("e000",))))
+    entries.append(entry("fixed", lineage=Lineage(source_ids=("e001",))))
+    vectors["derived"] = vectors["fixed"] = unit(rng, 16)
+    await store.put_entries(SCOPE, entries, now=NOW)
+    await index_all(store, SCOPE, vectors)
+    # exclusions: invisible, revoked, held, pending, invalidated
+    await store.set_consent(SCOPE, "e002", MemoryConsent(visible=False), now=NOW)
+    await store.set_consent(SCOPE, "e003", MemoryConsent(revoked_at=NOW), now=NOW)
+    await store.set_legal_hold(SCOPE, ["e004"], True)
+    await store.put_entries(SCOPE, [entry("e005", "changed, so pending again")], now=NOW)
+    await store.add_tombstones(SCOPE, [Tombstone("e000", "e000", "forgotten", NOW)])
+    # a correction older than "fixed" does not invalidate it
+    await store.add_tombstones(
+        SCOPE, [Tombstone("e001", "e001", "corrected", NOW - timedelta(seconds=1))]
+    )
+    # noise in other scopes that must never come back
+    other_thread = SCOPE.model_copy(update={"thread_id": "thread-2"})
+    other_tenant = SCOPE.model_copy(update={"tenant_id": "tenant-b"})
+    for scope in (other_thread, other_tenant):
+        await store.put_entries(scope, [entry(i) for i in ids[:30]], now=NOW)
+        await index_all(store, scope, vectors)
+
+    # a tombstone on e000 invalidates what derives from it ("derived"), not e000 itself
+    excluded = {"e002", "e003", "e004", "e005", "derived"}
+    for require_consent in (False, True):
+        for occurred_after in (None, NOW - timedelta(days=4)):
+            flt = RecallFilter(
+                now=NOW, require_consent=require_consent, occurred_after=occurred_after
+            )
+            records = {r.id: r for r in await store.list_by_thread(SCOPE, after=None, limit=1000)}
+            pool = [
+                i
+                for i in vectors
+                if i not in excluded
+                and (not require_consent or records[i].consent is not None)
+                and (occurred_after is None or records[i].occurred_at >= occurred_after)
+            ]
+            for _ in range(5):
+                query = unit(rng, 16)
+                expected = sorted(
+                    pool, key=lambda i: (-float(vectors[i] @ query), records[i].sequence, i)
+                )
+                found = await store.search(
+                    SCOPE, SearchRequest(vector=query, terms=frozenset(), limit=10, filter=flt)
+                )
+                assert found
+                assert all(
+                    c.record.thread_id == SCOPE.thread_id and c.record.tenant_id == SCOPE.tenant_id
+                    for c in found
+                )
+                assert {c.record.id for c in found} == set(expected[:10])
+                for candidate in found:
+                    assert candidate.vector.dtype == np.float32
+                    np.testing.assert_allclose(candidate.vector, vectors[candidate.record.id])
+
+
+async def test_lexical_leg_and_shared_parent_entries(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=4)).vector_store
+    parent = SCOPE.model_copy(update={"thread_id": "parent"})
+    await store.put_entries(
+        SCOPE,
+        [entry("cat", "The cat sat"), entry("dog", "a dog barked"), entry("both", "cat and dog")],
+        now=NOW,
+    )
+    await store.put_entries(
+        parent, [entry("p1", "parent cat fact"), entry("p2", "parent secret")], now=NOW
+    )
+    far = np.array([1, 0, 0, 0], np.float32)
+    await index_all(store, SCOPE, dict.fromkeys(["cat", "dog", "both"], far))
+    await index_all(store, parent, dict.fromkeys(["p1", "p2"], far))
+    query = np.array([0, 1, 0, 0], np.float32)
+    flt = RecallFilter(now=NOW)
+
+    found = await store.search(
+        SCOPE, SearchRequest(vector=query, terms=frozenset({"cat", "dog"}), limit=1, filter=flt)
+    )
+    # nearest 1 (all tie: lowest sequence) + best lexical 1 (most matched terms)
+    assert {c.record.id for c in found} == {"cat", "both"}
+    found = await store.search(
+        SCOPE,
+        SearchRequest(
+            vector=query,
+            terms=frozenset({"fact", "it's"}),
+            limit=5,
+            filter=flt,
+            shared=SharedSource(thread_id="parent", ids=("p1",)),
+        ),
+    )
+    assert {(c.record.thread_id, c.record.id) for c in found} == {
+        ("thread-1", "cat"),
+        ("thread-1", "dog"),
+        ("thread-1", "both"),
+        ("parent", "p1"),
+    }
+
+
+async def test_neighbors_and_listing(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=2)).vector_store
+    await store.put_entries(SCOPE, [entry(f"n{i}") for i in range(10)], now=NOW)
+    await index_all(store, SCOPE, {f"n{i}": np.ones(2, np.float32) for i in range(10)})
+    await store.set_consent(SCOPE, "n3", MemoryConsent(visible=False), now=NOW)
+    found = await store.neighbors(SCOPE, [(2, 4), (8, 20)], RecallFilter(now=NOW))
+    assert [r.id for r in found] == ["n2", "n4", "n8", "n9"]
+    page = await store.list_by_thread(SCOPE, after=(4, "n4"), limit=3)
+    assert [r.id for r in page] == ["n5", "n6", "n7"]
+    assert await store.count_by_thread(SCOPE) == 10
+    with pytest.raises(ValidationError):
+        await store.list_by_thread(SCOPE, after=None, limit=-1)
+
+
+# ---- isolation -----------------------------------------------------------------------------------
+
+
+async def test_no_query_path_crosses_tenant_or_thread(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=2)).vector_store
+    mine = SCOPE
+    scopes = [
+        mine.model_copy(update={"tenant_id": "tenant-b"}),
+        mine.model_copy(update={"resource_id": "user-2"}),
+        mine.model_copy(update={"thread_id": "thread-2"}),
+    ]
+    vector = np.ones(2, np.float32)
+    for scope in scopes:
+        await store.put_entries(scope, [entry("shared-id", "secret words")], now=NOW)
+        await index_all(store, scope, {"shared-id": vector})
+        await store.add_tombstones(scope, [Tombstone("ghost", "ghost", "forgotten", NOW)])
+    flt = RecallFilter(now=NOW)
+    request = SearchRequest(vector=vector, terms=frozenset({"secret"}), limit=10, filter=flt)
+    assert await store.search(mine, request) == []
+    # a share "from" another tenant's thread id does not cross tenants
+    cross = SearchRequest(
+        vector=vector,
+        terms=frozenset({"secret"}),
+        limit=10,
+        filter=flt,
+        shared=SharedSource(thread_id="thread-2", ids=("shared-id",)),
+    )
+    other_tenant = scopes[0].model_copy(update={"thread_id": "thread-9"})
+    assert await store.search(mine.model_copy(update={"tenant_id": "tenant-c"}), cross) == []
+    assert len(await store.search(other_tenant, cross)) == 0
+    assert await store.get_entries(mine, ["shared-id"]) == []
+    assert await store.known_ids(mine, ["shared-id", "ghost"]) == set()
+    assert await store.list_by_thread(mine, after=None, limit=10) == []
+    assert await store.list_oldest(mine, limit=10) == []
+    assert await store.neighbors(mine, [(0, 100)], flt) == []
+    assert await store.count_by_thread(mine) == 0
+    assert await store.dependents(mine, ["shared-id"], limit=5) == []
+    assert await store.index_status(mine, ["shared-id"]) == {}
+    assert await store.set_legal_hold(mine, ["shared-id"], True) == 0
+    assert await store.delete_entries(mine, ["shared-id"]) == 0
+    assert await store.remove_tombstones(mine, "ghost", "forgotten") == 0
+    assert await store.requeue_failed(mine) == 0
+    assert await store.claim_pending(mine, limit=10, worker_id="w", lease_seconds=5, now=NOW) == []
+    assert await store.store_vectors(mine, [("shared-id", 1, vector)], now=NOW) == 0
+    with pytest.raises(NotFoundError):
+        await store.replace_text(mine, "shared-id", "hijack", vector, now=NOW)
+    for scope in scopes:
+        (record,) = await store.get_entries(scope, ["shared-id"])
+        assert (record.text, record.legal_hold, record.revision) == ("secret words", False, 1)
+
+
+# ---- dimension pinning and identifiers -----------------------------------------------------------
+
+
+async def _schema_exists(url: str, schema: str) -> bool:
+    engine = create_engine(url, pooled=False)
+    try:
+        async with engine.connect() as conn:
+            found = await conn.execute(
+                text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}
+            )
+            return bool(found.scalar_one())
+    finally:
+        await engine.dispose()
+
+
+async def test_dimension_drift_fails_closed_and_changes_nothing(make_postgres_stores):
+    pinned = await make_postgres_stores(dimension=4)
+    schema = pinned.vector_store.tables.names.schema
+    assert pinned.vector_store.dimension == 4
+    with pytest.raises(DimensionMismatchError):
+        await make_postgres_stores(schema=schema, dimension=8)
+    # dimension=None adopts the table's pin
+    adopted = await make_postgres_stores(schema=schema, dimension=None)
+    assert adopted.vector_store.dimension == 4
+    # a vector of another width never reaches SQL
+    await pinned.vector_store.put_entries(SCOPE, [entry("a")], now=NOW)
+    (claimed,) = await pinned.vector_store.claim_pending(
+        SCOPE, limit=1, worker_id="w", lease_seconds=5, now=NOW
+    )
+    with pytest.raises(DimensionMismatchError):
+        await pinned.vector_store.complete_indexing(
+            [(claimed, np.ones(8, np.float32))], worker_id="w", now=NOW
+        )
+    with pytest.raises(InvalidVectorError):
+        await pinned.vector_store.complete_indexing(
+            [(claimed, np.array([1, np.nan, 0, 0], np.float32))], worker_id="w", now=NOW
+        )
+    with pytest.raises(DimensionMismatchError):
+        await pinned.vector_store.search(
+            SCOPE,
+            SearchRequest(
+                vector=np.ones(3, np.float32), terms=frozenset(), limit=1, filter=RecallFilter(NOW)
+            ),
+        )
+    engine = pinned.engine
+    async with engine.connect() as conn:
+        typmod = await conn.execute(
+            text(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = to_regclass(:rel) AND attname = 'embedding'"
+            ),
+            {"rel": f'"{schema}".semantic_memory'},
+        )
+        assert typmod.scalar_one() == "vector(4)"
+        hnsw = await conn.execute(
+            text(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname = :s AND indexdef LIKE '%hnsw%'"
+            ),
+            {"s": schema},
+        )
+        assert hnsw.scalar_one() == 1
+
+
+async def test_unpinned_table_refuses_a_requested_pin(make_postgres_stores):
+    unpinned = await make_postgres_stores(dimension=None)
+    schema = unpinned.vector_store.tables.names.schema
+    assert unpinned.vector_store.dimension is None
+    with pytest.raises(DimensionMismatchError):
+        await make_postgres_stores(schema=schema, dimension=4)
+    # unpinned still keeps one width per table
+    store = unpinned.vector_store
+    await store.put_entries(SCOPE, [entry("a"), entry("b")], now=NOW)
+    claimed = await store.claim_pending(SCOPE, limit=2, worker_id="w", lease_seconds=5, now=NOW)
+    assert (
+        await store.complete_indexing(
+            [(claimed[0], np.ones(3, np.float32))], worker_id="w", now=NOW
+        )
+        == 1
+    )
+    with pytest.raises(DimensionMismatchError):
+        await store.complete_indexing(
+            [(claimed[1], np.ones(5, np.float32))], worker_id="w", now=NOW
+        )
+
+
+@pytest.mark.parametrize(
+    ("schema", "table"),
+    [
+        ("x; drop table y", "semantic_memory"),
+        ('x"', "semantic_memory"),
+        ("Prism", "semantic_memory"),
+        ("prism_memory", "t; drop schema public cascade"),
+        ("prism_memory", "a" * 60),
+        ("", "semantic_memory"),
+    ],
+)
+async def test_bad_identifiers_raise_before_touching_the_database(postgres_url, schema, table):
+    before = await _schema_exists(postgres_url, "x")
+    with pytest.raises(ConfigurationError):
+        await create_postgres_memory_stores(postgres_url, schema=schema, table=table)
+    with pytest.raises(ConfigurationError):
+        await create_postgres_vector_store(postgres_url, schema=schema, table=table, dimension=4)
+    assert await _schema_exists(postgres_url, "x") == before
+    assert not await _schema_exists(postgres_url, schema)
+
+
+async def test_bad_dimension_and_arguments(postgres_url):
+    for bad in (0, -1, True, 2.5, "384"):
+        with pytest.raises(ConfigurationError):
+            await create_postgres_memory_stores(postgres_url, dimension=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        await create_postgres_memory_stores()
+    with pytest.raises(ConfigurationError):
+        await create_postgres_memory_stores("mysql://localhost/db")
+
+
+async def test_skip_migrations_requires_a_migrated_schema(postgres_url):
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    with pytest.raises(ConfigurationError):
+        await create_postgres_memory_stores(postgres_url, schema=schema, skip_migrations=True)
+    assert not await _schema_exists(postgres_url, schema)
+
+
+async def test_url_owned_engine_is_disposed_and_host_engine_is_not(postgres_url):
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    libpq = postgres_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    stores = await create_postgres_memory_stores(libpq, schema=schema, dimension=3)
+    assert stores.owns_engine
+    await stores.working_store.put_working("t", "r", None, {"a": 1}, expected_version=None, now=NOW)
+    await stores.close()
+    host = create_engine(postgres_url, pooled=False)
+    try:
+        again = await create_postgres_memory_stores(engine=host, schema=schema)
+        assert not again.owns_engine
+        assert again.vector_store.dimension == 3
+        await again.close()
+        async with host.begin() as conn:  # the host's engine still works
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    finally:
+        await host.dispose()
+
+
+def test_url_normalisation():
+    assert normalize_url("postgresql://u:p@h:5/db") == "postgresql+asyncpg://u:p@h:5/db"
+    assert normalize_url("postgres://u@h/db").startswith("postgresql+asyncpg://u@h/db")
+    socket = normalize_url("postgresql://postgres:@/postgres?host=/tmp/x")
+    assert socket.startswith("postgresql+asyncpg://postgres:@/postgres?host=")
+    with pytest.raises(ConfigurationError):
+        normalize_url("sqlite:///x.db")
+
+
+# ---- binary codec ----------------------------------------------------------------------------------
+
+
+def test_codec_speaks_pgvectors_binary_format():
+    vector = np.array([0.5, -1.25, 3.0], np.float32)
+    assert encode_vector(vector) == PgVector(vector).to_binary()
+    decoded = decode_vector(PgVector([1.0, 2.0]).to_binary())
+    assert decoded.dtype == np.float32
+    assert decoded.tolist() == [1.0, 2.0]
+
+
+async def test_vectors_travel_in_binary(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=3)
+    async with stores.engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+        assert driver is not None
+        oid = await driver.fetchval("SELECT 'vector'::regtype::oid")
+        settings = driver._protocol.get_settings()  # asyncpg's codec registry
+        binary, textual = 1, 0  # asyncpg's PG_FORMAT_BINARY / PG_FORMAT_TEXT
+        assert settings.get_data_codec(oid, binary) is not None
+        assert settings.get_data_codec(oid, textual) is None
+        result = await conn.execute(
+            text("SELECT CAST(:v AS vector) AS v"), {"v": np.array([1, 2, 3], np.float32)}
+        )
+        value = result.scalar_one()
+        assert isinstance(value, np.ndarray)
+        assert value.dtype == np.float32
+        assert value.tolist() == [1.0, 2.0, 3.0]
+
+
+# ---- indexing ledger -------------------------------------------------------------------------------
+
+
+async def test_two_workers_never_claim_the_same_row(make_postgres_stores, postgres_url):
+    stores = await make_postgres_stores(dimension=2)
+    schema = stores.vector_store.tables.names.schema
+    scopes = [SCOPE.model_copy(update={"thread_id": f"t{i}"}) for i in range(4)]
+    for scope in scopes:
+        await stores.vector_store.put_entries(scope, [entry(f"e{i}") for i in range(50)], now=NOW)
+    workers = [
+        await create_postgres_vector_store(
+            engine=create_engine(postgres_url, pooled=False), schema=schema, skip_migrations=True
+        )
+        for _ in range(2)
+    ]
+    claimed: dict[str, list[tuple[str, str]]] = {"w0": [], "w1": []}
+
+    async def drain(name: str, store) -> None:
+        while True:
+            batch = await store.claim_pending(
+                None, limit=7, worker_id=name, lease_seconds=60, now=NOW
+            )
+            if not batch:
+                return
+            claimed[name].extend((item.scope.thread_id, item.id) for item in batch)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(drain(f"w{n}", store) for n, store in enumerate(workers)))
+    everything = claimed["w0"] + claimed["w1"]
+    assert len(everything) == len(set(everything)) == 200
+    assert claimed["w0"]
+    assert claimed["w1"]
+
+
+async def test_leases_failures_backoff_and_requeue(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=2)).vector_store
+    await store.put_entries(SCOPE, [entry("a"), entry("b")], now=NOW)
+    (a, b) = await store.claim_pending(SCOPE, limit=5, worker_id="w1", lease_seconds=10, now=NOW)
+    # leased rows are not claimable by others until the lease runs out
+    assert (
+        await store.claim_pending(SCOPE, limit=5, worker_id="w2", lease_seconds=10, now=NOW) == []
+    )
+    later = NOW + timedelta(seconds=11)
+    stolen = await store.claim_pending(SCOPE, limit=5, worker_id="w2", lease_seconds=10, now=later)
+    assert [c.id for c in stolen] == ["a", "b"]
+    # w1's late result no longer applies
+    assert (
+        await store.complete_indexing([(a, np.ones(2, np.float32))], worker_id="w1", now=later) == 0
+    )
+    # failure with retry: attempts recorded, due again only at retry_at
+    retry_at = later + timedelta(seconds=30)
+    await store.fail_indexing(stolen[0], worker_id="w2", error="boom", retry_at=retry_at, now=later)
+    assert await store.index_status(SCOPE, ["a"]) == {"a": ("pending", "boom")}
+    assert (
+        await store.claim_pending(SCOPE, limit=5, worker_id="w3", lease_seconds=5, now=later) == []
+    )
+    (again,) = await store.claim_pending(
+        SCOPE, limit=1, worker_id="w3", lease_seconds=5, now=retry_at
+    )
+    assert (again.id, again.attempts) == ("a", 1)
+    # failure without retry: failed; requeue makes it pending with attempts 0
+    await store.fail_indexing(again, worker_id="w3", error="fatal", retry_at=None, now=retry_at)
+    assert await store.index_status(SCOPE, ["a"]) == {"a": ("failed", "fatal")}
+    assert await store.requeue_failed(SCOPE) == 1
+    (record,) = await store.get_entries(SCOPE, ["a"])
+    assert (record.status, record.attempts, record.last_error) == ("pending", 0, None)
+    assert await store.release_claims("w2") == 1  # "b" is still leased by w2
+    assert b.id == "b"
+
+
+async def test_store_vectors_and_replace_text(make_postgres_stores):
+    store = (await make_postgres_stores(dimension=2)).vector_store
+    await store.put_entries(SCOPE, [entry("a"), entry("b")], now=NOW)
+    assert (
+        await store.store_vectors(
+            SCOPE, [("a", 1, np.ones(2, np.float32)), ("b", 9, np.ones(2, np.float32))], now=NOW
+        )
+        == 1
+    )
+    later = NOW + timedelta(hours=1)
+    record = await store.replace_text(SCOPE, "b", "rewritten", np.ones(2, np.float32), now=later)
+    assert (record.text, record.revision, record.status, record.written_at) == (
+        "rewritten",
+        2,
+        "indexed",
+        later,
+    )
+
+
+async def test_tombstones_and_share_grants(make_postgres_stores):
+    store = (await make_postgres_stores()).vector_store
+    await store.add_tombstones(
+        SCOPE,
+        [
+            Tombstone("x", "c", "revoked", NOW),
+            Tombstone("x", "c", "forgotten", NOW),
+            Tombstone("y", "c", "forgotten", NOW),
+        ],
+    )
+    assert await store.known_ids(SCOPE, ["x", "y", "z"]) == {"x", "y"}
+    assert await store.remove_tombstones(SCOPE, "c", "forgotten") == 2
+    grant = ShareGrant(
+        "tenant-a", "user-1", "parent", "child", ("a", "b"), NOW, NOW + timedelta(days=1)
+    )
+    assert await store.put_share_grant(grant) == grant
+    assert await store.get_share_grant("tenant-a", "user-1", "parent", "child") == grant
+    assert await store.get_share_grant("tenant-b", "user-1", "parent", "child") is None
+    assert await store.delete_share_grant("tenant-b", "user-1", "parent", "child") == 0
+    assert await store.delete_share_grant("tenant-a", "user-1", "parent", "child") == 1
+
+
+# ---- working memory --------------------------------------------------------------------------------
+
+
+async def test_working_store_versions_and_conflicts(make_postgres_stores):
+    working = (await make_postgres_stores()).working_store
+    assert await working.get_working("t", "r", None) is None
+    first = await working.put_working("t", "r", None, {"a": 1}, expected_version=0, now=NOW)
+    assert first.version == 1
+    assert first.data == {"a": 1}
+    with pytest.raises(ConflictError):
+        await working.put_working("t", "r", None, {"a": 2}, expected_version=0, now=NOW)
+    with pytest.raises(ConflictError):
+        await working.put_working("t", "r", None, {"a": 2}, expected_version=5, now=NOW)
+    second = await working.put_working("t", "r", None, {"a": 2}, expected_version=1, now=NOW)
+    third = await working.put_working("t", "r", None, {"a": 3}, expected_version=None, now=NOW)
+    assert (second.version, third.version) == (2, 3)
+    # per-thread documents are separate, and so are tenants
+    assert await working.get_working("t", "r", "thread") is None
+    assert await working.get_working("other", "r", None) is None
+    threaded = await working.put_working(
+        "t", "r", "thread", {"b": 1}, expected_version=None, now=NOW
+    )
+    assert threaded.version == 1
+    current = await working.get_working("t", "r", None)
+    assert current is not None
+    assert current.data == {"a": 3}
+
+
+async def test_concurrent_working_writes_lose_nothing(make_postgres_stores):
+    working = (await make_postgres_stores()).working_store
+    await asyncio.gather(
+        *(
+            working.put_working("t", "r", None, {"n": n}, expected_version=None, now=NOW)
+            for n in range(10)
+        )
+    )
+    current = await working.get_working("t", "r", None)
+    assert current is not None
+    assert current.version == 10
+
+
+# ---- plans -----------------------------------------------------------------------------------------
+
+
+async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=8)
+    store = stores.vector_store
+    rng = np.random.default_rng(3)
+    names = store.tables.names
+    async with stores.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
+                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+                "legal_hold, status, revision, attempts, embedding) "
+                "SELECT 'tenant-a', 'user-1', 'thread-' || (g % 200), 'e' || g, 'text ' || g, 'user', "
+                "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
+                "'indexed', 1, 0, CAST(:v AS vector) FROM generate_series(1, 20000) AS g"
+            ),
+            {"v": unit(rng, 8)},
+        )
+        await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
+    from prism_memory.postgres.repositories import EntrySql
+
+    sql = EntrySql.for_tables(store.tables).search(
+        require_consent=False, occurred_after=False, shared=False, lexical=True
+    )
+    async with stores.engine.connect() as conn:
+        plan = await conn.execute(
+            text(f"EXPLAIN {sql}"),
+            {
+                "tenant": "tenant-a",
+                "resource": "user-1",
+                "thread": "thread-7",
+                "query": unit(rng, 8),
+                "limit": 10,
+                "terms": ["text"],
+            },
+        )
+        lines = "\n".join(row[0] for row in plan)
+    assert names.ix_scope in lines or f"{names.entries}_pkey" in lines, lines
+    assert names.ix_hnsw not in lines, lines
