@@ -25,7 +25,6 @@ from ..errors import (
     ConflictError,
     DimensionMismatchError,
     NotFoundError,
-    ValidationError,
 )
 from ..models import (
     Candidate,
@@ -46,6 +45,8 @@ from ..stores.base import (
     Tombstone,
     VectorStore,
     WorkingStore,
+    check_lease,
+    check_limit,
 )
 from ._engine import create_engine, install_vector_codec
 from ._errors import wrap_db_errors
@@ -73,11 +74,6 @@ __all__ = [
     "create_postgres_memory_stores",
     "create_postgres_vector_store",
 ]
-
-
-def _check_limit(limit: int, name: str = "limit") -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValidationError(f"{name} must be a non-negative integer")
 
 
 class _Adapter:
@@ -305,7 +301,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
     ) -> list[tuple[str, tuple[str, ...]]]:
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._unit("dependents") as session:
             return await EntryRepository(session, self._tables).dependents(scope, source_ids, limit)
 
@@ -313,7 +309,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
         """Exact per-thread candidate selection (see :meth:`EntrySql.search`)."""
-        _check_limit(request.limit)
+        check_limit(request.limit)
         async with self._unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
@@ -345,7 +341,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
         limit: int,
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._unit("list_by_thread") as session:
             return await EntryRepository(session, self._tables).list_by_thread(scope, after, limit)
 
@@ -363,7 +359,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
         include_held: bool = True,
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._unit("list_oldest") as session:
             return await EntryRepository(session, self._tables).list_oldest(
                 scope, limit, occurred_before, include_held
@@ -420,9 +416,8 @@ class PostgresVectorStore(_Adapter, VectorStore):
         now: datetime,
     ) -> list[ClaimedEntry]:
         """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once."""
-        _check_limit(limit)
-        if not lease_seconds > 0:
-            raise ValidationError("lease_seconds must be positive")
+        check_limit(limit)
+        check_lease(lease_seconds)
         async with self._unit("claim_pending") as session:
             return await IndexingRepository(session, self._tables).claim(
                 scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now

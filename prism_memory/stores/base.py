@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..errors import ValidationError
 from ..models import (
     Candidate,
     IndexStatus,
@@ -47,7 +48,21 @@ __all__ = [
     "Tombstone",
     "VectorStore",
     "WorkingStore",
+    "check_lease",
+    "check_limit",
 ]
+
+
+def check_limit(limit: int, name: str = "limit") -> None:
+    """Adapter helper: a ``limit`` argument must be a non-negative integer."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError(f"{name} must be a non-negative integer")
+
+
+def check_lease(lease_seconds: float) -> None:
+    """Adapter helper: a lease must last a positive time."""
+    if not lease_seconds > 0:
+        raise ValidationError("lease_seconds must be positive")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
-from ..errors import ConfigurationError, ConflictError, NotFoundError, ValidationError
+from ..errors import ConfigurationError, ConflictError, NotFoundError
 from ..models import (
     Candidate,
     IndexStatus,
@@ -46,6 +46,8 @@ from .base import (
     Tombstone,
     VectorStore,
     WorkingStore,
+    check_lease,
+    check_limit,
 )
 from .rules import is_recallable
 
@@ -69,11 +71,6 @@ def _micros(moment: datetime) -> int:
 
 def _key(scope: MemoryIdentity) -> _ScopeKey:
     return (scope.tenant_id, scope.resource_id, scope.thread_id)
-
-
-def _check_limit(limit: int, name: str = "limit") -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValidationError(f"{name} must be a non-negative integer")
 
 
 def _export(record: MemoryRecord) -> MemoryRecord:
@@ -450,7 +447,7 @@ class InMemoryVectorStore(VectorStore):
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
     ) -> list[tuple[str, tuple[str, ...]]]:
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
-        _check_limit(limit)
+        check_limit(limit)
         thread = self._thread(_key(scope))
         if thread is None or limit == 0:
             return []
@@ -470,7 +467,7 @@ class InMemoryVectorStore(VectorStore):
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
         (most matched terms first, then sequence, then id), deduplicated.
         """
-        _check_limit(request.limit)
+        check_limit(request.limit)
         query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
         if request.limit == 0:
             return []
@@ -563,7 +560,7 @@ class InMemoryVectorStore(VectorStore):
         limit: int,
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
-        _check_limit(limit)
+        check_limit(limit)
         thread = self._thread(_key(scope))
         if thread is None:
             return []
@@ -589,7 +586,7 @@ class InMemoryVectorStore(VectorStore):
         ``occurred_before`` keeps only records that occurred strictly before it; ``include_held``
         false leaves out records under legal hold.
         """
-        _check_limit(limit)
+        check_limit(limit)
         thread = self._thread(_key(scope))
         if thread is None or limit == 0:
             return []
@@ -667,9 +664,8 @@ class InMemoryVectorStore(VectorStore):
 
         A row is due when its retry time (if any) has come and its lease (if any) has run out.
         """
-        _check_limit(limit)
-        if not lease_seconds > 0:
-            raise ValidationError("lease_seconds must be positive")
+        check_limit(limit)
+        check_lease(lease_seconds)
         wanted = None if scope is None else _key(scope)
         due: list[tuple[int, str, _ScopeKey, _Row]] = []
         for key, entry_id in self._pending:
