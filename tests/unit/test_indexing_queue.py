@@ -209,3 +209,31 @@ async def test_remember_wait_returns_once_indexed():
         result = await mem.remember([{"text": "one"}, {"text": "two"}], wait=True)
         assert set((await statuses(store, result.pending)).values()) == {"indexed"}
     assert Counter(embedder.texts) == Counter(["one", "two"])
+
+
+async def test_an_all_scopes_worker_indexes_every_thread():
+    from datetime import UTC, datetime
+
+    from prism_memory import IndexingQueue, PrismMemoryError
+
+    store = InMemoryVectorStore()
+    parked = {}
+    for thread in ("a", "b"):
+        gated = GatedEmbedder(HashEmbedder(DIM))
+        writer = memory(store, gated, thread=thread, indexing=IndexingPolicy(drain_seconds=0.05))
+        result = await writer.remember([{"text": f"{thread} entry {i}"} for i in range(3)])
+        await writer.aclose()
+        with pytest.raises(IndexingError):
+            await result.done
+        parked[thread] = list(result.pending)
+    embedder = CountingEmbedder()
+    queue = IndexingQueue(
+        store=store, embedder=embedder, scope=None, batch_size=2, clock=lambda: datetime.now(UTC)
+    )
+    with pytest.raises(PrismMemoryError, match="cannot watch"):
+        queue.watch(["x"])
+    assert await queue.run_until_idle() == 6
+    for thread, ids in parked.items():
+        scope = MemoryIdentity(tenant_id="t", resource_id="r", thread_id=thread)
+        assert set((await statuses(store, ids, scope)).values()) == {"indexed"}
+    assert Counter(embedder.texts) == Counter(f"{t} entry {i}" for t in "ab" for i in range(3))
