@@ -2,8 +2,8 @@
 
 * :func:`create_postgres_memory_stores` -- the vector and working stores of one schema;
 * :func:`create_postgres_vector_store` -- the vector store alone;
-* :func:`build_memory_ddl` / :func:`build_vector_search_ddl` -- the SQL the Alembic revisions emit,
-  for hosts who review DDL before running it;
+* :func:`build_memory_ddl` -- the SQL the Alembic revisions emit, for hosts who review DDL before
+  running it; :func:`build_vector_search_ddl` -- only its search indexes (``text_tsv`` GIN, HNSW);
 * :mod:`prism_memory.postgres.migrate` -- run the revisions (programmatically or from the command
   line); :mod:`prism_memory.postgres.embedded` -- a throw-away embedded PostgreSQL + pgvector.
 """
@@ -33,8 +33,15 @@ __all__ = [
 def build_memory_ddl(
     *, schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE, dimension: int | None = None
 ) -> str:
-    """The SQL (Alembic offline mode) that creates the schema of
-    :func:`create_postgres_memory_stores`: every table, index and constraint, up to head.
+    """The full SQL (Alembic offline mode) that creates the schema of
+    :func:`create_postgres_memory_stores` from nothing: every revision up to head.
+
+    In order: ``CREATE EXTENSION IF NOT EXISTS vector``, the schema, the six tables with their
+    primary keys and checks, every index of ``prism_memory_0001`` (scope B-tree, pending partial
+    index, lineage GIN, ``text_tsv`` GIN, invalidation and ACL B-trees), then -- only when
+    ``dimension`` is pinned and at most 2,000 -- the HNSW index of ``prism_memory_0002`` (``CREATE
+    INDEX CONCURRENTLY`` in its own autocommit block), and the version-table bookkeeping
+    (``<table>_alembic_version``) throughout. A superset of :func:`build_vector_search_ddl`.
 
     Nothing connects to a database. Identifiers are validated first
     (:class:`~prism_memory.errors.ConfigurationError`).
@@ -47,9 +54,21 @@ def build_memory_ddl(
 def build_vector_search_ddl(
     *, schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE, dimension: int | None = None
 ) -> str:
-    """The SQL that creates the schema of :func:`create_postgres_vector_store`.
+    """Only the search indexes of the entries table, each statement exactly as
+    :func:`build_memory_ddl` contains it (in the same order):
 
-    The standalone vector store runs the same revisions as the memory stores (one owner of the
-    schema), so this is the same script as :func:`build_memory_ddl`.
+    * ``CREATE INDEX <table>_text_tsv_gin ON <schema>.<table> USING gin (text_tsv)`` -- the lexical
+      leg (revision ``prism_memory_0001``);
+    * ``CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_embedding_hnsw ON <schema>.<table> USING hnsw
+      (embedding vector_cosine_ops)`` -- revision ``prism_memory_0002``, only when ``dimension`` is
+      pinned and at most 2,000 (pgvector's HNSW limit); unpinned, the GIN index is all there is.
+
+    It does not create the tables (nor the generated ``text_tsv`` column, which is part of ``CREATE
+    TABLE``), the scope and pending B-trees, the lineage GIN index (it serves lineage cascades, not
+    search) or the version table, and it holds no ``BEGIN``/``COMMIT``: run it with autocommit (as
+    ``psql`` does) because of ``CONCURRENTLY``. It is for review -- what search adds to a schema and
+    what it costs to build -- not a second way to migrate: the revisions own the schema.
     """
-    return build_memory_ddl(schema=schema, table=table, dimension=dimension)
+    from .migrate import build_search_index_ddl
+
+    return build_search_index_ddl(schema=schema, table=table, dimension=dimension)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import ConfigurationError
 from ._engine import create_engine, normalize_url
 from ._errors import wrap_db_errors
-from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, names_for, validate_dimension
+from .tables import (
+    DEFAULT_SCHEMA,
+    DEFAULT_TABLE,
+    MAX_HNSW_DIMENSION,
+    Names,
+    names_for,
+    validate_dimension,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -47,6 +55,7 @@ __all__ = [
     "MigrationSettings",
     "alembic_config",
     "build_ddl",
+    "build_search_index_ddl",
     "current_revision",
     "downgrade",
     "head_revision",
@@ -54,6 +63,7 @@ __all__ = [
     "main",
     "migrations_dir",
     "revision_settings",
+    "search_index_names",
     "settings_from_config",
     "upgrade",
 ]
@@ -290,12 +300,54 @@ def build_ddl(
     table: str = DEFAULT_TABLE,
     dimension: int | None = None,
 ) -> str:
-    """The SQL the revisions emit from an empty database to head (Alembic offline mode)."""
+    """The SQL the revisions emit from an empty database to head (Alembic offline mode).
+
+    Everything, in revision order: the extension and schema, every table, constraint and index of
+    ``prism_memory_0001``, the HNSW index of ``prism_memory_0002`` (pinned dimensions up to 2,000
+    only; ``CREATE INDEX CONCURRENTLY`` between ``COMMIT`` and ``BEGIN``), and the version-table
+    bookkeeping.
+    """
     buffer = io.StringIO()
     config = alembic_config(schema=schema, table=table, dimension=dimension, stdout=buffer)
     config.output_buffer = buffer
     command.upgrade(config, f"{BRANCH_LABEL}@head", sql=True)
     return buffer.getvalue()
+
+
+_CREATE_INDEX = re.compile(
+    r'^CREATE INDEX (?:CONCURRENTLY )?(?:IF NOT EXISTS )?"?(?P<name>[a-z_][a-z0-9_]*)"? ON [^;]*;$',
+    re.MULTILINE,
+)
+
+
+def search_index_names(names: Names, dimension: int | None) -> tuple[str, ...]:
+    """The indexes :func:`build_search_index_ddl` returns, in revision order: the ``text_tsv`` GIN
+    (lexical leg) and, when ``dimension`` is pinned (and at most 2,000), the HNSW index."""
+    hnsw = dimension is not None and dimension <= MAX_HNSW_DIMENSION
+    return (names.ix_tsv, names.ix_hnsw) if hnsw else (names.ix_tsv,)
+
+
+def build_search_index_ddl(
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+) -> str:
+    """Only the search indexes of :func:`build_ddl`, verbatim and in revision order.
+
+    That is the ``CREATE INDEX ... USING gin (text_tsv)`` of ``prism_memory_0001`` (the lexical leg)
+    and, for a pinned dimension up to 2,000, the ``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING
+    hnsw (embedding vector_cosine_ops)`` of ``prism_memory_0002``; each statement ends with ``;``
+    and a blank line. No tables, no ``text_tsv`` column (it is part of ``CREATE TABLE``), no B-tree
+    or lineage GIN index, no transaction control and no version-table bookkeeping.
+    """
+    script = build_ddl(schema=schema, table=table, dimension=validate_dimension(dimension))
+    wanted = search_index_names(names_for(schema, table), dimension)
+    found = {match["name"]: match.group(0) for match in _CREATE_INDEX.finditer(script)}
+    missing = [name for name in wanted if name not in found]
+    if missing:  # pragma: no cover - the revisions and this list are tested together
+        raise ConfigurationError(f"the revisions did not emit the search indexes {missing}")
+    return "".join(f"{found[name]}\n\n" for name in wanted)
 
 
 # ---- command line ------------------------------------------------------------------------------

@@ -5,9 +5,22 @@ A repository is *given* an :class:`~sqlalchemy.ext.asyncio.AsyncSession` and the
 statements and executes them, and never commits: the unit of work (``async with session.begin()``)
 belongs to the adapter one layer up (:mod:`prism_memory.postgres.store`).
 
-Statement text is built once per repository class and table set (:class:`EntrySql`), apart from
-execution. Hot paths (search, claims, vector writes) are hand-written SQL with bound parameters;
-identifiers come only from validated names and are always quoted.
+Two styles, chosen per path:
+
+* **ORM, where it is natural and not a hot path.** :class:`WorkingRepository`,
+  :class:`ShareGrantRepository` and :class:`TombstoneRepository` go through the typed mapped classes
+  of the table set (``tables.orm.WorkingMemory``, ``.ShareGrant``, ``.Tombstone``; see
+  :mod:`prism_memory.postgres.orm`): ``session.get`` by primary key; ORM-enabled
+  ``insert ... on_conflict``, ``update`` and ``delete`` on the mapped class, rows returned as mapped
+  objects (``RETURNING``, ``populate_existing``). Writes stay single statements -- upserts, and the
+  working document's conditional ``UPDATE ... WHERE version = :expected`` -- so concurrent writers
+  neither collide nor lose updates.
+* **Core and hand-written SQL on the hot paths.** :class:`EntryRepository` and
+  :class:`IndexingRepository` never build ORM objects: entry upserts are batched Core ``insert`` /
+  ``update`` executemany over the Core table; search, neighbours, lineage lookups, claims and vector
+  writes are hand-written SQL whose text is built once per table set (:class:`EntrySql`), apart from
+  execution, with bound parameters; identifiers come only from validated names and are always
+  quoted.
 """
 
 from __future__ import annotations
@@ -15,12 +28,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import RowMapping, bindparam, delete, func, insert, select, text, update
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Table, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,6 +50,7 @@ from ..models import (
 )
 from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, Tombstone
 from ._engine import encode_vector
+from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import PrismTables
 
 __all__ = [
@@ -695,119 +708,112 @@ class EntryRepository(_Repository):
 
 
 class TombstoneRepository(_Repository):
-    """Lineage invalidation tombstones."""
+    """Lineage invalidation tombstones, through the mapped class ``tables.orm.Tombstone``."""
 
     __slots__ = ()
 
     async def upsert(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time.
+
+        One ORM-enabled ``INSERT ... ON CONFLICT DO UPDATE`` for the whole batch.
+        """
         latest: dict[tuple[str, str], Tombstone] = {}
         for tombstone in tombstones:
             latest[(tombstone.entry_id, tombstone.cause_id)] = tombstone
         if not latest:
             return
-        t = self.tables.invalidation
-        stmt = pg_insert(t)
+        model = self.tables.orm.Tombstone
+        stmt = pg_insert(model).values(
+            [
+                {
+                    "tenant_id": scope.tenant_id,
+                    "resource_id": scope.resource_id,
+                    "thread_id": scope.thread_id,
+                    "entry_id": tombstone.entry_id,
+                    "cause_id": tombstone.cause_id,
+                    "reason": tombstone.reason,
+                    "created_at": tombstone.created_at,
+                }
+                for tombstone in latest.values()
+            ]
+        )
         stmt = stmt.on_conflict_do_update(
-            index_elements=[
-                t.c.tenant_id,
-                t.c.resource_id,
-                t.c.thread_id,
-                t.c.entry_id,
-                t.c.cause_id,
-            ],
+            index_elements=_primary_key(model.__table__),
             set_={"reason": stmt.excluded.reason, "created_at": stmt.excluded.created_at},
         )
-        rows = [
-            {
-                "tenant_id": scope.tenant_id,
-                "resource_id": scope.resource_id,
-                "thread_id": scope.thread_id,
-                "entry_id": tombstone.entry_id,
-                "cause_id": tombstone.cause_id,
-                "reason": tombstone.reason,
-                "created_at": tombstone.created_at,
-            }
-            for tombstone in latest.values()
-        ]
-        await self.session.execute(stmt.values(rows))
+        await self.session.execute(stmt)
 
     async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""
-        t = self.tables.invalidation
-        stmt = delete(t).where(
-            t.c.tenant_id == scope.tenant_id,
-            t.c.resource_id == scope.resource_id,
-            t.c.thread_id == scope.thread_id,
-            t.c.cause_id == cause_id,
-            t.c.reason == reason,
+        model = self.tables.orm.Tombstone
+        stmt = delete(model).where(
+            model.tenant_id == scope.tenant_id,
+            model.resource_id == scope.resource_id,
+            model.thread_id == scope.thread_id,
+            model.cause_id == cause_id,
+            model.reason == reason,
         )
         return _rowcount(await self.session.execute(stmt))
 
 
 class ShareGrantRepository(_Repository):
-    """Parent -> child share grants."""
+    """Parent -> child share grants, through the mapped class ``tables.orm.ShareGrant``."""
 
     __slots__ = ()
 
-    def _key(self, tenant: str, resource: str, parent: str, child: str) -> Any:
-        c = self.tables.share_grant.c
-        return (
-            (c.tenant_id == tenant)
-            & (c.resource_id == resource)
-            & (c.parent_thread_id == parent)
-            & (c.child_thread_id == child)
+    @staticmethod
+    def _grant(row: ShareGrantRow) -> ShareGrant:
+        return ShareGrant(
+            tenant_id=row.tenant_id,
+            resource_id=row.resource_id,
+            parent_thread_id=row.parent_thread_id,
+            child_thread_id=row.child_thread_id,
+            source_ids=tuple(row.source_ids),
+            created_at=row.created_at,
+            expires_at=row.expires_at,
         )
 
     async def put(self, grant: ShareGrant) -> ShareGrant:
-        """Create or replace the grant."""
-        t = self.tables.share_grant
-        values = {
-            "tenant_id": grant.tenant_id,
-            "resource_id": grant.resource_id,
-            "parent_thread_id": grant.parent_thread_id,
-            "child_thread_id": grant.child_thread_id,
-            "source_ids": list(grant.source_ids),
-            "created_at": grant.created_at,
-            "expires_at": grant.expires_at,
-        }
-        stmt = pg_insert(t).values(values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[
-                t.c.tenant_id,
-                t.c.resource_id,
-                t.c.parent_thread_id,
-                t.c.child_thread_id,
-            ],
+        """Create or replace the grant.
+
+        One ORM-enabled ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``, so concurrent writers
+        of the same grant never collide; the returned row lands in the session's identity map.
+        """
+        model = self.tables.orm.ShareGrant
+        stmt = pg_insert(model).values(
+            tenant_id=grant.tenant_id,
+            resource_id=grant.resource_id,
+            parent_thread_id=grant.parent_thread_id,
+            child_thread_id=grant.child_thread_id,
+            source_ids=list(grant.source_ids),
+            created_at=grant.created_at,
+            expires_at=grant.expires_at,
+        )
+        upsert = stmt.on_conflict_do_update(
+            index_elements=_primary_key(model.__table__),
             set_={
                 "source_ids": stmt.excluded.source_ids,
                 "created_at": stmt.excluded.created_at,
                 "expires_at": stmt.excluded.expires_at,
             },
-        )
-        await self.session.execute(stmt)
-        return replace(grant, source_ids=tuple(grant.source_ids))
+        ).returning(model)
+        row = (await self.session.scalars(upsert, execution_options=_POPULATE)).one()
+        return self._grant(row)
 
     async def get(self, tenant: str, resource: str, parent: str, child: str) -> ShareGrant | None:
-        """The grant, expired or not."""
-        t = self.tables.share_grant
-        stmt = select(t).where(self._key(tenant, resource, parent, child))
-        row = (await self.session.execute(stmt)).mappings().one_or_none()
-        if row is None:
-            return None
-        return ShareGrant(
-            tenant_id=row["tenant_id"],
-            resource_id=row["resource_id"],
-            parent_thread_id=row["parent_thread_id"],
-            child_thread_id=row["child_thread_id"],
-            source_ids=tuple(row["source_ids"]),
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-        )
+        """The grant, expired or not (``session.get`` by primary key)."""
+        row = await self.session.get(self.tables.orm.ShareGrant, (tenant, resource, parent, child))
+        return None if row is None else self._grant(row)
 
     async def delete(self, tenant: str, resource: str, parent: str, child: str) -> int:
         """Delete the grant; 1 if there was one."""
-        stmt = delete(self.tables.share_grant).where(self._key(tenant, resource, parent, child))
+        model = self.tables.orm.ShareGrant
+        stmt = delete(model).where(
+            model.tenant_id == tenant,
+            model.resource_id == resource,
+            model.parent_thread_id == parent,
+            model.child_thread_id == child,
+        )
         return _rowcount(await self.session.execute(stmt))
 
 
@@ -959,30 +965,39 @@ class IndexingRepository(_Repository):
 
 
 class WorkingRepository(_Repository):
-    """Versioned working-memory documents (one per tenant, resource and thread or none)."""
+    """Versioned working-memory documents (one per tenant, resource and thread or none), through
+    the mapped class ``tables.orm.WorkingMemory``.
+
+    Writes stay single statements so concurrent writers never lose an update: an ORM-enabled
+    ``INSERT ... ON CONFLICT`` (unconditional write, or create at version 0) or a conditional
+    ``UPDATE ... WHERE version = :expected`` (optimistic concurrency), each ``RETURNING`` the
+    mapped row.
+    """
 
     __slots__ = ()
 
-    def _key(self, tenant: str, resource: str, thread: str | None) -> Any:
-        c = self.tables.working.c
-        key = _WORKING_NO_THREAD if thread is None else thread
-        return (c.tenant_id == tenant) & (c.resource_id == resource) & (c.thread_key == key)
+    @staticmethod
+    def _key(tenant: str, resource: str, thread: str | None) -> tuple[str, str, str]:
+        return (tenant, resource, _WORKING_NO_THREAD if thread is None else thread)
 
     @staticmethod
-    def _record(row: RowMapping | None) -> WorkingMemoryRecord | None:
+    def _record(row: WorkingMemoryRow | None) -> WorkingMemoryRecord | None:
         if row is None:
             return None
         return WorkingMemoryRecord(
-            version=int(row["version"]), data=dict(row["data"]), updated_at=row["updated_at"]
+            version=int(row.version), data=dict(row.data), updated_at=row.updated_at
         )
 
     async def get(
         self, tenant: str, resource: str, thread: str | None
     ) -> WorkingMemoryRecord | None:
-        """The current document, or ``None``."""
-        c = self.tables.working.c
-        stmt = select(c.version, c.data, c.updated_at).where(self._key(tenant, resource, thread))
-        return self._record((await self.session.execute(stmt)).mappings().one_or_none())
+        """The current document, or ``None`` (``session.get`` by primary key, re-read)."""
+        row = await self.session.get(
+            self.tables.orm.WorkingMemory,
+            self._key(tenant, resource, thread),
+            populate_existing=True,
+        )
+        return self._record(row)
 
     async def put(
         self,
@@ -995,45 +1010,61 @@ class WorkingRepository(_Repository):
         now: datetime,
     ) -> WorkingMemoryRecord | None:
         """Write the next version atomically; ``None`` when ``expected_version`` did not match."""
-        t = self.tables.working
-        payload = bindparam("data", value=dict(data), type_=JSONB)
-        returning = (t.c.version, t.c.data, t.c.updated_at)
+        model = self.tables.orm.WorkingMemory
+        tenant, resource, thread_key = self._key(tenant, resource, thread)
+        document = dict(data)
         if expected_version is None or expected_version == 0:
-            values = {
-                "tenant_id": tenant,
-                "resource_id": resource,
-                "thread_key": _WORKING_NO_THREAD if thread is None else thread,
-                "version": 1,
-                "data": payload,
-                "updated_at": now,
-            }
-            stmt = pg_insert(t).values(values)
-            index = [t.c.tenant_id, t.c.resource_id, t.c.thread_key]
+            stmt = pg_insert(model).values(
+                tenant_id=tenant,
+                resource_id=resource,
+                thread_key=thread_key,
+                version=1,
+                data=document,
+                updated_at=now,
+            )
+            index = _primary_key(model.__table__)
             if expected_version is None:
                 upsert = stmt.on_conflict_do_update(
                     index_elements=index,
                     set_={
-                        "version": t.c.version + 1,
+                        "version": model.version + 1,
                         "data": stmt.excluded.data,
                         "updated_at": stmt.excluded.updated_at,
                     },
-                ).returning(*returning)
+                )
             else:
-                upsert = stmt.on_conflict_do_nothing(index_elements=index).returning(*returning)
-            row = (await self.session.execute(upsert)).mappings().one_or_none()
-            return self._record(row)
-        stmt2 = (
-            update(t)
-            .where(self._key(tenant, resource, thread), t.c.version == expected_version)
-            .values(version=t.c.version + 1, data=payload, updated_at=now)
-            .returning(*returning)
+                upsert = stmt.on_conflict_do_nothing(index_elements=index)
+            written = await self.session.scalars(
+                upsert.returning(model), execution_options=_POPULATE
+            )
+            return self._record(written.one_or_none())
+        conditional = (
+            update(model)
+            .where(
+                model.tenant_id == tenant,
+                model.resource_id == resource,
+                model.thread_key == thread_key,
+                model.version == expected_version,
+            )
+            .values(version=model.version + 1, data=document, updated_at=now)
+            .returning(model)
         )
-        return self._record((await self.session.execute(stmt2)).mappings().one_or_none())
+        found = await self.session.scalars(conditional, execution_options=_POPULATE)
+        return self._record(found.one_or_none())
 
     async def version(self, tenant: str, resource: str, thread: str | None) -> int:
         """The current version, 0 when there is no document."""
         found = await self.get(tenant, resource, thread)
         return 0 if found is None else found.version
+
+
+_POPULATE: dict[str, Any] = {"populate_existing": True}
+"""Rows an ORM statement returns replace what the identity map held (the database wins)."""
+
+
+def _primary_key(table: Table) -> list[str]:
+    """The primary-key column names of ``table`` (the ``ON CONFLICT`` target)."""
+    return [column.name for column in table.primary_key]
 
 
 def _rowcount(result: Any) -> int:

@@ -15,6 +15,10 @@ Tables, for a base name ``t``:
 * ``t_rag_source_acl`` -- RAG source grants to principals and groups;
 * ``t_rag_scope_generations`` -- the current generation of each RAG scope;
 * ``t_working`` -- versioned working-memory documents.
+
+Each table set also carries typed ORM classes mapped onto these same ``Table`` objects
+(``tables.orm.Entry``, ``tables.orm.ShareGrant``, ...; see :mod:`prism_memory.postgres.orm`), so the
+ORM adds no metadata of its own.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.engine import Dialect
 
 from ..errors import ConfigurationError
+from .orm import PrismModels, map_models
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -203,7 +208,12 @@ class BinaryVector(VECTOR):
 
 @dataclass(frozen=True, slots=True)
 class PrismTables:
-    """The metadata and the tables of one ``(schema, table, dimension)``."""
+    """The metadata, the tables and the ORM classes of one ``(schema, table, dimension)``.
+
+    ``orm`` holds one mapped class per table (``orm.Entry``, ``orm.Tombstone``, ``orm.ShareGrant``,
+    ``orm.RagSourceAcl``, ``orm.RagScopeGeneration``, ``orm.WorkingMemory``), each mapping the
+    ``Table`` beside it here (``tables.orm.ShareGrant.__table__ is tables.share_grant``).
+    """
 
     names: Names
     dimension: int | None
@@ -214,6 +224,7 @@ class PrismTables:
     rag_source_acl: Table
     rag_scope_generations: Table
     working: Table
+    orm: PrismModels
 
 
 def _timestamp(name: str, *, nullable: bool = False) -> Column[Any]:
@@ -228,6 +239,7 @@ def build_metadata(
 
     ``dimension`` pins ``embedding`` to ``vector(dimension)`` and adds the HNSW index
     (``vector_cosine_ops``); unpinned, the column is a plain ``vector`` and there is no HNSW index.
+    The ORM classes (``.orm``) are mapped here too, once per arguments, onto these tables.
     """
     names = names_for(schema, table)
     dimension = validate_dimension(dimension)
@@ -409,4 +421,13 @@ def build_metadata(
         rag_source_acl=rag_source_acl,
         rag_scope_generations=rag_scope_generations,
         working=working,
+        orm=map_models(
+            metadata,
+            entries=entries,
+            invalidation=invalidation,
+            share_grant=share_grant,
+            rag_source_acl=rag_source_acl,
+            rag_scope_generations=rag_scope_generations,
+            working=working,
+        ),
     )
