@@ -166,17 +166,20 @@ class Memory:
         self._clock = clock
         self._queue: IndexingQueue | None = None
         self._closed = False
+        self._identity = (
+            None
+            if thread_id is None
+            else MemoryIdentity(tenant_id=tenant_id, resource_id=resource_id, thread_id=thread_id)
+        )
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     @property
     def identity(self) -> MemoryIdentity:
         """The exact scope of semantic memory; :class:`ConfigurationError` without a thread."""
-        if self.thread_id is None:
+        if self._identity is None:
             raise ConfigurationError("semantic memory needs a thread_id")
-        return MemoryIdentity(
-            tenant_id=self.tenant_id, resource_id=self.resource_id, thread_id=self.thread_id
-        )
+        return self._identity
 
     async def __aenter__(self) -> Memory:
         if self.thread_id is not None:

@@ -177,6 +177,44 @@ async def working_memory_rejects_bad_documents(kit: ConformanceKit) -> None:
     _check(updated.version == 2, "a matching expected_version writes")
 
 
+async def working_memory_processor_and_thread_scope(kit: ConformanceKit) -> None:
+    """The processor writes only what ``extract`` returns, against the version it read; with
+    ``working_scope="thread"`` each thread keeps its own document."""
+    case = _Case(kit)
+    memory = case.memory()
+
+    def extract(current: dict[str, Any], message: str) -> dict[str, Any] | None:
+        prefix = "my name is "
+        return {**current, "name": message[len(prefix) :]} if message.startswith(prefix) else None
+
+    processor = memory.working_memory_processor(extract)
+    _check(await processor.process("hello") is None, "no change, nothing written")
+    _check(await memory.get_working() is None, "still no document")
+    first = await processor.process("my name is Ada")
+    _check(first is not None and (first.version, first.data["name"]) == (1, "Ada"), f"{first}")
+
+    async def racing(current: dict[str, Any], message: str) -> dict[str, Any]:
+        await memory.update_working({"name": "Written meanwhile"})
+        return {**current, "name": message}
+
+    await _raises(ConflictError, memory.working_memory_processor(racing).process("Bo"), "race")
+    latest = await memory.get_working()
+    _check(
+        latest is not None and latest.data["name"] == "Written meanwhile", "the race lost nothing"
+    )
+
+    one = case.memory(thread="a", working_scope="thread")
+    two = case.memory(thread="b", working_scope="thread")
+    await one.update_working({"topic": "a"})
+    await two.update_working({"topic": "b"})
+    got = [await m.get_working() for m in (one, two)]
+    _check([g.data["topic"] if g else None for g in got] == ["a", "b"], f"per thread: {got}")
+    resource = await case.memory(thread="a").get_working()
+    _check(
+        resource is not None and resource.data["name"] == "Written meanwhile", "resource doc apart"
+    )
+
+
 # ---- remember and recall ---------------------------------------------------------------------
 
 
@@ -837,6 +875,7 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     for check in (
         working_memory_versions_and_template,
         working_memory_rejects_bad_documents,
+        working_memory_processor_and_thread_scope,
         remember_is_deferred_until_embedded,
         remember_ids_are_idempotent_digests,
         recall_orders_by_independent_similarity,
