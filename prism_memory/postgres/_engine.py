@@ -33,6 +33,9 @@ SERVER_SETTINGS = {
     "application_name": "prism_memory",
     # asyncpg prepares and caches statements; a generic plan is far worse for skewed scopes.
     "plan_cache_mode": "force_custom_plan",
+    # Per-thread queries touch a few thousand rows at most: a parallel worker's start-up costs more
+    # than it saves (measured in benchmarks/recall.py).
+    "max_parallel_workers_per_gather": "0",
 }
 _HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"

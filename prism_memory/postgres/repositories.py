@@ -241,12 +241,14 @@ class EntrySql:
         if occurred_after:
             parts.append(f"{e}.occurred_at >= :occurred_after")
         parts.append(
+            # entries without lineage (most of them) skip the tombstone probe altogether
+            f"((({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL OR "
             f"NOT EXISTS (SELECT 1 FROM {self.invalidation} t "
             f"WHERE t.tenant_id = {e}.tenant_id AND t.resource_id = {e}.resource_id "
             f"AND t.thread_id = {e}.thread_id "
             f"AND t.entry_id IN (SELECT jsonb_array_elements_text("
             f"(({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text))) "
-            f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at))"
+            f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at)))"
         )
         return " AND ".join(parts)
 
@@ -270,10 +272,15 @@ class EntrySql:
         pools = [own, parent] if shared else [own]
 
         def leg(key: str, pool: str, extra: str, order: str) -> str:
+            # ``OFFSET 0`` fences the filtered scan: the exclusion rules (the NOT EXISTS above all)
+            # run first and only four narrow columns reach the sort, so it is a small top-N
+            # heapsort. Without the fence the planner sorts whole rows (vector, metadata) first and
+            # filters afterwards, which spills to disk on large threads.
             return (
-                f"(SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
-                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} "
-                f"ORDER BY {order}, e.sequence, e.id LIMIT :limit)"
+                f"(SELECT thread_id, id, sequence, key FROM ("
+                f"SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
+                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} OFFSET 0"
+                f") AS eligible ORDER BY {order}, sequence, id LIMIT :limit)"
             )
 
         nearest = " UNION ALL ".join(leg(distance, pool, "", "4") for pool in pools)

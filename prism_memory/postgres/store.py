@@ -91,8 +91,8 @@ class _Adapter:
         self._tables = tables
         self._owns_engine = owns_engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        # Engines prism_memory creates set plan_cache_mode per connection; a host's engine gets a
-        # transaction-local setting for the search queries instead.
+        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS);
+        # a host's engine gets them transaction-locally for the search queries instead.
         self._set_plan_mode = not engine_sets_plans
 
     @property
@@ -113,7 +113,10 @@ class _Adapter:
             async with self._sessions() as session, session.begin():
                 if custom_plans and self._set_plan_mode:
                     await session.execute(
-                        text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
+                        text(
+                            "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
+                            "set_config('max_parallel_workers_per_gather', '0', true)"
+                        )
                     )
                 yield session
 
