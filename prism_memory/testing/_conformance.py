@@ -33,6 +33,7 @@ from ..errors import (
 from ..indexing import IndexingPolicy
 from ..invariants import revoked_ids_absent
 from ..memory import Memory, create_memory
+from ..models import RetentionResult
 from ..stores.base import VectorStore, WorkingStore
 from ._fixtures import FlakyEmbedder, GatedEmbedder, ManualClock, NonFiniteEmbedder
 
@@ -581,18 +582,15 @@ async def forget_deletes_along_lineage_and_holds(kit: ConformanceKit) -> None:
     _check(await _ids(memory, "held fact alpha beta") == ["b"], "held entry excluded")
     exported = await memory.export_memory(identity=memory.identity)
     _check([e["id"] for e in exported.entries] == ["b"], "held entry not exported")
-    _check(await memory.apply_retention(max_entries=0) == _retention(1, 2), "retention skips held")
+    _check(
+        await memory.apply_retention(max_entries=0) == RetentionResult(deleted=1, scanned=2),
+        "retention skips held",
+    )
     _check(await memory.forget() == 0, "nothing left but the held entry")
     _check(await memory.forget(ids=["h"]) == 1, "naming a held entry lifts the hold")
     with_missing = await memory.forget(ids=["missing"])
     _check(with_missing == 0, "unknown ids delete nothing")
     await memory.aclose()
-
-
-def _retention(deleted: int, scanned: int) -> Any:
-    from ..models import RetentionResult
-
-    return RetentionResult(deleted=deleted, scanned=scanned)
 
 
 async def lineage_caps_fail_closed(kit: ConformanceKit) -> None:
