@@ -22,9 +22,12 @@ from .errors import IndexingError, InvalidVectorError, PrismMemoryError
 from .models import IndexingReport, MemoryIdentity, Vector
 from .stores.base import ClaimedEntry, VectorStore
 
-__all__ = ["IndexingPolicy", "IndexingQueue"]
+__all__ = ["CLAIM_BATCHES", "IndexingPolicy", "IndexingQueue"]
 
 logger = logging.getLogger("prism_memory.indexing")
+
+CLAIM_BATCHES = 4
+"""A worker leases this many embedder batches at a time, so claims and stores are amortised."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,11 +209,12 @@ class IndexingQueue:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
     async def _process_batch(self) -> tuple[int, int]:
-        """Claim, embed and store one batch; return ``(indexed, claimed)``."""
+        """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
+        statement; return ``(indexed, claimed)``."""
         async with self._batch_lock:
             claimed = await self._store.claim_pending(
                 self._scope,
-                limit=self._batch_size,
+                limit=self._batch_size * CLAIM_BATCHES,
                 worker_id=self.worker_id,
                 lease_seconds=self._policy.lease_seconds,
                 now=self._clock(),
@@ -218,18 +222,8 @@ class IndexingQueue:
             if not claimed:
                 return 0, 0
             done: list[tuple[ClaimedEntry, Vector]] = []
-            try:
-                vectors = await self._embed([item.text for item in claimed])
-                done.extend(zip(claimed, vectors, strict=True))
-            except Exception as exc:  # noqa: BLE001 - embedder errors are recorded per row below
-                if len(claimed) == 1:
-                    await self._fail(claimed[0], exc)
-                else:  # isolate the poisoned rows: embed one at a time
-                    for item in claimed:
-                        try:
-                            done.append((item, (await self._embed([item.text]))[0]))
-                        except Exception as item_exc:  # noqa: BLE001 - recorded on the row
-                            await self._fail(item, item_exc)
+            for start in range(0, len(claimed), self._batch_size):
+                done.extend(await self._embed_items(claimed[start : start + self._batch_size]))
             indexed = 0
             if done:
                 indexed = await self._store.complete_indexing(
@@ -237,6 +231,25 @@ class IndexingQueue:
                 )
                 self.indexed_total += indexed
             return indexed, len(claimed)
+
+    async def _embed_items(
+        self, items: Sequence[ClaimedEntry]
+    ) -> list[tuple[ClaimedEntry, Vector]]:
+        """Embed one embedder batch; if it fails, isolate the poisoned rows one at a time."""
+        try:
+            vectors = await self._embed([item.text for item in items])
+            return list(zip(items, vectors, strict=True))
+        except Exception as exc:  # noqa: BLE001 - embedder errors are recorded per row below
+            if len(items) == 1:
+                await self._fail(items[0], exc)
+                return []
+        done: list[tuple[ClaimedEntry, Vector]] = []
+        for item in items:
+            try:
+                done.append((item, (await self._embed([item.text]))[0]))
+            except Exception as item_exc:  # noqa: BLE001 - recorded on the row
+                await self._fail(item, item_exc)
+        return done
 
     async def _embed(self, texts: list[str]) -> Vector:
         return await embed_batched(
