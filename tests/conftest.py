@@ -16,7 +16,8 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -89,7 +90,7 @@ async def _drop_schemas(url: str, schemas: list[str]) -> None:
         await engine.dispose()
 
 
-def _run_in_thread(coro: Awaitable[None]) -> None:
+def _run_in_thread(coro: Coroutine[Any, Any, None]) -> None:
     """Run ``coro`` to completion on a private event loop in a helper thread.
 
     Teardown of a sync fixture must not touch the test session's event loop.
@@ -98,7 +99,7 @@ def _run_in_thread(coro: Awaitable[None]) -> None:
 
     def target() -> None:
         try:
-            asyncio.run(coro)  # type: ignore[arg-type]
+            asyncio.run(coro)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 

@@ -345,7 +345,7 @@ def build_search_index_ddl(
     wanted = search_index_names(names_for(schema, table), dimension)
     found = {match["name"]: match.group(0) for match in _CREATE_INDEX.finditer(script)}
     missing = [name for name in wanted if name not in found]
-    if missing:  # pragma: no cover - the revisions and this list are tested together
+    if missing:  # an internal inconsistency: the revisions and this list are tested together
         raise ConfigurationError(f"the revisions did not emit the search indexes {missing}")
     return "".join(f"{found[name]}\n\n" for name in wanted)
 
