@@ -23,6 +23,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import importlib.util
 import os
 import shutil
 import signal
@@ -67,6 +68,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "prism_memory/embedding.py": [
         "tests/unit/test_embedding.py",
+        "tests/unit/test_hash_embedder_reference.py",
         "tests/unit/test_memory_store.py",
     ],
 }
@@ -341,7 +343,19 @@ def _preload() -> None:
 
 
 def run_tests(tests: list[str], timeout: float, log: Path) -> tuple[str, float]:
-    """Run ``tests`` with pytest in a forked child: ``("passed"|"failed"|"timeout", seconds)``."""
+    """Run the test files one after another, stopping at the first that fails (most mutants die in
+    the first file, and pytest collects every file it is given before running any):
+    ``("passed"|"failed"|"timeout", seconds)``."""
+    started = time.monotonic()
+    for test in tests:
+        outcome, _ = run_file(test, timeout - (time.monotonic() - started), log)
+        if outcome != "passed":
+            break
+    return outcome, time.monotonic() - started
+
+
+def run_file(test: str, timeout: float, log: Path) -> tuple[str, float]:
+    """Run one test file with pytest in a forked child: ``("passed"|"failed"|"timeout", seconds)``."""
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child
@@ -354,7 +368,7 @@ def run_tests(tests: list[str], timeout: float, log: Path) -> tuple[str, float]:
             os.chdir(ROOT)
             import pytest
 
-            code = int(pytest.main([*PYTEST_ARGS, *tests]))
+            code = int(pytest.main([*PYTEST_ARGS, test]))
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -392,9 +406,14 @@ class Guard:
             shutil.copyfile(saved, target)
         shutil.rmtree(BACKUP)
 
+    @staticmethod
+    def _forget_bytecode(target: Path) -> None:
+        Path(importlib.util.cache_from_source(str(target))).unlink(missing_ok=True)
+
     def write(self, path: str, text: str) -> None:
         """Write ``text`` over ``path`` (backing the original up first)."""
         target = ROOT / path
+        self._forget_bytecode(target)
         if target not in self._originals:
             self._originals[target] = target.read_bytes()
             saved = BACKUP / path
@@ -406,6 +425,7 @@ class Guard:
         """Put every original back and drop the backups."""
         for target, original in self._originals.items():
             target.write_bytes(original)
+            self._forget_bytecode(target)
         self._originals.clear()
         if BACKUP.exists():
             shutil.rmtree(BACKUP)
@@ -491,8 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
-    sys.dont_write_bytecode = True  # a stale .pyc must never stand in for a mutant
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Bytecode goes to a private cache (the unchanged modules and the rewritten tests compile
+    # once); the mutated module's entry is dropped around every mutant, so a stale .pyc can never
+    # stand in for a mutant.
     os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="prism-mutation-pyc-")
     sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -536,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
                     mark = "S"
                 print(mark, end="", flush=True)
             print(flush=True)
+            for m in score.survivors:
+                print(f"  survived {m.path}:{m.line}  {m.qualname}: {m.description}", flush=True)
     except KeyboardInterrupt:
         print("\ninterrupted; the sources are restored", file=sys.stderr)
         return 130
