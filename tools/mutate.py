@@ -31,9 +31,11 @@ import sys
 import tempfile
 import time
 import tomllib
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKUP = ROOT / ".mutation-backup"
@@ -116,12 +118,14 @@ class Mutant:
     description: str
     key: str  # stable across line shifts: path::qualname::description[#n]
     source: str  # the whole mutated module
+    swap: str | None  # the function whose code object can be swapped in place, if any
 
 
 @dataclass
 class _Point:
     node: ast.AST
     qualname: str
+    swap: str | None
     mutators: list[tuple[str, Mutator]] = field(default_factory=list)
 
 
@@ -232,16 +236,21 @@ def _points(tree: ast.Module) -> Iterator[_Point]:
 
     stack: list[ast.AST] = []
 
-    def visit(node: ast.AST, qualname: str) -> Iterator[_Point]:
+    def visit(node: ast.AST, qualname: str, swap: str | None) -> Iterator[_Point]:
         if _is_docstring(node) or _is_dunder_all(node) or isinstance(node, ast.JoinedStr):
             return
         if isinstance(node, ast.ImportFrom | ast.Import):
             return
         mutators = _mutators(node, conditions)
         if mutators:
-            yield _Point(node, qualname, mutators)
+            yield _Point(node, qualname, swap, mutators)
+        body_swap = swap
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             qualname = f"{qualname}.{node.name}" if qualname else node.name
+            if not isinstance(node, ast.ClassDef) and swap is None:
+                # a change inside this body lives in its code object; defaults and decorators
+                # are evaluated at import, so changes there need the module imported afresh
+                body_swap = qualname
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             # name module- and class-level constants, so keys survive edits elsewhere
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
@@ -266,10 +275,10 @@ def _points(tree: ast.Module) -> Iterator[_Point]:
                     key = node.keys[position]
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         inner = f"{qualname}[{key.value}]"
-                yield from visit(child, inner)
+                yield from visit(child, inner, body_swap if name == "body" else swap)
         stack.pop()
 
-    yield from visit(tree, "")
+    yield from visit(tree, "", None)
 
 
 def _splice(source: str, node: ast.AST, replacement: ast.AST) -> str:
@@ -280,9 +289,10 @@ def _splice(source: str, node: ast.AST, replacement: ast.AST) -> str:
     raw = source.encode()
     begin = starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
     end = starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
+    # keep every later line where it was: line numbers in reports and code objects stay true
+    newlines = "\n" * raw[begin:end].count(b"\n")
     text = ast.unparse(replacement)
-    if isinstance(replacement, ast.expr):
-        text = f"({text})"
+    text = f"({text}{newlines})" if isinstance(replacement, ast.expr) else f"{text}{newlines}"
     return (raw[:begin] + text.encode() + raw[end:]).decode()
 
 
@@ -320,6 +330,7 @@ def make_mutants(path: str) -> list[Mutant]:
                     description=description,
                     key=key,
                     source=mutated,
+                    swap=point.swap,
                 )
             )
     return mutants
@@ -385,6 +396,155 @@ def run_file(test: str, timeout: float, log: Path) -> tuple[str, float]:
             os.waitpid(pid, 0)
             return "timeout", time.monotonic() - started
         time.sleep(0.02)
+
+
+# ---- swapping code objects in a collected session ------------------------------------------------
+
+
+def _function(holder: object) -> types.FunctionType:
+    for _ in range(5):
+        if isinstance(holder, types.FunctionType):
+            return holder
+        for attribute in ("__func__", "wrapped", "fget", "__wrapped__"):
+            if hasattr(holder, attribute):
+                holder = getattr(holder, attribute)
+                break
+        else:
+            break
+    raise LookupError(f"not a function: {holder!r}")
+
+
+def swap_in(mutant: Mutant) -> None:
+    """Give the live function ``mutant.swap`` the mutated code object (no file is touched)."""
+    assert mutant.swap is not None
+    module = importlib.import_module(mutant.path.removesuffix(".py").replace("/", "."))
+    code = compile(mutant.source, str(ROOT / mutant.path), "exec")
+    holder: object = module
+    for part in mutant.swap.split("."):
+        holder = vars(holder)[part]
+        with contextlib.suppress(LookupError):
+            live = _function(holder)
+            code = next(
+                c
+                for c in code.co_consts
+                if isinstance(c, types.CodeType)
+                and c.co_name == part
+                and c.co_firstlineno == live.__code__.co_firstlineno
+            )
+            live.__code__ = code
+            return
+        code = next(
+            c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == part
+        )
+    raise LookupError(f"no function {mutant.swap}")
+
+
+def _fork_items(items: list[Any], mutant: Mutant | None, timeout: float, log: Path) -> str:
+    """In a fork of the collected session: swap the mutant in, run ``items`` until one fails."""
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        code = 4
+        try:
+            os.setsid()
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            if mutant is not None:
+                try:
+                    swap_in(mutant)
+                except Exception:
+                    code = 5
+                    raise
+            from _pytest.runner import runtestprotocol
+
+            code = 0
+            for position, item in enumerate(items):
+                after = items[position + 1] if position + 1 < len(items) else None
+                if any(r.failed for r in runtestprotocol(item, nextitem=after, log=False)):
+                    code = 1
+                    break
+        finally:
+            os._exit(code)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                return {0: "passed", 5: "error"}.get(code, "failed")
+            if time.monotonic() - started > timeout:
+                return "timeout"
+            time.sleep(0.01)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+class _SwapLoop:
+    """A pytest plugin: after collection, run every mutant's tests in forks of this session."""
+
+    def __init__(self, mutants: list[Mutant], results: Path, log: Path, out: int) -> None:
+        self.mutants, self.results, self.log, self.out = mutants, results, log, out
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        items = list(session.items)
+        started = time.monotonic()
+        outcome = _fork_items(items, None, 600, self.log)
+        baseline = time.monotonic() - started
+        with self.results.open("w") as results:
+            if outcome != "passed":
+                results.write(f"baseline {outcome}\n")
+                return True
+            timeout = max(10.0, 3 * baseline + 5)
+            os.write(self.out, f"  (in-process: tests {baseline:.1f}s unmutated)\n".encode())
+            for m in self.mutants:
+                outcome = _fork_items(items, m, timeout, self.log)
+                results.write(f"{m.index} {outcome}\n")
+                results.flush()
+                os.write(self.out, _MARKS[outcome].encode())
+        return True
+
+
+_MARKS = {"failed": ".", "timeout": "T", "passed": "S", "error": "?"}
+
+
+def run_swapped(tests: list[str], mutants: list[Mutant], log: Path) -> dict[int, str] | None:
+    """Collect ``tests`` once in a child, then run each mutant's tests in a fork of it with the
+    mutated function's code swapped in: ``{index: outcome}``, or ``None`` if the unmutated tests
+    fail."""
+    results = log.with_suffix(".results")
+    out = os.dup(1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.chdir(ROOT)
+            fd = os.open(log.with_suffix(".collect"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            import pytest
+
+            pytest.main(
+                ["-q", "-p", "no:cacheprovider", "--no-header", *tests],
+                plugins=[_SwapLoop(mutants, results, log, out)],
+            )
+        finally:
+            os._exit(0)
+    try:
+        os.waitpid(pid, 0)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(out)
+    outcomes: dict[int, str] = {}
+    for line in results.read_text().splitlines() if results.exists() else ["baseline missing"]:
+        index, outcome = line.split()
+        if index == "baseline":
+            return None
+        outcomes[int(index)] = outcome
+    return outcomes
 
 
 # ---- the file guard ------------------------------------------------------------------------------
@@ -487,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         help="only modules whose path contains this (repeatable), e.g. --module limits",
     )
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument(
+        "--no-swap",
+        action="store_true",
+        help="import every mutant afresh from the file (slower; no in-process code swapping)",
+    )
     parser.add_argument("--min-score", type=float, default=95.0, help="fail below this %%")
     parser.add_argument(
         "--show-equivalent", action="store_true", help="also print the allow-listed mutants"
@@ -529,33 +694,49 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path, mutants in plans.items():
             tests = MODULES[path]
-            outcome, baseline = run_tests(tests, timeout=600, log=log)
-            if outcome != "passed":
-                print(f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}")
-                return 2
-            timeout = max(10.0, 3 * baseline + 5)
-            print(f"{path}: {len(mutants)} mutants, tests {baseline:.1f}s unmutated", flush=True)
             score = scores[path] = Score(mutants=len(mutants))
+            todo = []
             for m in mutants:
                 if m.key in equivalents:
                     score.equivalent += 1
                     used.add(m.key)
-                    continue
-                guard.write(path, m.source)
-                try:
-                    outcome, _ = run_tests(tests, timeout=timeout, log=log)
-                finally:
-                    guard.restore()
+                else:
+                    todo.append(m)
+            outcomes: dict[int, str] = {}
+            print(f"{path}: {len(mutants)} mutants", flush=True)
+            swappable = [m for m in todo if m.swap is not None]
+            if swappable and not args.no_swap:
+                swapped = run_swapped(tests, swappable, log)
+                if swapped is None:
+                    print(f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}")
+                    return 2
+                outcomes.update({i: o for i, o in swapped.items() if o != "error"})
+                print(flush=True)
+            fresh = [m for m in todo if m.index not in outcomes]
+            if fresh:
+                outcome, baseline = run_tests(tests, timeout=600, log=log)
+                if outcome != "passed":
+                    print(f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}")
+                    return 2
+                timeout = max(10.0, 3 * baseline + 5)
+                print(f"  (imported afresh: tests {baseline:.1f}s unmutated)", flush=True)
+                for m in fresh:
+                    guard.write(path, m.source)
+                    try:
+                        outcome, _ = run_tests(tests, timeout=timeout, log=log)
+                    finally:
+                        guard.restore()
+                    outcomes[m.index] = outcome
+                    print(_MARKS[outcome], end="", flush=True)
+                print(flush=True)
+            for m in todo:
+                outcome = outcomes[m.index]
                 if outcome == "failed":
                     score.killed += 1
-                    mark = "."
                 elif outcome == "timeout":
                     score.timeout += 1
-                    mark = "T"
                 else:
                     score.survivors.append(m)
-                    mark = "S"
-                print(mark, end="", flush=True)
             print(flush=True)
             for m in score.survivors:
                 print(f"  survived {m.path}:{m.line}  {m.qualname}: {m.description}", flush=True)

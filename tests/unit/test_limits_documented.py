@@ -106,3 +106,15 @@ async def test_a_memory_with_top_k_one_recalls_one_hit_and_refuses_two():
         assert len((await mem.recall("red", top_k=1)).hits) == 1
         with pytest.raises(CapExceededError):
             await mem.recall("red", top_k=2)
+
+
+def test_an_unknown_name_does_not_hide_a_value_over_its_ceiling():
+    with pytest.raises(CapExceededError):
+        Limits(**{"top_kk": 1, "top_k": 33})
+    with pytest.raises(CapExceededError):
+        create_memory(
+            tenant_id="t",
+            resource_id="r",
+            embedder=HashEmbedder(16),
+            limits={"typo": 1, "payload_bytes": 2 * 1024 * 1024},
+        )
