@@ -9,12 +9,12 @@ notices, unless it is listed as equivalent in ``tools/mutation-equivalents.toml`
 
 Mutants are made on the abstract syntax tree, so decorated functions and methods (pydantic
 validators, dataclasses) are mutated like any other code, and spliced back into the text so line
-numbers stay true. Each mutant is written over the real file (tests that spawn a subprocess see it
-too) and the original is put back after every mutant, on Ctrl-C and on SIGTERM; a copy under
-``.mutation-backup/`` restores it on the next run even after a hard kill.
-
-To stay fast on a small machine the heavy third-party imports happen once; each mutant's test run
-is a fork of that process that imports ``prism_memory`` afresh from the (mutated) file.
+numbers stay true. A change inside a function body is run by swapping the mutated code object into
+the live function, in a fork of a pytest session that collected the tests once (no file is
+written). A change evaluated at import (constants, defaults, decorators) is written over the real
+file and run in a fresh fork that imports ``prism_memory`` from it; the original is put back after
+every mutant, on Ctrl-C and on SIGTERM, and a copy under ``.mutation-backup/`` restores it on the
+next run even after a hard kill.
 """
 
 from __future__ import annotations
