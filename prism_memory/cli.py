@@ -153,7 +153,7 @@ def load_embedder(spec: str | None, width: int | None) -> Embedder:
 
 app = typer.Typer(
     name="prism-memory",
-    help=__doc__,
+    help="prism_memory's demo and operator commands (`prism-memory COMMAND --help` for each).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -471,6 +471,9 @@ def export(
     out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write")],
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
+    page_size: Annotated[
+        int | None, typer.Option("--page-size", help="entries per page (default 100, cap 200)")
+    ] = None,
 ) -> None:
     """Export one identity's exportable entries to JSON Lines; resumes after Ctrl-C.
 
@@ -489,7 +492,9 @@ def export(
                 handle.seek(state["offset"])
                 task = progress.add_task("export", total=total, completed=state["exported"])
                 while True:
-                    page = await memory.export_memory(identity=identity, cursor=state["cursor"])
+                    page = await memory.export_memory(
+                        identity=identity, cursor=state["cursor"], limit=page_size
+                    )
                     for entry in page.entries:
                         handle.write(json.dumps(entry, default=str).encode() + b"\n")
                     handle.flush()
@@ -528,6 +533,9 @@ def rebuild(
     ] = Path("prism-memory-rebuild.json"),
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="entries per page (default 32, cap 128)")
+    ] = None,
 ) -> None:
     """Re-embed one thread's entries page by page; resumes after Ctrl-C from --state."""
     identity = {"tenant_id": tenant, "resource_id": resource, "thread_id": thread}
@@ -544,7 +552,7 @@ def rebuild(
             with _progress() as progress:
                 task = progress.add_task("rebuild", total=total, completed=state["done"])
                 while True:
-                    page = await memory.rebuild_index(cursor=state["cursor"])
+                    page = await memory.rebuild_index(cursor=state["cursor"], batch_size=batch_size)
                     state.update(
                         cursor=page.next_cursor,
                         rebuilt=state["rebuilt"] + page.rebuilt,

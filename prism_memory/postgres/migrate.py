@@ -204,6 +204,7 @@ def head_revision() -> str:
 async def _with_connection(
     engine_or_url: AsyncEngine | str,
     fn: Callable[[Connection], Any],
+    action: str = "running prism_memory migrations",
 ) -> Any:
     owned = not isinstance(engine_or_url, AsyncEngine)
     engine = (
@@ -212,7 +213,7 @@ async def _with_connection(
         else create_engine(engine_or_url, pooled=False)
     )
     try:
-        with wrap_db_errors("running prism_memory migrations"):
+        with wrap_db_errors(action):
             conn: AsyncConnection
             async with engine.connect() as conn:
                 return await conn.run_sync(fn)
@@ -294,7 +295,7 @@ async def current_revision(
         found = list(rows)
         return found[0] if len(found) == 1 else None
 
-    result = await _with_connection(engine_or_url, read)
+    result = await _with_connection(engine_or_url, read, "reading the schema revision")
     return result if isinstance(result, str) or result is None else None
 
 
