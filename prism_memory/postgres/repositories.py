@@ -349,11 +349,14 @@ class EntrySql:
         )
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - bounded
-    def claim(self, *, scoped: bool) -> str:
-        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers)."""
+    def claim(self, *, scoped: bool, tenant: bool = False) -> str:
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers);
+        of one thread (``scoped``), one tenant (``tenant``, the service worker's turns) or any."""
         scope = (
             "AND tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
             if scoped
+            else "AND tenant_id = :tenant "
+            if tenant
             else ""
         )
         return (
@@ -787,8 +790,10 @@ class IndexingRepository(_Repository):
         worker_id: str,
         lease_seconds: float,
         now: datetime,
+        tenant_id: str | None = None,
     ) -> list[ClaimedEntry]:
-        """Lease up to ``limit`` due pending rows, ordered by sequence then id."""
+        """Lease up to ``limit`` due pending rows (of ``scope``, else of ``tenant_id``, else of any
+        scope), ordered by sequence then id."""
         if limit == 0:
             return []
         params: dict[str, Any] = {
@@ -799,7 +804,12 @@ class IndexingRepository(_Repository):
         }
         if scope is not None:
             params.update(_scope_params(scope))
-        result = await self.session.execute(text(self.sql.claim(scoped=scope is not None)), params)
+        elif tenant_id is not None:
+            params["tenant"] = tenant_id
+        sql = self.sql.claim(
+            scoped=scope is not None, tenant=scope is None and tenant_id is not None
+        )
+        result = await self.session.execute(text(sql), params)
         rows = sorted(
             result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
         )
