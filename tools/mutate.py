@@ -497,7 +497,8 @@ class _SwapLoop:
                 results.write(f"baseline {outcome}\n")
                 return True
             timeout = max(10.0, 3 * baseline + 5)
-            os.write(self.out, f"  (in-process: tests {baseline:.1f}s unmutated)\n".encode())
+            note = f"  (in-process: {len(items)} tests, {baseline:.1f}s unmutated)\n"
+            os.write(self.out, note.encode())
             for m in self.mutants:
                 outcome = _fork_items(items, m, timeout, self.log)
                 results.write(f"{m.index} {outcome}\n")
