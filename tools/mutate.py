@@ -44,7 +44,11 @@ EQUIVALENTS = ROOT / "tools" / "mutation-equivalents.toml"
 #: module → the fast test files that cover it (the most specific first: ``-x`` stops at the first
 #: failure, so a killed mutant usually costs one file).
 MODULES: dict[str, list[str]] = {
-    "prism_memory/ranking.py": ["tests/unit/test_ranking.py", "tests/unit/test_memory_store.py"],
+    "prism_memory/ranking.py": [
+        "tests/unit/test_ranking.py",
+        "tests/unit/test_fusion_edges.py",
+        "tests/unit/test_memory_store.py",
+    ],
     "prism_memory/stores/rules.py": ["tests/unit/test_memory_store.py"],
     "prism_memory/working.py": [
         "tests/unit/test_working_schema.py",
