@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from ..context import SEMANTIC_HEADER, WORKING_HEADER
 from ..errors import CapExceededError, LineageCapError, NotFoundError, ValidationError
@@ -178,7 +179,7 @@ async def secrets_never_persist_or_echo(kit: ConformanceKit) -> None:
     _check(reason is not None and secret not in reason, f"reason stored redacted: {reason!r}")
     result = await memory.recall("Hopper compiler summary")
     _check(secret not in repr(result), "recall shows no secret")
-    bad_inputs = [
+    bad_inputs: list[dict[str, Any]] = [
         {"text": "x", "metadata": {f"_{secret}": 1}},
         {"text": "x", "importance": secret},
         {"text": "x", "role": secret * 10},
