@@ -77,7 +77,9 @@ async def test_upgrade_downgrade_upgrade(engine, schema, dimension):
     # idempotent: a second upgrade is a no-op
     await migrate.upgrade(engine, schema=schema, table="memories", dimension=dimension)
 
-    await migrate.downgrade(engine, schema=schema, table="memories", dimension=dimension)
+    await migrate.downgrade(
+        engine, schema=schema, table="memories", dimension=dimension, revision="base"
+    )
     assert await _tables(engine, schema) == {names.version_table}
     assert await migrate.current_revision(engine, schema=schema, table="memories") is None
 
@@ -109,7 +111,7 @@ async def test_schemas_and_tables_are_independent(engine, schema):
         await migrate.upgrade(engine, schema=other, table="alpha")
         await _check(engine, schema, "alpha", None)
         await _check(engine, schema, "beta", 4)
-        await migrate.downgrade(engine, schema=schema, table="alpha")
+        await migrate.downgrade(engine, schema=schema, table="alpha", revision="base")
         assert names_for(schema, "beta").entries in await _tables(engine, schema)
         assert names_for(other, "alpha").entries in await _tables(engine, other)
     finally:
