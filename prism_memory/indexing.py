@@ -195,6 +195,10 @@ class IndexingQueue:
                 await self._resolve_waiters()
             except asyncio.CancelledError:
                 raise
+            except PrismMemoryError as exc:
+                # one line, no traceback: a driver error's chained cause holds the whole statement
+                logger.warning("indexing iteration failed; retrying: %s", str(exc)[:500])
+                await asyncio.sleep(self._policy.busy_poll_seconds)
             except Exception:
                 logger.exception("indexing iteration failed; retrying")
                 await asyncio.sleep(self._policy.busy_poll_seconds)

@@ -158,8 +158,10 @@ def test_build_ddl_is_what_the_revisions_emit():
         "USING hnsw (embedding vector_cosine_ops)" in pinned
     )
     # every primary key starts with tenant_id (Alembic's own version table aside)
-    assert pinned.count("PRIMARY KEY (tenant_id") == 6
-    assert pinned.count("PRIMARY KEY (") == 6 + pinned.count("PRIMARY KEY (version_num)")
+    # (six tables, plus revision 0003 re-keying the invalidation table with its reason)
+    assert pinned.count("PRIMARY KEY (tenant_id") == 7
+    assert pinned.count("PRIMARY KEY (") == 7 + pinned.count("PRIMARY KEY (version_num)")
+    assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
     assert search != pinned
