@@ -1,7 +1,7 @@
 """prism_memory: NOTIFY the indexing workers when rows become pending.
 
 Revision ID: prism_memory_0007
-Revises: prism_memory_0002
+Revises: prism_memory_0003
 Create Date: 2026-12-01
 
 Two statement-level triggers (one per event: PostgreSQL allows transition tables on single-event
@@ -19,7 +19,7 @@ from alembic import op
 from prism_memory.postgres.migrate import revision_settings
 
 revision: str = "prism_memory_0007"
-down_revision: str | Sequence[str] | None = "prism_memory_0002"
+down_revision: str | Sequence[str] | None = "prism_memory_0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
