@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,7 @@ class IndexingWorker:
         status_file: str | Path | None = None,
     ) -> None:
         base = policy or IndexingPolicy()
+        self._lease_seconds = base.lease_seconds
         self.store = store
         self.counts = WorkerCounts()
         self._status_file = Path(status_file) if status_file is not None else None
@@ -130,15 +131,7 @@ class IndexingWorker:
             scope=None,
             batch_size=batch_size,
             clock=_utcnow,
-            policy=IndexingPolicy(
-                lease_seconds=base.lease_seconds,
-                max_attempts=base.max_attempts,
-                retry_base_seconds=base.retry_base_seconds,
-                retry_max_seconds=base.retry_max_seconds,
-                busy_poll_seconds=base.busy_poll_seconds,
-                idle_poll_seconds=poll_seconds,
-                drain_seconds=base.drain_seconds,
-            ),
+            policy=replace(base, idle_poll_seconds=poll_seconds),
             name=name,
         )
         names = store.tables.names
@@ -182,7 +175,7 @@ class IndexingWorker:
                 tenant_id=tenant_id,
                 limit=limit,
                 worker_id=self.worker_id,
-                lease_seconds=self._queue._policy.lease_seconds,
+                lease_seconds=self._lease_seconds,
                 now=now,
             )
 
