@@ -37,6 +37,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -49,7 +50,7 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, Tombstone
+from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, SearchResult, Tombstone
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import PrismTables
@@ -190,6 +191,16 @@ def entry_values(record: MemoryRecord) -> dict[str, Any]:
     }
 
 
+def lexical_values(body: str) -> dict[str, Any]:
+    """``lexical_terms`` (distinct terms, sorted) and ``term_count`` of a text, for ``text_tsv``."""
+    terms = tokenize(body)
+    return {"lexical_terms": sorted(set(terms)), "term_count": len(terms)}
+
+
+_TERMS_TSVECTOR = func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
+"""``text_tsv`` of a written row: exactly the library's terms (no parser of the database's own)."""
+
+
 def _scope_params(scope: MemoryIdentity) -> dict[str, str]:
     return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
 
@@ -266,11 +277,16 @@ class EntrySql:
     def search(
         self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
     ) -> str:
-        """Candidate selection: nearest ``:limit`` by exact cosine distance plus lexical matches.
+        """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
 
-        The distance is wrapped (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated),
-        which also keeps the HNSW index out of per-thread recall: the sort is exact, over the
-        scope's B-tree range, so a filter can never make it under-return.
+        ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
+        exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
+        the ordinals of the terms the row's ``text_tsv`` holds. Both legs and the statistics read
+        it, so the scope is scanned once. The distance is wrapped
+        (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated), which also keeps the HNSW
+        index out of per-thread recall: the sort is exact, so a filter can never make it
+        under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
+        here operation by operation in float8 so that both backends select the same rows.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
@@ -280,49 +296,56 @@ class EntrySql:
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
         pools = [own, parent] if shared else [own]
-
-        def leg(key: str, pool: str, extra: str, order: str) -> str:
-            # ``OFFSET 0`` fences the filtered scan: the exclusion rules (the NOT EXISTS above all)
-            # run first and only four narrow columns reach the sort, so it is a small top-N
-            # heapsort. Without the fence the planner sorts whole rows (vector, metadata) first and
-            # filters afterwards, which spills to disk on large threads.
-            return (
-                f"(SELECT thread_id, id, sequence, key FROM ("
-                f"SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
-                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} OFFSET 0"
-                f") AS eligible ORDER BY {order}, sequence, id LIMIT :limit)"
-            )
-
-        nearest = " UNION ALL ".join(leg(distance, pool, "", "4") for pool in pools)
+        # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
+        # rows without any (most of them) skip the per-term probes.
+        matched = (
+            ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
+            "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
+            "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
+            if lexical
+            else ""
+        )
+        eligible = " UNION ALL ".join(
+            f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
+            f"FROM {self.entries} e WHERE {pool} AND e.embedding IS NOT NULL AND {where}"
+            for pool in pools
+        )
         ctes = [
-            f"nearest AS ({nearest})",
-            "nearest_top AS (SELECT thread_id, id FROM nearest "
-            "ORDER BY key, sequence, id LIMIT :limit)",
+            f"eligible AS MATERIALIZED ({eligible})",
+            "stats AS (SELECT count(*) AS documents, "
+            "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
+            "nearest_top AS (SELECT thread_id, id FROM eligible "
+            "ORDER BY distance, sequence, id LIMIT :limit)",
         ]
         chosen = "SELECT thread_id, id FROM nearest_top"
+        frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
-            matched = (
-                "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
-                "WHERE e.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+            k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
+            idf = (
+                "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
+                " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
             )
-            query = (
-                "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
-                "FROM unnest(CAST(:terms AS text[])) AS term(word), "
-                "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q "
-                "WHERE numnode(q) > 0)"
-            )
-            lexical_legs = " UNION ALL ".join(
-                leg(f"-{matched}", pool, f" AND e.text_tsv @@ {query}", "4") for pool in pools
-            )
+            average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
             ctes += [
-                f"lexical AS ({lexical_legs})",
-                "lexical_top AS (SELECT thread_id, id FROM lexical "
-                "ORDER BY key, sequence, id LIMIT :limit)",
+                "frequencies AS (SELECT m.ord, count(*) AS df FROM eligible, "
+                "unnest(eligible.matched) AS m(ord) GROUP BY m.ord)",
+                f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
+                "lexical_top AS (SELECT el.thread_id, el.id FROM eligible el CROSS JOIN stats s "
+                "WHERE cardinality(el.matched) > 0 ORDER BY "
+                "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
+                f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
+                f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
+                "el.sequence, el.id LIMIT :limit)",
             ]
             chosen += " UNION SELECT thread_id, id FROM lexical_top"
+            frequencies = (
+                "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
+                "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
+            )
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding FROM {self.entries} e "
+            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
+            f"FROM {self.entries} e CROSS JOIN stats s "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource "
             f"AND (e.thread_id, e.id) IN ({chosen})"
         )
@@ -421,6 +444,8 @@ class EntrySql:
         """New text and its vector at once: revision + 1, indexed, ``written_at = now``."""
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
+            "text_tsv = array_to_tsvector(CAST(:lexical_terms AS text[])), "
+            "term_count = :term_count, "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
             "next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL, written_at = :now "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
@@ -480,10 +505,12 @@ class EntryRepository(_Repository):
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def insert_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert new rows in one batched statement (insertmanyvalues)."""
+        """Insert new rows in one batched statement (insertmanyvalues), with their terms."""
         if records:
+            stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
             await self.session.execute(
-                insert(self.tables.entries), [entry_values(record) for record in records]
+                stmt,
+                [{**entry_values(record), **lexical_values(record.text)} for record in records],
             )
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
@@ -531,6 +558,7 @@ class EntryRepository(_Repository):
             "text": new_text,
             "embedding": vector,
             "now": now,
+            **lexical_values(new_text),
         }
         result = await self.session.execute(text(self.sql.replace_text), params)
         row = result.mappings().one_or_none()
@@ -565,12 +593,13 @@ class EntryRepository(_Repository):
         rows = (await self.session.execute(text(self.sql.dependents), params)).all()
         return [(row[0], tuple(row[1] or ())) for row in rows]
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Candidate selection for recall (see :meth:`EntrySql.search`)."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`)."""
         flt = request.filter
         shared = request.shared
         use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
-        terms = sorted(request.terms)
+        # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
+        terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
         statement = self.sql.search(
             require_consent=flt.require_consent,
             occurred_after=flt.occurred_after is not None,
@@ -588,9 +617,21 @@ class EntryRepository(_Repository):
             params["parent"] = shared.thread_id
             params["shared_ids"] = list(dict.fromkeys(shared.ids))
         if terms:
-            params["terms"] = terms
-        rows = (await self.session.execute(text(statement), params)).mappings()
-        return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+            # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
+            queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+            params["term_queries"] = queries
+            params["any_term"] = " | ".join(queries)
+        rows = (await self.session.execute(text(statement), params)).mappings().all()
+        if not rows:
+            return SearchResult([], CorpusStats())
+        first = rows[0]
+        ords, counts = first["df_ords"] or [], first["df_counts"] or []
+        stats = CorpusStats(
+            int(first["documents"]),
+            int(first["total_length"]),
+            {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
+        )
+        return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
 
     async def neighbors(
         self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter

@@ -26,8 +26,8 @@ from ..errors import (
     DimensionMismatchError,
     NotFoundError,
 )
+from ..lexical import CorpusStats
 from ..models import (
-    Candidate,
     IndexStatus,
     MemoryConsent,
     MemoryIdentity,
@@ -44,6 +44,7 @@ from ..stores.base import (
     NewEntry,
     RecallFilter,
     SearchRequest,
+    SearchResult,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -299,14 +300,14 @@ class PostgresVectorStore(_Adapter, VectorStore):
 
     # ---- reads -----------------------------------------------------------------------------
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Exact per-thread candidate selection (see :meth:`EntrySql.search`)."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Exact per-thread candidate selection and statistics (see :meth:`EntrySql.search`)."""
         check_limit(request.limit)
         async with self._unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
             if request.limit == 0:
-                return []
+                return SearchResult([], CorpusStats())
             return await EntryRepository(session, self._tables).search(
                 scope, replace(request, vector=query)
             )

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
+from ..lexical import CorpusStats, leg_score, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -37,7 +38,6 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..ranking import query_terms
 from .base import (
     ClaimedEntry,
     GovernanceChange,
@@ -45,6 +45,7 @@ from .base import (
     NewEntry,
     RecallFilter,
     SearchRequest,
+    SearchResult,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -111,7 +112,9 @@ class _SearchIndex:
     occurred_us: npt.NDArray[np.int64]
     explicit_consent: npt.NDArray[np.bool_]
     postings: dict[str, _Positions]
-    """Word term -> positions of the records whose text contains it."""
+    """Term -> ascending positions of the records whose text contains it."""
+    lengths: npt.NDArray[np.int64]
+    """How many terms each record's text has (its BM25 length)."""
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
         """The request-dependent part of the rules, as a mask over the index rows."""
@@ -121,15 +124,6 @@ class _SearchIndex:
         if recall_filter.occurred_after is not None:
             mask &= self.occurred_us >= _micros(recall_filter.occurred_after)
         return mask
-
-    def term_counts(self, terms: Iterable[str]) -> npt.NDArray[np.int64]:
-        """How many of ``terms`` each record's text contains as a word."""
-        counts = np.zeros(len(self.records), dtype=np.int64)
-        for term in terms:
-            hit = self.postings.get(term)
-            if hit is not None:
-                counts[hit] += 1
-        return counts
 
 
 @dataclass(slots=True)
@@ -191,8 +185,11 @@ class _Thread:
         else:
             unit = np.zeros((0, 0), dtype=np.float64)
         postings: dict[str, list[int]] = {}
+        lengths: list[int] = []
         for position, record in enumerate(records):
-            for term in query_terms(record.text):
+            terms = tokenize(record.text)
+            lengths.append(len(terms))
+            for term in dict.fromkeys(terms):
                 postings.setdefault(term, []).append(position)
         return _SearchIndex(
             records=records,
@@ -202,6 +199,7 @@ class _Thread:
             occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
             explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
             postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
+            lengths=np.array(lengths, dtype=np.int64),
         )
 
 
@@ -432,27 +430,43 @@ class InMemoryVectorStore(VectorStore):
 
     # ---- reads -----------------------------------------------------------------------------
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
 
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
-        (most matched terms first, then sequence, then id), deduplicated.
+        by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
+        the statistics of every eligible record of the pools.
         """
         check_limit(request.limit)
         query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
         if request.limit == 0:
-            return []
+            return SearchResult([], CorpusStats())
         pools = self._pools(scope, request)
         if not pools:
-            return []
+            return SearchResult([], CorpusStats())
         norm = float(np.linalg.norm(query.astype(np.float64)))
         unit_query = query.astype(np.float64) / (norm if norm > 0.0 else 1.0)
-        terms = frozenset(term.lower() for term in request.terms)
+        terms = sorted(request.terms)
 
+        documents = total_length = 0
+        frequency: dict[str, int] = {}
+        matched: list[dict[int, list[str]]] = []
         nearest: list[tuple[float, int, str, int, int]] = []
-        lexical: list[tuple[int, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
+            documents += int(positions.shape[0])
+            total_length += int(index.lengths[positions].sum())
+            found: dict[int, list[str]] = {}
+            for term in terms:  # sorted, so each record's matched list is sorted too
+                hits = index.postings.get(term)
+                if hits is None:
+                    continue
+                present = np.intersect1d(hits, positions, assume_unique=True)
+                if present.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
+                    for position in present.tolist():
+                        found.setdefault(position, []).append(term)
+            matched.append(found)
             if positions.shape[0] == len(index.records):
                 scores = index.unit @ unit_query
             else:
@@ -461,13 +475,15 @@ class InMemoryVectorStore(VectorStore):
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
-            if terms:
-                counts = index.term_counts(terms)[positions]
-                matched = np.flatnonzero(counts > 0)
-                for at in matched[_top(-counts[matched], request.limit)]:
-                    position = int(positions[at])
-                    record = index.records[position]
-                    lexical.append((-int(counts[at]), record.sequence, record.id, number, position))
+        stats = CorpusStats(documents, total_length, frequency)
+
+        lexical: list[tuple[float, int, str, int, int]] = []
+        for number, found in enumerate(matched):
+            index = pools[number].index
+            for position, words in found.items():
+                record = index.records[position]
+                score = leg_score(words, int(index.lengths[position]), stats)
+                lexical.append((-score, record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
@@ -479,7 +495,7 @@ class InMemoryVectorStore(VectorStore):
             candidates.append(
                 Candidate(_export(index.records[position]), index.vectors[position].copy())
             )
-        return candidates
+        return SearchResult(candidates, stats)
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
         key = _key(scope)
