@@ -26,3 +26,10 @@ def types(session: nox.Session) -> None:
     """mypy --strict over the package."""
     session.install("-e", ".[lint,test]")
     session.run("mypy")
+
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """mkdocs build --strict (the examples themselves run in tests/docs)."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
