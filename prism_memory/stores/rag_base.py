@@ -1,0 +1,282 @@
+"""The RAG store contract, and the rules both adapters state once.
+
+:class:`RagOperations` is what a caller can do with chunks, generations and grants;
+:class:`RagStore` adds :meth:`RagStore.transaction` (the same operations, applied all or nothing)
+and :meth:`RagStore.close`. The in-memory adapter (:mod:`prism_memory.stores.rag_memory`) and the
+PostgreSQL adapter (:func:`prism_memory.postgres.create_postgres_vector_store`) subclass them, and
+:func:`prism_memory.testing.run_rag_conformance` proves they behave alike.
+
+Rules every adapter follows
+---------------------------
+* **Scope.** Every call names a :class:`~prism_memory.rag_types.RagScope`; no row of another
+  tenant, resource or collection is read, written or deleted.
+* **Generations.** Each scope has a current generation (0 until set). Reads and writes that name
+  no ``generation`` use the current one; a query resolves it *in the same snapshot* it reads
+  chunks from, so a concurrent :meth:`~RagOperations.set_current_generation` never shows a mix.
+* **Authorisation inside the query.** With ``authorization=AccessConstraint(...)`` a chunk is a
+  candidate only if its source is granted (same tenant and scope) to the principal or one of its
+  groups, at the constraint's ``access_version`` when one is set -- decided *before* ordering and
+  the ``top_k`` cut, on the vector and the lexical leg alike, so unauthorised chunks can neither be
+  returned nor crowd authorised ones out. ``authorization="acl"`` denies everything;
+  ``authorization=None`` applies no ACL (the host chose not to). ``filter`` is metadata only.
+* **Vectors.** Every embedding is checked (finite, non-empty, the store's width) before anything
+  is written; one bad vector rejects the whole call.
+* **Ordering** (every backend, by construction): cosine similarity (float64, unclamped) for the
+  vector leg and :func:`lexical_rank_score` for the lexical leg, ties by ``(source_id,
+  chunk_index)``.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import numpy as np
+
+from ..errors import CapExceededError, ValidationError
+from ..limits import CEILINGS
+from ..models import Vector
+from ..rag_types import (
+    ACL,
+    MAX_CHUNKS_PER_CALL,
+    AccessConstraint,
+    Authorization,
+    Chunk,
+    JsonScalar,
+    RagHit,
+    RagScope,
+    SourceAccess,
+    check_filter,
+    check_generation,
+    check_text,
+)
+
+__all__ = [
+    "RagOperations",
+    "RagStore",
+    "check_authorization",
+    "check_chunks",
+    "check_top_k",
+    "lexical_rank_score",
+    "lexical_terms",
+    "matches_filter",
+    "vector_score",
+]
+
+_TERM = re.compile(r"\w+", re.UNICODE)
+_MAX_QUERY_TERMS = 64
+
+
+def check_top_k(top_k: object) -> int:
+    """``top_k`` must be an integer in ``[1, 32]`` (the recall cap)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValidationError("top_k must be a positive integer")
+    if top_k > CEILINGS["top_k"]:
+        raise CapExceededError(f"top_k={top_k} is over the cap {CEILINGS['top_k']}")
+    return top_k
+
+
+def check_authorization(value: object) -> Authorization:
+    """``None``, ``"acl"`` or an :class:`AccessConstraint`; anything else is rejected."""
+    if value is None or value == ACL or isinstance(value, AccessConstraint):
+        return value  # type: ignore[return-value]  # narrowed by the checks above
+    raise ValidationError('authorization must be an AccessConstraint, "acl" or None')
+
+
+def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """A non-oversized list of :class:`Chunk` with distinct ``(source_id, index)`` keys."""
+    if isinstance(chunks, str | bytes) or not isinstance(chunks, Sequence):
+        raise ValidationError("chunks must be a sequence of Chunk")
+    if len(chunks) > MAX_CHUNKS_PER_CALL:
+        raise CapExceededError(f"{len(chunks)} chunks in one call; the cap is {MAX_CHUNKS_PER_CALL}")
+    seen: set[tuple[str, int]] = set()
+    for chunk in chunks:
+        if not isinstance(chunk, Chunk):
+            raise ValidationError("chunks must be Chunk instances")
+        key = (chunk.source_id, chunk.index)
+        if key in seen:
+            raise ValidationError(f"chunk {key} appears twice in one call")
+        seen.add(key)
+    return list(chunks)
+
+
+def lexical_terms(text: object) -> tuple[str, ...]:
+    """Distinct lower-cased word terms of a lexical query, sorted (at most 64)."""
+    check_text(text, "text")
+    assert isinstance(text, str)
+    terms = tuple(sorted(set(_TERM.findall(text.lower()))))
+    if len(terms) > _MAX_QUERY_TERMS:
+        raise CapExceededError(f"query has {len(terms)} distinct terms; the cap is {_MAX_QUERY_TERMS}")
+    return terms
+
+
+def lexical_rank_score(terms: Sequence[str], text: str) -> float:
+    """The lexical leg's score: the share of the query's distinct ``terms`` present as words.
+
+    Computed identically by every backend (PostgreSQL selects and orders by the same count via
+    the ``text_tsv`` index), so both legs order the same everywhere.
+    """
+    if not terms:
+        return 0.0
+    present = set(_TERM.findall(text.lower()))
+    return sum(1 for term in terms if term in present) / len(terms)
+
+
+def vector_score(query: Vector, vector: Vector) -> float:
+    """Cosine similarity in float64, unclamped (``-1`` .. ``1``); 0 for a zero vector."""
+    q = query.astype(np.float64, copy=False)
+    v = vector.astype(np.float64, copy=False)
+    denominator = float(np.linalg.norm(q) * np.linalg.norm(v))
+    if denominator == 0.0:
+        return 0.0
+    return float(np.dot(q, v)) / denominator
+
+
+def _same_scalar(expected: JsonScalar, actual: object) -> bool:
+    if expected is None or isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, int | float):
+        return isinstance(actual, int | float) and float(expected) == float(actual)
+    return isinstance(actual, str) and expected == actual
+
+
+def matches_filter(metadata: Mapping[str, Any], filter: Mapping[str, JsonScalar] | None) -> bool:
+    """Whether ``metadata`` has every key of ``filter`` with an equal JSON scalar value."""
+    if not filter:
+        return True
+    return all(key in metadata and _same_scalar(v, metadata[key]) for key, v in filter.items())
+
+
+class RagOperations(abc.ABC):
+    """Chunks, generations and source grants of RAG scopes (see the module docstring)."""
+
+    @property
+    @abc.abstractmethod
+    def dimension(self) -> int | None:
+        """The pinned vector width, or ``None`` when the store accepts any consistent width."""
+
+    # ---- chunks ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def upsert(
+        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
+    ) -> int:
+        """Insert or replace ``chunks`` by ``(source_id, index)`` in ``generation`` (default: the
+        current one), atomically; return how many were written. Every vector is checked first."""
+
+    @abc.abstractmethod
+    async def get_by_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> list[Chunk]:
+        """The chunks of ``source_id`` in ``generation`` (default: current), by index."""
+
+    @abc.abstractmethod
+    async def delete_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> int:
+        """Delete the chunks of ``source_id`` in ``generation`` (default: current); count them.
+
+        The source's grants stay: they belong to the scope, not to one generation.
+        """
+
+    @abc.abstractmethod
+    async def delete_generation(self, scope: RagScope, generation: int) -> int:
+        """Delete every chunk of ``generation`` (e.g. the one a switch retired); count them."""
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def query(
+        self,
+        scope: RagScope,
+        *,
+        embedding: Vector | Sequence[float],
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The ``top_k`` chunks nearest to ``embedding`` (cosine), authorised and filtered inside
+        the query; ``score`` = ``semantic`` = cosine similarity."""
+
+    @abc.abstractmethod
+    async def lexical_query(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The ``top_k`` chunks matching the words of ``text`` best (:func:`lexical_rank_score`,
+        only chunks that match at least one term), authorised and filtered inside the query."""
+
+    # ---- generations -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get_current_generation(self, scope: RagScope) -> int:
+        """The scope's current generation (0 until one is set)."""
+
+    @abc.abstractmethod
+    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
+        """Make ``generation`` current: every later read sees it, none sees a mix."""
+
+    # ---- access ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def set_source_access(
+        self,
+        scope: RagScope,
+        source_id: str,
+        *,
+        principal_ids: Sequence[str] = (),
+        group_ids: Sequence[str] = (),
+        access_version: int,
+    ) -> None:
+        """Replace the grants of ``source_id`` in ``scope`` (empty lists revoke them all)."""
+
+    @abc.abstractmethod
+    async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
+        """The grants of ``source_id`` in ``scope``, or ``None`` when it has none."""
+
+    async def check_source_access(
+        self, scope: RagScope, source_id: str, authorization: AccessConstraint
+    ) -> bool:
+        """Whether ``authorization`` may read ``source_id`` in ``scope`` (the query's own rule)."""
+        if not isinstance(authorization, AccessConstraint):
+            raise ValidationError("authorization must be an AccessConstraint")
+        grants = await self.get_source_access(scope, source_id)
+        return grants is not None and grants.allows(authorization)
+
+
+class RagStore(RagOperations):
+    """A RAG store: :class:`RagOperations` plus all-or-nothing transactions and ``close``."""
+
+    @abc.abstractmethod
+    def transaction(self) -> AbstractAsyncContextManager[RagOperations]:
+        """``async with store.transaction() as tx:`` -- every write through ``tx`` applies when
+        the block exits normally and none does if it raises. Reads through ``tx`` see its own
+        writes; other callers see none of them until the block exits."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources the store owns."""
+
+
+def resolve_scope(scope: object) -> RagScope:
+    """``scope`` as a :class:`RagScope` (mappings accepted)."""
+    return RagScope.of(scope)  # type: ignore[arg-type]  # RagScope.of validates
+
+
+def resolve_generation(generation: object | None) -> int | None:
+    """``None`` or a checked generation number."""
+    return None if generation is None else check_generation(generation)
+
+
+def resolve_filter(filter: object) -> dict[str, JsonScalar] | None:
+    """A checked metadata filter."""
+    return check_filter(filter)
