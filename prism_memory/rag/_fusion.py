@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..ranking import DEFAULT_SCORING
 from ..rag_types import RagHit
+from ..ranking import DEFAULT_SCORING
 
 __all__ = ["fuse_legs"]
 

@@ -82,7 +82,7 @@ def check_top_k(top_k: object) -> int:
 def check_authorization(value: object) -> Authorization:
     """``None``, ``"acl"`` or an :class:`AccessConstraint`; anything else is rejected."""
     if value is None or value == ACL or isinstance(value, AccessConstraint):
-        return value  # type: ignore[return-value]  # narrowed by the checks above
+        return value
     raise ValidationError('authorization must be an AccessConstraint, "acl" or None')
 
 
@@ -91,7 +91,9 @@ def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
     if isinstance(chunks, str | bytes) or not isinstance(chunks, Sequence):
         raise ValidationError("chunks must be a sequence of Chunk")
     if len(chunks) > MAX_CHUNKS_PER_CALL:
-        raise CapExceededError(f"{len(chunks)} chunks in one call; the cap is {MAX_CHUNKS_PER_CALL}")
+        raise CapExceededError(
+            f"{len(chunks)} chunks in one call; the cap is {MAX_CHUNKS_PER_CALL}"
+        )
     seen: set[tuple[str, int]] = set()
     for chunk in chunks:
         if not isinstance(chunk, Chunk):
@@ -109,7 +111,9 @@ def lexical_terms(text: object) -> tuple[str, ...]:
     assert isinstance(text, str)
     terms = tuple(sorted(set(_TERM.findall(text.lower()))))
     if len(terms) > _MAX_QUERY_TERMS:
-        raise CapExceededError(f"query has {len(terms)} distinct terms; the cap is {_MAX_QUERY_TERMS}")
+        raise CapExceededError(
+            f"query has {len(terms)} distinct terms; the cap is {_MAX_QUERY_TERMS}"
+        )
     return terms
 
 
@@ -263,7 +267,7 @@ class RagStore(RagOperations):
         the block exits normally and none does if it raises. Reads through ``tx`` see its own
         writes; other callers see none of them until the block exits."""
 
-    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+    async def close(self) -> None:
         """Release resources the store owns."""
 
 

@@ -139,6 +139,7 @@ def test_build_ddl_is_what_the_revisions_emit():
         "semantic_memory_share_grant",
         "semantic_memory_rag_source_acl",
         "semantic_memory_rag_scope_generations",
+        "semantic_memory_rag_chunks",
         "semantic_memory_working",
     ):
         assert f"CREATE TABLE prism_memory.{name} (" in unpinned
@@ -155,9 +156,12 @@ def test_build_ddl_is_what_the_revisions_emit():
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS mem_embedding_hnsw ON host_schema.mem "
         "USING hnsw (embedding vector_cosine_ops)" in pinned
     )
-    # every primary key starts with tenant_id (Alembic's own version table aside)
-    assert pinned.count("PRIMARY KEY (tenant_id") == 6
-    assert pinned.count("PRIMARY KEY (") == 6 + pinned.count("PRIMARY KEY (version_num)")
+    assert "CREATE INDEX mem_rag_chunks_hnsw ON host_schema.mem_rag_chunks USING hnsw" in pinned
+    # every primary key starts with tenant_id (Alembic's own version table aside): seven tables,
+    # plus the source-ACL key prism_memory_0006 rebuilds with the RAG scope
+    assert pinned.count("PRIMARY KEY (tenant_id") == 8
+    assert pinned.count("PRIMARY KEY (") == 8 + pinned.count("PRIMARY KEY (version_num)")
+    assert "PRIMARY KEY (tenant_id, scope, source_id, principal_kind, principal_id)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
     assert search != pinned

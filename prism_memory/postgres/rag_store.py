@@ -1,0 +1,725 @@
+"""The PostgreSQL side of the RAG store: SQL, and the operations over one session.
+
+:class:`RagSql` builds every statement once per table set; :class:`RagSession` runs them inside
+the caller's session (it flushes, never commits); :class:`PostgresRagOperations` is the mixin that
+makes :class:`~prism_memory.postgres.PostgresVectorStore` a
+:class:`~prism_memory.stores.rag_base.RagStore` -- each call one unit of work, or all of them in
+one :meth:`~PostgresRagOperations.transaction`.
+
+Authorisation and the vector leg
+--------------------------------
+The ACL is an ``EXISTS`` on ``<table>_rag_source_acl`` in the ``WHERE`` clause of both legs,
+probing its primary key ``(tenant_id, scope, source_id, principal_kind, principal_id)`` -- applied
+before ``ORDER BY``/``LIMIT``, so it filters candidates rather than results.
+
+The vector leg takes one of two paths, chosen per query:
+
+* **exact** when the generation holds at most :data:`EXACT_SCAN_MAX_ROWS` chunks (counted with a
+  bounded index-only scan of the primary key): a ``MATERIALIZED`` CTE of the authorised, filtered
+  rows sorted by distance -- HNSW cannot be used, the result is exact;
+* **HNSW** otherwise, with ``hnsw.iterative_scan = strict_order`` and ``hnsw.ef_search`` set for
+  the query's transaction (``SET LOCAL`` via ``set_config(..., true)``) from ``top_k``
+  (:func:`ef_search_for`): the index scan keeps going until ``top_k`` rows pass the ACL and the
+  filter. If it still comes back short (``hnsw.max_scan_tuples`` reached on a very selective
+  ACL), the exact path runs instead -- so a query never under-returns.
+
+The threshold and ``ef_search`` come from ``benchmarks/rag_acl.py`` (see ``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+from sqlalchemy import bindparam, delete, func, select, text
+from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..embedding import assert_finite_vector
+from ..models import Vector, check_key
+from ..rag_types import (
+    ACL,
+    AccessConstraint,
+    Authorization,
+    Chunk,
+    JsonScalar,
+    RagHit,
+    RagScope,
+    SourceAccess,
+    check_generation,
+)
+from ..stores.rag_base import (
+    RagOperations,
+    RagStore,
+    check_authorization,
+    check_chunks,
+    check_top_k,
+    lexical_rank_score,
+    lexical_terms,
+    resolve_filter,
+    resolve_generation,
+    resolve_scope,
+    vector_score,
+)
+from .tables import PrismTables
+
+__all__ = [
+    "EXACT_SCAN_MAX_ROWS",
+    "PostgresRagOperations",
+    "RagSession",
+    "RagSql",
+    "ef_search_for",
+]
+
+EXACT_SCAN_MAX_ROWS: Final = 2000
+"""Generations of at most this many chunks are searched exactly (see the module docstring)."""
+
+
+def ef_search_for(top_k: int) -> int:
+    """``hnsw.ef_search`` for a query of ``top_k``: ``max(64, 8 × top_k)``, at most 1,000."""
+    return min(1000, max(64, 8 * top_k))
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class RagSql:
+    """Hand-written SQL of the RAG store for one table set (built once, cached)."""
+
+    chunks: str
+    acl: str
+    generations: str
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def for_tables(tables: PrismTables) -> RagSql:
+        """The SQL builder of ``tables`` (cached)."""
+        schema = _quote(tables.names.schema)
+        return RagSql(
+            chunks=f"{schema}.{_quote(tables.names.rag_chunks)}",
+            acl=f"{schema}.{_quote(tables.names.rag_source_acl)}",
+            generations=f"{schema}.{_quote(tables.names.rag_scope_generations)}",
+        )
+
+    @property
+    def generation(self) -> str:
+        """``:generation``, or the scope's current generation when it is ``NULL``.
+
+        Evaluated once per statement (an InitPlan), in the statement's own snapshot: a query that
+        resolves the current generation this way reads exactly one generation, whatever a
+        concurrent switch does.
+        """
+        return (
+            "COALESCE(CAST(:generation AS bigint), (SELECT g.generation FROM "  # noqa: S608 - quoted identifiers, bound values
+            f"{self.generations} g WHERE g.tenant_id = :tenant AND g.scope = :scope), 0)"
+        )
+
+    def _where(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
+        """Scope, generation, ACL and filter over alias ``c``."""
+        parts = [
+            "c.tenant_id = :tenant",
+            "c.scope = :scope",
+            f"c.generation = {self.generation}",
+        ]
+        if acl:
+            # Index probe of the ACL primary key (tenant_id, scope, source_id, kind, principal_id).
+            version = " AND a.access_version = :access_version" if versioned else ""
+            parts.append(
+                f"EXISTS (SELECT 1 FROM {self.acl} a WHERE a.tenant_id = c.tenant_id "  # noqa: S608 - quoted identifiers, bound values
+                "AND a.scope = c.scope AND a.source_id = c.source_id AND ("
+                "(a.principal_kind = 'principal' AND a.principal_id = :principal) OR "
+                "(a.principal_kind = 'group' AND a.principal_id = ANY(CAST(:groups AS text[]))))"
+                f"{version})"
+            )
+        if filtered:
+            parts.append("c.metadata @> :filter")
+        return " AND ".join(parts)
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
+    def nearest(self, *, exact: bool, acl: bool, versioned: bool, filtered: bool) -> str:
+        """The ``:limit`` nearest chunks by cosine distance (HNSW-capable, or exact)."""
+        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
+        columns = "c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding"
+        distance = "(c.embedding <=> :query)"
+        if exact:
+            # MATERIALIZED keeps the planner from pushing the ORDER BY into the HNSW index.
+            return (
+                f"WITH eligible AS MATERIALIZED (SELECT {columns}, {distance} AS distance "  # noqa: S608 - quoted identifiers, bound values
+                f"FROM {self.chunks} c WHERE {where}) "
+                "SELECT source_id, chunk_index, text, metadata, generation, embedding FROM eligible "
+                "ORDER BY distance, source_id, chunk_index LIMIT :limit"
+            )
+        return (
+            f"SELECT {columns} FROM {self.chunks} c WHERE {where} ORDER BY {distance} LIMIT :limit"  # noqa: S608 - quoted identifiers, bound values
+        )
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def lexical(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
+        """Chunks matching any term (``text_tsv`` GIN), by how many distinct terms they match."""
+        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
+        query = (
+            "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
+            "FROM unnest(CAST(:terms AS text[])) AS term(word), "
+            "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q WHERE numnode(q) > 0)"
+        )
+        matched = (
+            "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
+            "WHERE c.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+        )
+        return (
+            f"SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation "  # noqa: S608 - quoted identifiers, bound values
+            f"FROM {self.chunks} c "
+            f"WHERE {where} AND c.text_tsv @@ {query} "
+            f"ORDER BY {matched} DESC, c.source_id, c.chunk_index LIMIT :limit"
+        )
+
+    @property
+    def current_generation(self) -> str:
+        """The scope's current generation, 0 when never set."""
+        return (
+            f"SELECT COALESCE((SELECT generation FROM {self.generations} "  # noqa: S608 - quoted identifiers, bound values
+            "WHERE tenant_id = :tenant AND scope = :scope), 0)"
+        )
+
+    @property
+    def generation_size(self) -> str:
+        """How many chunks the generation holds, counting at most one past
+        :data:`EXACT_SCAN_MAX_ROWS` (an index-only range of the primary key)."""
+        return (
+            f"SELECT count(*) FROM (SELECT 1 FROM {self.chunks} c WHERE c.tenant_id = :tenant "  # noqa: S608 - quoted identifiers, bound values
+            f"AND c.scope = :scope AND c.generation = {self.generation} "
+            f"LIMIT {EXACT_SCAN_MAX_ROWS + 1}) AS bounded"
+        )
+
+    @property
+    def set_generation(self) -> str:
+        """Upsert the scope's current generation."""
+        return (
+            f"INSERT INTO {self.generations} (tenant_id, scope, generation, updated_at) "  # noqa: S608 - quoted identifiers, bound values
+            "VALUES (:tenant, :scope, :generation, now()) ON CONFLICT (tenant_id, scope) "
+            "DO UPDATE SET generation = EXCLUDED.generation, updated_at = EXCLUDED.updated_at"
+        )
+
+    @property
+    def any_width(self) -> str:
+        """The width of any stored chunk vector."""
+        return f"SELECT vector_dims(embedding) FROM {self.chunks} LIMIT 1"  # noqa: S608 - quoted identifiers, bound values
+
+
+class RagSession(RagOperations):
+    """:class:`~prism_memory.stores.rag_base.RagOperations` over one :class:`AsyncSession`.
+
+    The caller owns the transaction: nothing here commits.
+    """
+
+    def __init__(
+        self,
+        session: AsyncSession,
+        tables: PrismTables,
+        *,
+        dimension: int | None,
+        width: Callable[[], int | None],
+        learn_width: Callable[[int], None],
+    ) -> None:
+        self.session = session
+        self.tables = tables
+        self.sql = RagSql.for_tables(tables)
+        self._dimension = dimension
+        self._width = width
+        self._learn_width = learn_width
+
+    @property
+    def dimension(self) -> int | None:
+        """The pinned width of the chunks' ``embedding`` column, or ``None``."""
+        return self._dimension
+
+    async def _known_width(self) -> int | None:
+        width = self._width()
+        if width is None:
+            found = (await self.session.execute(text(self.sql.any_width))).scalar_one_or_none()
+            if found is not None:
+                self._learn_width(int(found))
+                width = int(found)
+        return width
+
+    async def _generation(self, scope: RagScope, generation: int | None) -> int:
+        resolved = resolve_generation(generation)
+        if resolved is not None:
+            return resolved
+        return await self.get_current_generation(scope)
+
+    # ---- chunks ------------------------------------------------------------------------------
+
+    async def upsert(
+        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
+    ) -> int:
+        """Insert or replace ``chunks`` by ``(source_id, index)`` in one batched statement."""
+        scope = resolve_scope(scope)
+        checked = check_chunks(chunks)
+        resolve_generation(generation)
+        if not checked:
+            return 0
+        width = await self._known_width()
+        vectors: list[Vector] = []
+        for chunk in checked:
+            vector = assert_finite_vector(
+                chunk.embedding, f"embedding of {chunk.source_id}#{chunk.index}", width
+            )
+            width = vector.shape[0]
+            vectors.append(vector)
+        gen = await self._generation(scope, generation)
+        table = self.tables.rag_chunks
+        statement = insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=[
+                table.c.tenant_id,
+                table.c.scope,
+                table.c.generation,
+                table.c.source_id,
+                table.c.chunk_index,
+            ],
+            set_={
+                "text": statement.excluded.text,
+                "metadata": statement.excluded.metadata,
+                "digest": statement.excluded.digest,
+                "embedding": statement.excluded.embedding,
+                "created_at": statement.excluded.created_at,
+            },
+        )
+        await self.session.execute(
+            statement.values(created_at=func.now()),
+            [
+                {
+                    "tenant_id": scope.tenant_id,
+                    "scope": scope.key,
+                    "generation": gen,
+                    "source_id": chunk.source_id,
+                    "chunk_index": chunk.index,
+                    "text": chunk.text,
+                    "metadata": dict(chunk.metadata),
+                    "digest": chunk.digest,
+                    "embedding": vector,
+                }
+                for chunk, vector in zip(checked, vectors, strict=True)
+            ],
+        )
+        if width is not None:
+            self._learn_width(width)
+        return len(checked)
+
+    def _in_generation(self, scope: RagScope, generation: int) -> Any:
+        table = self.tables.rag_chunks
+        return (
+            (table.c.tenant_id == scope.tenant_id)
+            & (table.c.scope == scope.key)
+            & (table.c.generation == generation)
+        )
+
+    async def get_by_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> list[Chunk]:
+        """The chunks of ``source_id`` by index (primary-key range)."""
+        scope = resolve_scope(scope)
+        gen = await self._generation(scope, generation)
+        table = self.tables.rag_chunks
+        rows = await self.session.execute(
+            select(
+                table.c.source_id,
+                table.c.chunk_index,
+                table.c.text,
+                table.c.metadata,
+                table.c.digest,
+                table.c.embedding,
+            )
+            .where(self._in_generation(scope, gen) & (table.c.source_id == source_id))
+            .order_by(table.c.chunk_index)
+        )
+        return [
+            Chunk(
+                source_id=row.source_id,
+                index=row.chunk_index,
+                text=row.text,
+                embedding=row.embedding,
+                metadata=row.metadata,
+                digest=row.digest,
+            )
+            for row in rows
+        ]
+
+    async def delete_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> int:
+        """Delete the chunks of ``source_id`` in the generation; count them."""
+        scope = resolve_scope(scope)
+        gen = await self._generation(scope, generation)
+        table = self.tables.rag_chunks
+        result = await self.session.execute(
+            delete(table).where(self._in_generation(scope, gen) & (table.c.source_id == source_id))
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def delete_generation(self, scope: RagScope, generation: int) -> int:
+        """Delete every chunk of ``generation``; count them."""
+        scope = resolve_scope(scope)
+        gen = check_generation(generation)
+        result = await self.session.execute(
+            delete(self.tables.rag_chunks).where(self._in_generation(scope, gen))
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def _read_params(
+        self,
+        scope: RagScope,
+        filter: Mapping[str, JsonScalar] | None,
+        authorization: Authorization,
+    ) -> tuple[dict[str, Any], dict[str, bool]]:
+        checked = resolve_filter(filter)
+        params: dict[str, Any] = {"tenant": scope.tenant_id, "scope": scope.key}
+        flags = {"acl": False, "versioned": False, "filtered": bool(checked)}
+        if checked:
+            params["filter"] = checked
+        if isinstance(authorization, AccessConstraint):
+            flags["acl"] = True
+            params["principal"] = authorization.principal_id
+            params["groups"] = list(authorization.group_ids)
+            if authorization.access_version is not None:
+                flags["versioned"] = True
+                params["access_version"] = authorization.access_version
+        return params, flags
+
+    @staticmethod
+    def _typed(statement: str, flags: Mapping[str, bool]) -> Any:
+        clause = text(statement)
+        if flags["filtered"]:
+            clause = clause.bindparams(bindparam("filter", type_=JSONB))
+        return clause
+
+    async def query(
+        self,
+        scope: RagScope,
+        *,
+        embedding: Vector | Sequence[float],
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The ``top_k`` nearest authorised chunks (exact or HNSW; see the module docstring)."""
+        scope = resolve_scope(scope)
+        check_top_k(top_k)
+        auth = check_authorization(authorization)
+        params, flags = self._read_params(scope, filter, auth)
+        query = assert_finite_vector(embedding, "query embedding", await self._known_width())
+        gen = resolve_generation(generation)
+        if auth == ACL:
+            return []
+        params.update(generation=gen, query=query, limit=top_k)
+        size = (
+            await self.session.execute(
+                text(self.sql.generation_size),
+                {"tenant": scope.tenant_id, "scope": scope.key, "generation": gen},
+            )
+        ).scalar_one()
+        rows: list[Any] = []
+        if int(size) > EXACT_SCAN_MAX_ROWS and self.tables.dimension is not None:
+            await self.session.execute(
+                text(
+                    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                    "set_config('hnsw.ef_search', :ef, true)"
+                ),
+                {"ef": str(ef_search_for(top_k))},
+            )
+            statement = self.sql.nearest(exact=False, **flags)
+            rows = list(await self.session.execute(self._typed(statement, flags), params))
+        if len(rows) < top_k:
+            statement = self.sql.nearest(exact=True, **flags)
+            rows = list(await self.session.execute(self._typed(statement, flags), params))
+        scored = [(vector_score(query, np.asarray(row.embedding)), row) for row in rows]
+        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
+        return [
+            RagHit(
+                source_id=row.source_id,
+                chunk_index=int(row.chunk_index),
+                text=row.text,
+                metadata=row.metadata,
+                generation=int(row.generation),
+                score=score,
+                semantic=score,
+            )
+            for score, row in scored
+        ]
+
+    async def lexical_query(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """Authorised chunks matching query words, by the share of distinct words matched."""
+        scope = resolve_scope(scope)
+        check_top_k(top_k)
+        terms = lexical_terms(text)
+        auth = check_authorization(authorization)
+        params, flags = self._read_params(scope, filter, auth)
+        gen = resolve_generation(generation)
+        if auth == ACL or not terms:
+            return []
+        params.update(generation=gen, terms=list(terms), limit=top_k)
+        statement = self.sql.lexical(**flags)
+        rows = await self.session.execute(self._typed(statement, flags), params)
+        scored = [(lexical_rank_score(terms, row.text), row) for row in rows]
+        scored = [pair for pair in scored if pair[0] > 0.0]
+        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
+        return [
+            RagHit(
+                source_id=row.source_id,
+                chunk_index=int(row.chunk_index),
+                text=row.text,
+                metadata=row.metadata,
+                generation=int(row.generation),
+                score=score,
+                lexical=score,
+            )
+            for score, row in scored
+        ]
+
+    # ---- generations -------------------------------------------------------------------------
+
+    async def get_current_generation(self, scope: RagScope) -> int:
+        """The scope's current generation (0 until one is set)."""
+        scope = resolve_scope(scope)
+        found = await self.session.execute(
+            text(self.sql.current_generation), {"tenant": scope.tenant_id, "scope": scope.key}
+        )
+        return int(found.scalar_one())
+
+    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
+        """Make ``generation`` current (one upsert of the pointer row)."""
+        scope = resolve_scope(scope)
+        await self.session.execute(
+            text(self.sql.set_generation),
+            {
+                "tenant": scope.tenant_id,
+                "scope": scope.key,
+                "generation": check_generation(generation),
+            },
+        )
+
+    # ---- access ------------------------------------------------------------------------------
+
+    async def set_source_access(
+        self,
+        scope: RagScope,
+        source_id: str,
+        *,
+        principal_ids: Sequence[str] = (),
+        group_ids: Sequence[str] = (),
+        access_version: int,
+    ) -> None:
+        """Replace the grants of ``source_id``: delete its rows, insert the new set."""
+        scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
+        grants = SourceAccess(tuple(principal_ids), tuple(group_ids), access_version)
+        table = self.tables.rag_source_acl
+        await self.session.execute(
+            delete(table).where(
+                (table.c.tenant_id == scope.tenant_id)
+                & (table.c.scope == scope.key)
+                & (table.c.source_id == source_id)
+            )
+        )
+        rows = [("principal", p) for p in grants.principal_ids] + [
+            ("group", g) for g in grants.group_ids
+        ]
+        if rows:
+            await self.session.execute(
+                insert(table).values(created_at=func.now()),
+                [
+                    {
+                        "tenant_id": scope.tenant_id,
+                        "scope": scope.key,
+                        "source_id": source_id,
+                        "principal_kind": kind,
+                        "principal_id": principal,
+                        "access_version": grants.access_version,
+                    }
+                    for kind, principal in rows
+                ],
+            )
+
+    async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
+        """The grants of ``source_id``, or ``None`` when it has none."""
+        scope = resolve_scope(scope)
+        table = self.tables.rag_source_acl
+        rows = (
+            await self.session.execute(
+                select(table.c.principal_kind, table.c.principal_id, table.c.access_version)
+                .where(
+                    (table.c.tenant_id == scope.tenant_id)
+                    & (table.c.scope == scope.key)
+                    & (table.c.source_id == source_id)
+                )
+                .order_by(table.c.principal_kind, table.c.principal_id)
+            )
+        ).all()
+        if not rows:
+            return None
+        return SourceAccess(
+            principal_ids=tuple(r.principal_id for r in rows if r.principal_kind == "principal"),
+            group_ids=tuple(r.principal_id for r in rows if r.principal_kind == "group"),
+            access_version=max(int(r.access_version) for r in rows),
+        )
+
+
+class PostgresRagOperations(RagStore):
+    """Mixin: the RAG store over an adapter's engine (``_unit``, ``_tables``, ``_dimension``).
+
+    Every method is one unit of work (its driver errors translated by the adapter's ``_unit``);
+    :meth:`transaction` runs many in one.
+    """
+
+    _tables: PrismTables
+    _dimension: int | None
+    _rag_width: int | None = None
+
+    if TYPE_CHECKING:
+
+        def _unit(
+            self, action: str, *, custom_plans: bool = False
+        ) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+    def _rag(self, session: AsyncSession) -> RagSession:
+        return RagSession(
+            session,
+            self._tables,
+            dimension=self._dimension,
+            width=lambda: self._rag_width if self._dimension is None else self._dimension,
+            learn_width=self._learn_rag_width,
+        )
+
+    def _learn_rag_width(self, width: int) -> None:
+        if self._rag_width is None:
+            self._rag_width = width
+
+    def transaction(self) -> AbstractAsyncContextManager[RagOperations]:
+        """One PostgreSQL transaction for every call made through the yielded object."""
+        return self._rag_transaction()
+
+    @asynccontextmanager
+    async def _rag_transaction(self) -> AsyncIterator[RagOperations]:
+        async with self._unit("RAG transaction", custom_plans=True) as session:
+            yield self._rag(session)
+
+    async def upsert(
+        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
+    ) -> int:
+        """Insert or replace ``chunks``, atomically."""
+        async with self._unit("upsert") as session:
+            return await self._rag(session).upsert(scope, chunks, generation=generation)
+
+    async def get_by_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> list[Chunk]:
+        """The chunks of ``source_id`` by index."""
+        async with self._unit("get_by_source") as session:
+            return await self._rag(session).get_by_source(scope, source_id, generation=generation)
+
+    async def delete_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> int:
+        """Delete the chunks of ``source_id``; count them."""
+        async with self._unit("delete_source") as session:
+            return await self._rag(session).delete_source(scope, source_id, generation=generation)
+
+    async def delete_generation(self, scope: RagScope, generation: int) -> int:
+        """Delete every chunk of ``generation``; count them."""
+        async with self._unit("delete_generation") as session:
+            return await self._rag(session).delete_generation(scope, generation)
+
+    async def query(
+        self,
+        scope: RagScope,
+        *,
+        embedding: Vector | Sequence[float],
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The ``top_k`` nearest authorised chunks, in one transaction (one snapshot)."""
+        async with self._unit("query", custom_plans=True) as session:
+            return await self._rag(session).query(
+                scope,
+                embedding=embedding,
+                top_k=top_k,
+                filter=filter,
+                authorization=authorization,
+                generation=generation,
+            )
+
+    async def lexical_query(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The best lexical matches among authorised chunks."""
+        async with self._unit("lexical_query", custom_plans=True) as session:
+            return await self._rag(session).lexical_query(
+                scope,
+                text=text,
+                top_k=top_k,
+                filter=filter,
+                authorization=authorization,
+                generation=generation,
+            )
+
+    async def get_current_generation(self, scope: RagScope) -> int:
+        """The scope's current generation (0 until set)."""
+        async with self._unit("get_current_generation") as session:
+            return await self._rag(session).get_current_generation(scope)
+
+    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
+        """Make ``generation`` current."""
+        async with self._unit("set_current_generation") as session:
+            await self._rag(session).set_current_generation(scope, generation)
+
+    async def set_source_access(
+        self,
+        scope: RagScope,
+        source_id: str,
+        *,
+        principal_ids: Sequence[str] = (),
+        group_ids: Sequence[str] = (),
+        access_version: int,
+    ) -> None:
+        """Replace the grants of ``source_id``, atomically."""
+        async with self._unit("set_source_access") as session:
+            await self._rag(session).set_source_access(
+                scope,
+                source_id,
+                principal_ids=principal_ids,
+                group_ids=group_ids,
+                access_version=access_version,
+            )
+
+    async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
+        """The grants of ``source_id``, or ``None``."""
+        async with self._unit("get_source_access") as session:
+            return await self._rag(session).get_source_access(scope, source_id)
