@@ -421,7 +421,7 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
             entry("near", "nothing here"),
             entry("one", "the Pineapple grows"),
             entry("two", "pineapple and mango"),
-            entry("part", "pineapples are plural"),
+            entry("part", "pineapplejuice is another word"),
         ],
         now=T0,
     )
@@ -429,9 +429,12 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
         store,
         vectors={"near": vec(1, 0), "one": vec(0, 1), "two": vec(0, 1), "part": vec(0, 1)},
     )
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms={"pineapple", "mango"}))
-    assert got == {"near", "two"}  # "two" matches two terms; "pineapples" is not the word
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=2, terms={"pineapple"}))
+    terms = query_terms("pineapple mango")
+    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms=terms))
+    assert got == {"near", "two"}  # "two" matches two terms; "pineapplejuice" is not the word
+    got = await search_ids(
+        store, SCOPE, request(vec(1, 0), limit=2, terms=query_terms("Pineapples"))
+    )
     assert got == {"near", "one", "two"}
 
 
