@@ -296,9 +296,11 @@ class SourceAccess:
 class RagHit:
     """One retrieved chunk and why it ranked where it did.
 
-    ``score`` orders the hits: the cosine similarity for ``query``, the lexical score for
-    ``lexical_query``, the fused score for ``hybrid_query``. ``semantic`` and ``lexical`` are the
-    legs' own scores (``None`` when the chunk did not come from that leg).
+    ``score`` orders the hits: the cosine similarity for ``query``, the BM25 score for
+    ``lexical_query``, the fused similarity of :func:`prism_memory.ranking.fuse` for
+    ``hybrid_query``. ``semantic`` is the true cosine and ``lexical`` the raw BM25 against the
+    scope's statistics (``None`` when the leg that produced the hit did not compute it).
+    ``embedding`` is the chunk's stored vector.
     """
 
     source_id: str
@@ -309,6 +311,7 @@ class RagHit:
     score: float
     semantic: float | None = None
     lexical: float | None = None
+    embedding: Vector | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, int]:

@@ -5,10 +5,12 @@ Revises: prism_memory_0002
 Create Date: 2026-12-01
 
 * ``<table>_rag_chunks`` holds document chunks by ``(tenant_id, scope, generation, source_id,
-  chunk_index)`` with their vectors, a generated ``text_tsv`` (GIN) for the lexical leg and -- when
-  the dimension is pinned (≤ 2,000) -- an HNSW index of its own. Chunks are kept out of the entries
-  table so a corpus's HNSW graph holds only chunks and per-thread memory scans never see them. The
-  table is new and empty, so its indexes are built in the migration's transaction.
+  chunk_index)`` with their vectors, ``text_tsv`` -- the chunk's terms from
+  :func:`prism_memory.lexical.tokenize` with their positions, written by the store so both backends
+  count the same terms -- under a GIN index, ``term_count`` (the BM25 length) and, when the
+  dimension is pinned (≤ 2,000), an HNSW index of its own. Chunks are kept out of the entries table
+  so a corpus's HNSW graph holds only chunks and per-thread memory scans never see them. The table
+  is new and empty, so its indexes are built in the migration's transaction.
 * ``<table>_rag_source_acl`` gains ``scope`` (the RAG scope's key within the tenant): a grant now
   belongs to one tenant *and* scope, so two resources of a tenant that both name a source
   ``"handbook"`` can never share (or overwrite) each other's grants. The primary key and the
@@ -48,12 +50,8 @@ def upgrade() -> None:
         sa.Column("metadata", postgresql.JSONB(), nullable=False),
         sa.Column("digest", sa.Text(), nullable=False),
         sa.Column("embedding", VECTOR(s.dimension), nullable=False),
-        sa.Column(
-            "text_tsv",
-            postgresql.TSVECTOR(),
-            sa.Computed("to_tsvector('simple'::regconfig, text)", persisted=True),
-            nullable=True,
-        ),
+        sa.Column("text_tsv", postgresql.TSVECTOR(), nullable=False),
+        sa.Column("term_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint(
             "tenant_id",

@@ -40,6 +40,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..embedding import assert_finite_vector
+from ..lexical import BM25_B, BM25_K1, CorpusStats, idf, tokenize
 from ..models import Vector, check_key
 from ..rag_types import (
     ACL,
@@ -58,7 +59,7 @@ from ..stores.rag_base import (
     check_authorization,
     check_chunks,
     check_top_k,
-    lexical_rank_score,
+    lexical_score,
     lexical_terms,
     resolve_filter,
     resolve_generation,
@@ -73,6 +74,8 @@ __all__ = [
     "RagSession",
     "RagSql",
     "ef_search_for",
+    "tsquery_literal",
+    "tsvector_literal",
 ]
 
 EXACT_SCAN_MAX_ROWS: Final = 2000
@@ -82,6 +85,36 @@ EXACT_SCAN_MAX_ROWS: Final = 2000
 def ef_search_for(top_k: int) -> int:
     """``hnsw.ef_search`` for a query of ``top_k``: ``max(64, 8 × top_k)``, at most 1,000."""
     return min(1000, max(64, 8 * top_k))
+
+
+_MAX_POSITION = 16383
+_MAX_POSITIONS_PER_TERM = 256
+
+
+def tsvector_literal(text: str) -> tuple[str, int]:
+    """``text``'s terms (:func:`prism_memory.lexical.tokenize`) as a ``tsvector`` literal with
+    their positions, and the term count.
+
+    PostgreSQL keeps at most 256 positions per lexeme and none above 16,383, so the term
+    frequency SQL sees is capped there (only candidate selection uses it: scores are recomputed
+    from the text). Terms are ``\\w+`` runs, so they never need escaping inside the quotes.
+    """
+    tokens = tokenize(text)
+    positions: dict[str, list[int]] = {}
+    for position, token in enumerate(tokens, start=1):
+        found = positions.setdefault(token, [])
+        if len(found) < _MAX_POSITIONS_PER_TERM:
+            found.append(min(position, _MAX_POSITION))
+    literal = " ".join(
+        f"'{term}':{','.join(str(p) for p in sorted(set(places)))}"
+        for term, places in sorted(positions.items())
+    )
+    return literal, len(tokens)
+
+
+def tsquery_literal(terms: Sequence[str]) -> str:
+    """``'a' | 'b' | ...``: a chunk matches when it holds any of ``terms``."""
+    return " | ".join(f"'{term}'" for term in terms)
 
 
 def _quote(name: str) -> str:
@@ -161,22 +194,45 @@ class RagSql:
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
     def lexical(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """Chunks matching any term (``text_tsv`` GIN), by how many distinct terms they match."""
+        """The ``:limit`` best BM25 matches (any term, via the ``text_tsv`` GIN index).
+
+        ``:terms``/``:idfs`` are the query terms and their idf, ``:avgdl`` the average length, all
+        from :meth:`lexical_totals`/:meth:`document_frequencies` of the same selection; term
+        frequencies are the number of positions ``text_tsv`` holds for a term.
+        """
         where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        query = (
-            "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
-            "FROM unnest(CAST(:terms AS text[])) AS term(word), "
-            "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q WHERE numnode(q) > 0)"
-        )
-        matched = (
-            "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
-            "WHERE c.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+        tf = "cardinality(u.positions)"
+        bm25 = (
+            f"(SELECT COALESCE(sum(w.idf * {tf} * (:k1 + 1) / "  # noqa: S608 - quoted identifiers, bound values
+            f"({tf} + :k1 * (1 - :b + :b * c.term_count / :avgdl))), 0) "
+            "FROM unnest(c.text_tsv) AS u "
+            "JOIN unnest(CAST(:terms AS text[]), CAST(:idfs AS float8[])) AS w(term, idf) "
+            "ON u.lexeme = w.term)"
         )
         return (
-            f"SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation "  # noqa: S608 - quoted identifiers, bound values
+            "SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding "  # noqa: S608 - quoted identifiers, bound values
             f"FROM {self.chunks} c "
-            f"WHERE {where} AND c.text_tsv @@ {query} "
-            f"ORDER BY {matched} DESC, c.source_id, c.chunk_index LIMIT :limit"
+            f"WHERE {where} AND c.text_tsv @@ CAST(:tsquery AS tsquery) "
+            f"ORDER BY {bm25} DESC, c.source_id, c.chunk_index LIMIT :limit"
+        )
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def lexical_totals(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
+        """How many chunks the selection holds and their total term count."""
+        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
+        return (
+            "SELECT count(*) AS documents, COALESCE(sum(c.term_count), 0) AS total_length "  # noqa: S608 - quoted identifiers, bound values
+            f"FROM {self.chunks} c WHERE {where}"
+        )
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def document_frequencies(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
+        """Per query term, how many chunks of the selection hold it (GIN probe per term)."""
+        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
+        return (
+            f"SELECT t.term, (SELECT count(*) FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
+            "AND c.text_tsv @@ CAST(quote_literal(t.term) AS tsquery)) AS df "
+            "FROM unnest(CAST(:terms AS text[])) AS t(term)"
         )
 
     @property
@@ -289,12 +345,15 @@ class RagSession(RagOperations):
                 "metadata": statement.excluded.metadata,
                 "digest": statement.excluded.digest,
                 "embedding": statement.excluded.embedding,
+                "text_tsv": statement.excluded.text_tsv,
+                "term_count": statement.excluded.term_count,
                 "created_at": statement.excluded.created_at,
             },
         )
-        await self.session.execute(
-            statement.values(created_at=func.now()),
-            [
+        rows = []
+        for chunk, vector in zip(checked, vectors, strict=True):
+            terms, count = tsvector_literal(chunk.text)
+            rows.append(
                 {
                     "tenant_id": scope.tenant_id,
                     "scope": scope.key,
@@ -305,10 +364,11 @@ class RagSession(RagOperations):
                     "metadata": dict(chunk.metadata),
                     "digest": chunk.digest,
                     "embedding": vector,
+                    "text_tsv": terms,
+                    "term_count": count,
                 }
-                for chunk, vector in zip(checked, vectors, strict=True)
-            ],
-        )
+            )
+        await self.session.execute(statement.values(created_at=func.now()), rows)
         if width is not None:
             self._learn_width(width)
         return len(checked)
@@ -453,6 +513,7 @@ class RagSession(RagOperations):
                 generation=int(row.generation),
                 score=score,
                 semantic=score,
+                embedding=np.asarray(row.embedding),
             )
             for score, row in scored
         ]
@@ -467,7 +528,7 @@ class RagSession(RagOperations):
         authorization: Authorization = None,
         generation: int | None = None,
     ) -> list[RagHit]:
-        """Authorised chunks matching query words, by the share of distinct words matched."""
+        """The best BM25 matches among authorised chunks (selected in SQL, scored in Python)."""
         scope = resolve_scope(scope)
         check_top_k(top_k)
         terms = lexical_terms(text)
@@ -476,11 +537,23 @@ class RagSession(RagOperations):
         gen = resolve_generation(generation)
         if auth == ACL or not terms:
             return []
-        params.update(generation=gen, terms=list(terms), limit=top_k)
+        if gen is None:  # one generation for the statistics and the selection
+            gen = await self.get_current_generation(scope)
+        params.update(generation=gen, terms=list(terms))
+        stats = await self._stats(params, flags)
+        if stats.documents == 0:
+            return []
+        params.update(
+            idfs=[idf(stats.frequency(term), stats.documents) for term in terms],
+            avgdl=stats.average_length or 1.0,
+            k1=BM25_K1,
+            b=BM25_B,
+            tsquery=tsquery_literal(terms),
+            limit=top_k,
+        )
         statement = self.sql.lexical(**flags)
         rows = await self.session.execute(self._typed(statement, flags), params)
-        scored = [(lexical_rank_score(terms, row.text), row) for row in rows]
-        scored = [pair for pair in scored if pair[0] > 0.0]
+        scored = [(lexical_score(terms, row.text, stats), row) for row in rows]
         scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
         return [
             RagHit(
@@ -491,9 +564,44 @@ class RagSession(RagOperations):
                 generation=int(row.generation),
                 score=score,
                 lexical=score,
+                embedding=np.asarray(row.embedding),
             )
             for score, row in scored
         ]
+
+    async def _stats(self, params: dict[str, Any], flags: Mapping[str, bool]) -> CorpusStats:
+        totals = (
+            await self.session.execute(self._typed(self.sql.lexical_totals(**flags), flags), params)
+        ).one()
+        if int(totals.documents) == 0:
+            return CorpusStats()
+        frequencies = await self.session.execute(
+            self._typed(self.sql.document_frequencies(**flags), flags), params
+        )
+        return CorpusStats(
+            documents=int(totals.documents),
+            total_length=int(totals.total_length),
+            document_frequency={row.term: int(row.df) for row in frequencies if row.df},
+        )
+
+    async def lexical_stats(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> CorpusStats:
+        """BM25 statistics of the authorised, filtered chunks of the generation."""
+        scope = resolve_scope(scope)
+        terms = lexical_terms(text)
+        auth = check_authorization(authorization)
+        params, flags = self._read_params(scope, filter, auth)
+        if auth == ACL:
+            return CorpusStats()
+        params.update(generation=resolve_generation(generation), terms=list(terms))
+        return await self._stats(params, flags)
 
     # ---- generations -------------------------------------------------------------------------
 
@@ -685,6 +793,25 @@ class PostgresRagOperations(RagStore):
                 scope,
                 text=text,
                 top_k=top_k,
+                filter=filter,
+                authorization=authorization,
+                generation=generation,
+            )
+
+    async def lexical_stats(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> CorpusStats:
+        """BM25 statistics of the chunks such a query may see."""
+        async with self._unit("lexical_stats", custom_plans=True) as session:
+            return await self._rag(session).lexical_stats(
+                scope,
+                text=text,
                 filter=filter,
                 authorization=authorization,
                 generation=generation,

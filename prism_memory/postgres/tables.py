@@ -423,12 +423,10 @@ def build_metadata(
         Column("metadata", JSONB, nullable=False),
         Column("digest", Text, nullable=False),
         Column("embedding", BinaryVector(dimension), nullable=False),
-        Column(
-            "text_tsv",
-            TSVECTOR,
-            Computed("to_tsvector('simple'::regconfig, text)", persisted=True),
-            nullable=True,
-        ),
+        # Written from prism_memory.lexical.tokenize (stems with their positions), not computed by
+        # a text-search configuration: every backend counts the same terms.
+        Column("text_tsv", TSVECTOR, nullable=False),
+        Column("term_count", Integer, nullable=False),
         _timestamp("created_at"),
         PrimaryKeyConstraint(
             "tenant_id",

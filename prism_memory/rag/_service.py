@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..embedding import Embedder, embed_batched
+from ..embedding import Embedder, assert_finite_vector, embed_batched
 from ..errors import DimensionMismatchError, ValidationError
 from ..limits import CEILINGS
-from ..models import Vector, check_key
+from ..models import DEFAULT_LEXICAL_WEIGHT, Vector, check_key
 from ..rag_types import (
     Authorization,
     Chunk,
@@ -106,35 +107,52 @@ async def hybrid_query(
     filter: Mapping[str, JsonScalar] | None = None,
     authorization: Authorization = None,
     generation: int | None = None,
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
 ) -> list[RagHit]:
     """Vector and lexical legs over one generation, fused by recall's own fusion function.
 
     Give the query's ``embedding`` or an ``embedder`` to compute it from ``text``. Both legs fetch
     ``min(32, 4 × top_k)`` candidates with the same ``filter`` and ``authorization`` (applied
     inside each query, before ranking) from the same generation (resolved once: the current one
-    unless ``generation`` is given); the fusion orders their union and cuts it to ``top_k``. Hits
-    carry ``semantic`` (cosine, when the chunk came from the vector leg), ``lexical`` and the fused
-    ``score``.
+    unless ``generation`` is given); :func:`prism_memory.ranking.fuse` -- the fusion recall uses --
+    orders their union against the BM25 statistics of that same authorised, filtered selection
+    (:meth:`~prism_memory.rag.RagStore.lexical_stats`), and the best ``top_k`` are returned. Each hit
+    carries the fused ``score``, the true cosine ``semantic`` and the raw BM25 ``lexical``;
+    ``lexical_weight`` is the fusion's λ (recall's default unless given).
     """
     scope = RagScope.of(scope)
     check_top_k(top_k)
+    weight = _check_weight(lexical_weight)
     if embedding is None:
         if embedder is None:
             raise ValidationError("hybrid_query needs an embedding or an embedder")
         embedding = (await embed_batched(embedder, [text], batch_size=1))[0]
+    query_vector = assert_finite_vector(embedding, "query embedding")
     gen = resolve_generation(generation)
     if gen is None:
         gen = await store.get_current_generation(scope)
     pool = min(CEILINGS["top_k"], 4 * top_k)
-    vector_hits = await store.query(
-        scope,
-        embedding=embedding,
-        top_k=pool,
-        filter=filter,
-        authorization=authorization,
-        generation=gen,
+    legs: dict[str, Any] = {"filter": filter, "authorization": authorization, "generation": gen}
+    vector_hits = await store.query(scope, embedding=query_vector, top_k=pool, **legs)
+    lexical_hits = await store.lexical_query(scope, text=text, top_k=pool, **legs)
+    stats = await store.lexical_stats(scope, text=text, **legs)
+    return fuse_legs(
+        vector_hits,
+        lexical_hits,
+        query_vector=query_vector,
+        query_text=text,
+        stats=stats,
+        top_k=top_k,
+        lexical_weight=weight,
     )
-    lexical_hits = await store.lexical_query(
-        scope, text=text, top_k=pool, filter=filter, authorization=authorization, generation=gen
-    )
-    return fuse_legs(vector_hits, lexical_hits, top_k=top_k)
+
+
+def _check_weight(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise ValidationError("lexical_weight must be a finite number in [0, 1]")
+    return float(value)

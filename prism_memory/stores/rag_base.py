@@ -22,21 +22,19 @@ Rules every adapter follows
 * **Vectors.** Every embedding is checked (finite, non-empty, the store's width) before anything
   is written; one bad vector rejects the whole call.
 * **Ordering** (every backend, by construction): cosine similarity (float64, unclamped) for the
-  vector leg and :func:`lexical_rank_score` for the lexical leg, ties by ``(source_id,
-  chunk_index)``.
+  vector leg and BM25 (:func:`lexical_score`, :mod:`prism_memory.lexical`'s tokenizer) against
+  :meth:`RagOperations.lexical_stats` for the lexical leg, ties by ``(source_id, chunk_index)``.
 """
 
 from __future__ import annotations
 
 import abc
-import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import numpy as np
-
 from ..errors import CapExceededError, ValidationError
+from ..lexical import CorpusStats, bm25, query_terms, term_counts
 from ..limits import CEILINGS
 from ..models import Vector
 from ..rag_types import (
@@ -53,6 +51,7 @@ from ..rag_types import (
     check_generation,
     check_text,
 )
+from ..ranking import cosine as vector_score
 
 __all__ = [
     "RagOperations",
@@ -60,14 +59,14 @@ __all__ = [
     "check_authorization",
     "check_chunks",
     "check_top_k",
-    "lexical_rank_score",
+    "lexical_score",
     "lexical_terms",
     "matches_filter",
     "vector_score",
 ]
 
-_TERM = re.compile(r"\w+", re.UNICODE)
-_MAX_QUERY_TERMS = 64
+MAX_QUERY_TERMS = 64
+"""Most distinct terms one lexical query may hold."""
 
 
 def check_top_k(top_k: object) -> int:
@@ -106,37 +105,22 @@ def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
 
 
 def lexical_terms(text: object) -> tuple[str, ...]:
-    """Distinct lower-cased word terms of a lexical query, sorted (at most 64)."""
+    """The distinct terms of a lexical query (:func:`prism_memory.lexical.query_terms`), sorted;
+    at most 64."""
     check_text(text, "text")
     assert isinstance(text, str)
-    terms = tuple(sorted(set(_TERM.findall(text.lower()))))
-    if len(terms) > _MAX_QUERY_TERMS:
+    terms = tuple(sorted(query_terms(text)))
+    if len(terms) > MAX_QUERY_TERMS:
         raise CapExceededError(
-            f"query has {len(terms)} distinct terms; the cap is {_MAX_QUERY_TERMS}"
+            f"query has {len(terms)} distinct terms; the cap is {MAX_QUERY_TERMS}"
         )
     return terms
 
 
-def lexical_rank_score(terms: Sequence[str], text: str) -> float:
-    """The lexical leg's score: the share of the query's distinct ``terms`` present as words.
-
-    Computed identically by every backend (PostgreSQL selects and orders by the same count via
-    the ``text_tsv`` index), so both legs order the same everywhere.
-    """
-    if not terms:
-        return 0.0
-    present = set(_TERM.findall(text.lower()))
-    return sum(1 for term in terms if term in present) / len(terms)
-
-
-def vector_score(query: Vector, vector: Vector) -> float:
-    """Cosine similarity in float64, unclamped (``-1`` .. ``1``); 0 for a zero vector."""
-    q = query.astype(np.float64, copy=False)
-    v = vector.astype(np.float64, copy=False)
-    denominator = float(np.linalg.norm(q) * np.linalg.norm(v))
-    if denominator == 0.0:
-        return 0.0
-    return float(np.dot(q, v)) / denominator
+def lexical_score(terms: Sequence[str], text: str, stats: CorpusStats) -> float:
+    """BM25 of ``text`` for ``terms`` against ``stats`` (:func:`prism_memory.lexical.bm25`)."""
+    counts = term_counts(text)
+    return bm25(terms, counts, sum(counts.values()), stats)
 
 
 def _same_scalar(expected: JsonScalar, actual: object) -> bool:
@@ -217,8 +201,22 @@ class RagOperations(abc.ABC):
         authorization: Authorization = None,
         generation: int | None = None,
     ) -> list[RagHit]:
-        """The ``top_k`` chunks matching the words of ``text`` best (:func:`lexical_rank_score`,
-        only chunks that match at least one term), authorised and filtered inside the query."""
+        """The ``top_k`` chunks with the best BM25 for ``text`` (only chunks holding a query term),
+        against :meth:`lexical_stats` of the same selection; authorised and filtered inside the
+        query. ``score`` = ``lexical`` = BM25."""
+
+    @abc.abstractmethod
+    async def lexical_stats(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> CorpusStats:
+        """BM25 statistics of the chunks a query with these arguments may see: how many there are,
+        their total term count, and the document frequency of each query term."""
 
     # ---- generations -------------------------------------------------------------------------
 

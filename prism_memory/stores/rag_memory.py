@@ -9,11 +9,14 @@ serialised by one lock (one writer at a time), reads never wait.
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..embedding import assert_finite_vector
+from ..lexical import CorpusStats, term_counts
 from ..models import Vector, check_key
 from ..rag_types import (
     ACL,
@@ -33,7 +36,7 @@ from .rag_base import (
     check_authorization,
     check_chunks,
     check_top_k,
-    lexical_rank_score,
+    lexical_score,
     lexical_terms,
     matches_filter,
     resolve_filter,
@@ -54,6 +57,26 @@ class _State:
     chunks: dict[tuple[_ScopeKey, int], _Corpus] = field(default_factory=dict)
     generations: dict[_ScopeKey, int] = field(default_factory=dict)
     access: dict[tuple[_ScopeKey, str], SourceAccess] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _cached_counts(text: str) -> Counter[str]:
+    return term_counts(text)
+
+
+def _cached_terms(text: str) -> frozenset[str]:
+    return frozenset(_cached_counts(text))
+
+
+def _stats(chunks: Sequence[Chunk], terms: Sequence[str]) -> CorpusStats:
+    """N, total term count and per-term document frequency of ``chunks`` (cached tokenization)."""
+    frequency: Counter[str] = Counter()
+    total = 0
+    for chunk in chunks:
+        counts = _cached_counts(chunk.text)
+        total += sum(counts.values())
+        frequency.update(term for term in terms if term in counts)
+    return CorpusStats(len(chunks), total, dict(frequency))
 
 
 def _key(scope: RagScope) -> _ScopeKey:
@@ -212,6 +235,7 @@ class _View(RagOperations):
                 generation=gen,
                 score=score,
                 semantic=score,
+                embedding=chunk.embedding,
             )
             for score, chunk in scored[:top_k]
         ]
@@ -226,14 +250,18 @@ class _View(RagOperations):
         authorization: Authorization = None,
         generation: int | None = None,
     ) -> list[RagHit]:
-        """Chunks containing query words, by the share of distinct query words they contain."""
+        """The best BM25 matches among the authorised, filtered chunks of the generation."""
         check_top_k(top_k)
         terms = lexical_terms(text)
         gen, candidates = self._candidates(scope, generation, filter, authorization)
         if not terms:
             return []
-        scored = [(lexical_rank_score(terms, chunk.text), chunk) for chunk in candidates]
-        scored = [pair for pair in scored if pair[0] > 0.0]
+        stats = _stats(candidates, terms)
+        scored = [
+            (lexical_score(terms, chunk.text, stats), chunk)
+            for chunk in candidates
+            if not _cached_terms(chunk.text).isdisjoint(terms)
+        ]
         scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].index))
         return [
             RagHit(
@@ -244,9 +272,24 @@ class _View(RagOperations):
                 generation=gen,
                 score=score,
                 lexical=score,
+                embedding=chunk.embedding,
             )
             for score, chunk in scored[:top_k]
         ]
+
+    async def lexical_stats(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> CorpusStats:
+        """BM25 statistics of the authorised, filtered chunks of the generation."""
+        terms = lexical_terms(text)
+        _, candidates = self._candidates(scope, generation, filter, authorization)
+        return _stats(candidates, terms)
 
     # ---- generations -------------------------------------------------------------------------
 
