@@ -14,16 +14,22 @@ before ``ORDER BY``/``LIMIT``, so it filters candidates rather than results.
 
 The vector leg takes one of two paths, chosen per query:
 
-* **exact** when the generation holds at most :data:`EXACT_SCAN_MAX_ROWS` chunks (counted with a
-  bounded index-only scan of the primary key): a ``MATERIALIZED`` CTE of the authorised, filtered
-  rows sorted by distance -- HNSW cannot be used, the result is exact;
+* **exact** when the query's own WHERE clause -- scope, generation, ACL and filter -- admits at most
+  :data:`EXACT_SCAN_MAX_ROWS` chunks (counted first, stopping one past the threshold; with a
+  selective ACL the planner drives that count from the ACL's primary key, so it costs what the
+  granted sources hold): those rows ordered by ``distance + 0``, an expression the HNSW index
+  cannot serve, so the result is exact;
 * **HNSW** otherwise, with ``hnsw.iterative_scan = strict_order`` and ``hnsw.ef_search`` set for
-  the query's transaction (``SET LOCAL`` via ``set_config(..., true)``) from ``top_k``
-  (:func:`ef_search_for`): the index scan keeps going until ``top_k`` rows pass the ACL and the
-  filter. If it still comes back short (``hnsw.max_scan_tuples`` reached on a very selective
-  ACL), the exact path runs instead -- so a query never under-returns.
+  the query's transaction (``SET LOCAL`` via ``set_config(..., true)``) by :func:`ef_search_for`
+  -- larger when an ACL or a filter restricts the rows, because filtered HNSW scans lose recall
+  first. The iterative scan keeps going until ``top_k`` rows pass the ACL and the filter; if it
+  still comes back short (``hnsw.max_scan_tuples`` reached), the exact statement runs instead, so
+  a query never under-returns. (The planner may still answer the HNSW statement with an
+  ACL-driven plan when it estimates that cheaper; that plan is exact.)
 
-The threshold and ``ef_search`` come from ``benchmarks/rag_acl.py`` (see ``benchmarks/README.md``).
+The rule and its numbers come from ``benchmarks/rag_acl.py`` (see ``benchmarks/README.md``):
+below ~2,000 admitted rows an exact scan is as fast as an HNSW scan and always exact; above it
+the exact cost grows with the rows while HNSW's does not.
 """
 
 from __future__ import annotations
@@ -79,12 +85,16 @@ __all__ = [
 ]
 
 EXACT_SCAN_MAX_ROWS: Final = 2000
-"""Generations of at most this many chunks are searched exactly (see the module docstring)."""
+"""Queries whose WHERE clause (scope, generation, ACL, filter) admits at most this many chunks are
+answered by an exact scan (see the module docstring)."""
 
 
-def ef_search_for(top_k: int) -> int:
-    """``hnsw.ef_search`` for a query of ``top_k``: ``max(64, 8 × top_k)``, at most 1,000."""
-    return min(1000, max(64, 8 * top_k))
+def ef_search_for(top_k: int, *, restricted: bool = False) -> int:
+    """``hnsw.ef_search`` for a query of ``top_k``: ``max(40, 8 × top_k)``, or -- when an ACL or a
+    filter restricts the rows -- ``max(400, 40 × top_k)``; at most 1,000 (pgvector's limit)."""
+    if restricted:
+        return min(1000, max(400, 40 * top_k))
+    return min(1000, max(40, 8 * top_k))
 
 
 _MAX_POSITION = 16383
@@ -181,12 +191,11 @@ class RagSql:
         columns = "c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding"
         distance = "(c.embedding <=> :query)"
         if exact:
-            # MATERIALIZED keeps the planner from pushing the ORDER BY into the HNSW index.
+            # ``+ 0`` is not the indexed expression, so the HNSW index cannot serve this order:
+            # the rows that pass the WHERE clause are sorted (a top-N heapsort) -- an exact result.
             return (
-                f"WITH eligible AS MATERIALIZED (SELECT {columns}, {distance} AS distance "  # noqa: S608 - quoted identifiers, bound values
-                f"FROM {self.chunks} c WHERE {where}) "
-                "SELECT source_id, chunk_index, text, metadata, generation, embedding FROM eligible "
-                "ORDER BY distance, source_id, chunk_index LIMIT :limit"
+                f"SELECT {columns} FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
+                f"ORDER BY {distance} + 0, c.source_id, c.chunk_index LIMIT :limit"
             )
         return (
             f"SELECT {columns} FROM {self.chunks} c WHERE {where} ORDER BY {distance} LIMIT :limit"  # noqa: S608 - quoted identifiers, bound values
@@ -243,14 +252,17 @@ class RagSql:
             "WHERE tenant_id = :tenant AND scope = :scope), 0)"
         )
 
-    @property
-    def generation_size(self) -> str:
-        """How many chunks the generation holds, counting at most one past
-        :data:`EXACT_SCAN_MAX_ROWS` (an index-only range of the primary key)."""
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def prepare_vector(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
+        """One round trip before a vector query: how many chunks pass the query's WHERE clause
+        (scope, generation, ACL, filter -- counting at most one past ``:exact_max``),
+        and ``hnsw.iterative_scan``/``hnsw.ef_search`` (``:ef``) set for the transaction."""
+        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
         return (
-            f"SELECT count(*) FROM (SELECT 1 FROM {self.chunks} c WHERE c.tenant_id = :tenant "  # noqa: S608 - quoted identifiers, bound values
-            f"AND c.scope = :scope AND c.generation = {self.generation} "
-            f"LIMIT {EXACT_SCAN_MAX_ROWS + 1}) AS bounded"
+            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
+            "LIMIT :exact_max + 1) AS bounded) AS size, "
+            "set_config('hnsw.iterative_scan', 'strict_order', true) AS scan, "
+            "set_config('hnsw.ef_search', :ef, true) AS ef"
         )
 
     @property
@@ -282,7 +294,9 @@ class RagSession(RagOperations):
         dimension: int | None,
         width: Callable[[], int | None],
         learn_width: Callable[[int], None],
+        exact_max_rows: int = EXACT_SCAN_MAX_ROWS,
     ) -> None:
+        self.exact_max_rows = exact_max_rows
         self.session = session
         self.tables = tables
         self.sql = RagSql.for_tables(tables)
@@ -482,21 +496,20 @@ class RagSession(RagOperations):
         if auth == ACL:
             return []
         params.update(generation=gen, query=query, limit=top_k)
+        restricted = flags["acl"] or flags["filtered"]
+        prepare = self._typed(self.sql.prepare_vector(**flags), flags)
         size = (
             await self.session.execute(
-                text(self.sql.generation_size),
-                {"tenant": scope.tenant_id, "scope": scope.key, "generation": gen},
+                prepare,
+                {
+                    **params,
+                    "ef": str(ef_search_for(top_k, restricted=restricted)),
+                    "exact_max": self.exact_max_rows,
+                },
             )
         ).scalar_one()
         rows: list[Any] = []
-        if int(size) > EXACT_SCAN_MAX_ROWS and self.tables.dimension is not None:
-            await self.session.execute(
-                text(
-                    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
-                    "set_config('hnsw.ef_search', :ef, true)"
-                ),
-                {"ef": str(ef_search_for(top_k))},
-            )
+        if int(size) > self.exact_max_rows and self.tables.dimension is not None:
             statement = self.sql.nearest(exact=False, **flags)
             rows = list(await self.session.execute(self._typed(statement, flags), params))
         if len(rows) < top_k:
@@ -701,6 +714,8 @@ class PostgresRagOperations(RagStore):
     _tables: PrismTables
     _dimension: int | None
     _rag_width: int | None = None
+    rag_exact_scan_max_rows: int = EXACT_SCAN_MAX_ROWS
+    """Vector queries admitting at most this many chunks are answered exactly (per store)."""
 
     if TYPE_CHECKING:
 
@@ -715,6 +730,7 @@ class PostgresRagOperations(RagStore):
             dimension=self._dimension,
             width=lambda: self._rag_width if self._dimension is None else self._dimension,
             learn_width=self._learn_rag_width,
+            exact_max_rows=self.rag_exact_scan_max_rows,
         )
 
     def _learn_rag_width(self, width: int) -> None:

@@ -17,19 +17,41 @@ from prism_memory.testing import (
 WIDTH = 64
 
 
-@pytest.fixture(params=["memory", "postgres"])
-async def rag_kit(request: pytest.FixtureRequest) -> RagConformanceKit:
+async def _kit(
+    request: pytest.FixtureRequest, backend: str, width: int | None
+) -> RagConformanceKit:
     embedder = HashEmbedder(dimensions=WIDTH)
-    if request.param == "memory":
-        return RagConformanceKit(InMemoryRagStore(dimension=WIDTH), embedder)
+    if backend == "memory":
+        return RagConformanceKit(InMemoryRagStore(dimension=width), embedder)
     make_postgres_stores = request.getfixturevalue("make_postgres_stores")
-    stores = await make_postgres_stores(dimension=WIDTH)
-    return RagConformanceKit(stores.vector_store, embedder)
+    store = (await make_postgres_stores(dimension=width)).vector_store
+    if backend == "postgres-hnsw":
+        # Every vector query takes the HNSW path (iterative scan, exact fallback only if short).
+        store.rag_exact_scan_max_rows = 0
+    return RagConformanceKit(store, embedder)
+
+
+@pytest.fixture(params=["memory", "postgres", "postgres-hnsw"])
+async def rag_kit(request: pytest.FixtureRequest) -> RagConformanceKit:
+    return await _kit(request, request.param, WIDTH)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def unpinned_rag_kit(request: pytest.FixtureRequest) -> RagConformanceKit:
+    return await _kit(request, request.param, None)
 
 
 @pytest.mark.parametrize("check", list(RAG_CONFORMANCE_CHECKS))
 async def test_rag_conformance(rag_kit: RagConformanceKit, check: str) -> None:
     await run_rag_conformance_check(check, lambda: rag_kit)
+
+
+@pytest.mark.parametrize(
+    "check", ["bad_vectors_write_nothing", "authorised_chunk_survives_crowding"]
+)
+async def test_rag_conformance_unpinned(unpinned_rag_kit: RagConformanceKit, check: str) -> None:
+    """A store without a pinned width learns it from the first vectors and holds every write to it."""
+    await run_rag_conformance_check(check, lambda: unpinned_rag_kit)
 
 
 async def test_run_rag_conformance_reports_a_store_that_ignores_the_acl() -> None:
