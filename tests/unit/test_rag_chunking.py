@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -33,15 +35,14 @@ def test_chunks_break_between_sentences_not_inside_them():
 
 def test_overlap_repeats_whole_trailing_sentences_within_its_budget():
     chunks = chunk_text(TEXT, size=120, overlap=60)
-    for previous, current in zip(chunks, chunks[1:], strict=False):
+    for previous, current in itertools.pairwise(chunks):
         shared = [s for s in SENTENCES if s in previous and s in current]
         assert shared, "consecutive chunks share a sentence when overlap allows one"
         assert sum(len(s) + 1 for s in shared) - 1 <= 60
         assert current.startswith(shared[0])
     without = chunk_text(TEXT, size=120, overlap=0)
     assert all(
-        not any(s in a and s in b for s in SENTENCES)
-        for a, b in zip(without, without[1:], strict=False)
+        not any(s in a and s in b for s in SENTENCES) for a, b in itertools.pairwise(without)
     )
     assert len(without) < len(chunks)
 
