@@ -41,7 +41,7 @@ import numpy as np
 from sqlalchemy import text
 
 from prism_memory.postgres import create_postgres_vector_store
-from prism_memory.postgres.rag_store import EXACT_SCAN_MAX_ROWS, RagSql, ef_search_for
+from prism_memory.postgres.rag_store import RagSql, ef_search_for, exact_scan_max_rows
 from prism_memory.rag import AccessConstraint, Chunk, RagScope
 
 DIM = 384
@@ -172,7 +172,7 @@ async def _run(url: str, chunks: int, selectivity: float, queries: int) -> None:
                 began = time.perf_counter()
                 hits = await store.query(scope, embedding=q, top_k=TOP_K, authorization=auth)
                 ms = (time.perf_counter() - began) * 1000
-                store.rag_exact_scan_max_rows = EXACT_SCAN_MAX_ROWS
+                store.rag_exact_scan_max_rows = None
                 record(
                     f"{label}: store `query` forced onto its HNSW path",
                     ms,
@@ -229,16 +229,29 @@ async def _run(url: str, chunks: int, selectivity: float, queries: int) -> None:
                 f"{statistics.fmean(data['recall']):.3f} | {_p(data['ms'], 0.5):.2f} | "
                 f"{_p(data['ms'], 0.95):.2f} |"
             )
-        exact_open = _p(rows_out["no ACL: exact scan"]["ms"], 0.5)
-        hnsw_open = _p(
-            rows_out[f"no ACL: statement, HNSW forced, ef_search={ef_search_for(TOP_K)}"]["ms"], 0.5
-        )
-        per_chunk = exact_open / chunks
+        for label, restricted in (("no ACL", False), ("5% ACL", True)):
+            ef = ef_search_for(TOP_K, restricted=restricted)
+            exact = _p(rows_out[f"{label}: exact scan"]["ms"], 0.5)
+            hnsw = _p(rows_out[f"{label}: statement, HNSW forced, ef_search={ef}"]["ms"], 0.5)
+            admitted = chunks * (len(granted) / sources if restricted else 1.0)
+            per_row = exact / admitted
+            print(
+                f"{label}: exact costs ~{per_row * 1000:.2f} µs per admitted row; HNSW at "
+                f"ef_search={ef} takes {hnsw:.2f} ms, so exact is cheaper below "
+                f"~{hnsw / per_row:,.0f} admitted rows "
+                f"(the store's threshold: {exact_scan_max_rows(restricted=restricted)})."
+            )
+        rtt: list[float] = []
+        for _ in range(50):
+            async with store.engine.connect() as conn:
+                began = time.perf_counter()
+                await conn.execute(text("SELECT 1"))
+                rtt.append((time.perf_counter() - began) * 1000)
         print(
-            f"\nWithout an ACL an exact scan costs ~{per_chunk * 1000:.2f} µs per chunk in scope; "
-            f"the HNSW statement takes {hnsw_open:.2f} ms, so exact is cheaper below "
-            f"~{hnsw_open / per_chunk:,.0f} chunks (EXACT_SCAN_MAX_ROWS = {EXACT_SCAN_MAX_ROWS})."
+            f"One round trip (SELECT 1 on a checked-out connection): p50 {_p(rtt, 0.5):.2f} ms; "
+            "a store query makes five (pool pre-ping, BEGIN, count + SET LOCAL, query, COMMIT)."
         )
+
     finally:
         async with store.engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
