@@ -36,9 +36,29 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+def _pinned_width(schema: str, entries: str) -> int | None:
+    """The width ``<table>.embedding`` is pinned to, when upgrading a live database."""
+    if op.get_context().as_sql:
+        return None
+    typmod = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = to_regclass(:rel) "
+                "AND a.attname = 'embedding' AND NOT a.attisdropped"
+            ),
+            {"rel": f'"{schema}"."{entries}"'},
+        )
+        .scalar()
+    )
+    return int(typmod) if typmod is not None and int(typmod) > 0 else None
+
+
 def upgrade() -> None:
     s = revision_settings()
     n = s.names
+    # A host upgrading without naming the dimension keeps the width its entries are pinned to.
+    dimension = s.dimension if s.dimension is not None else _pinned_width(s.schema, n.entries)
     op.create_table(
         n.rag_chunks,
         sa.Column("tenant_id", sa.Text(), nullable=False),
@@ -49,7 +69,7 @@ def upgrade() -> None:
         sa.Column("text", sa.Text(), nullable=False),
         sa.Column("metadata", postgresql.JSONB(), nullable=False),
         sa.Column("digest", sa.Text(), nullable=False),
-        sa.Column("embedding", VECTOR(s.dimension), nullable=False),
+        sa.Column("embedding", VECTOR(dimension), nullable=False),
         sa.Column("text_tsv", postgresql.TSVECTOR(), nullable=False),
         sa.Column("term_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -66,7 +86,7 @@ def upgrade() -> None:
     op.create_index(
         n.ix_rag_chunks_tsv, n.rag_chunks, ["text_tsv"], schema=s.schema, postgresql_using="gin"
     )
-    if s.dimension is not None and s.dimension <= MAX_HNSW_DIMENSION:
+    if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
         op.create_index(
             n.ix_rag_chunks_hnsw,
             n.rag_chunks,
