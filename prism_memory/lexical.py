@@ -41,6 +41,7 @@ __all__ = [
     "bm25",
     "corpus_stats",
     "idf",
+    "leg_score",
     "query_terms",
     "term_counts",
     "tokenize",
@@ -146,3 +147,20 @@ def corpus_stats(texts: Iterable[str], terms: Iterable[str]) -> CorpusStats:
         total += len(tokens)
         frequency.update(wanted.intersection(tokens))
     return CorpusStats(documents, total, dict(frequency))
+
+
+def leg_score(matched: Iterable[str], length: int, stats: CorpusStats) -> float:
+    """The lexical leg's selection score: BM25 with each matched term's frequency taken as 1.
+
+    ``(Σ idf(t) over the matched terms, in sorted order) · (k1 + 1) / (1 + k1·(1 − b + b·length /
+    avgdl))``. Stores keep term *sets*, so this is what they can rank by; the fusion re-scores the
+    selected candidates with the true term frequencies. Written operation by operation as the
+    PostgreSQL store computes it in SQL, so both backends select the same records.
+    """
+    total = 0.0
+    for term in sorted(set(matched)):
+        total += idf(stats.frequency(term), stats.documents)
+    average = stats.average_length
+    if average <= 0.0:
+        return 0.0
+    return total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * length / average))

@@ -1,7 +1,7 @@
 """prism_memory: RAG chunks table; source grants keyed by RAG scope.
 
 Revision ID: prism_memory_0006
-Revises: prism_memory_0002
+Revises: prism_memory_0004
 Create Date: 2026-12-01
 
 * ``<table>_rag_chunks`` holds document chunks by ``(tenant_id, scope, generation, source_id,
@@ -31,7 +31,7 @@ from prism_memory.postgres.migrate import revision_settings
 from prism_memory.postgres.tables import MAX_HNSW_DIMENSION
 
 revision: str = "prism_memory_0006"
-down_revision: str | Sequence[str] | None = "prism_memory_0002"
+down_revision: str | Sequence[str] | None = "prism_memory_0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -77,7 +77,9 @@ async def test_upgrade_downgrade_upgrade(engine, schema, dimension):
     # idempotent: a second upgrade is a no-op
     await migrate.upgrade(engine, schema=schema, table="memories", dimension=dimension)
 
-    await migrate.downgrade(engine, schema=schema, table="memories", dimension=dimension)
+    await migrate.downgrade(
+        engine, schema=schema, table="memories", dimension=dimension, revision="base"
+    )
     assert await _tables(engine, schema) == {names.version_table}
     assert await migrate.current_revision(engine, schema=schema, table="memories") is None
 
@@ -109,7 +111,7 @@ async def test_schemas_and_tables_are_independent(engine, schema):
         await migrate.upgrade(engine, schema=other, table="alpha")
         await _check(engine, schema, "alpha", None)
         await _check(engine, schema, "beta", 4)
-        await migrate.downgrade(engine, schema=schema, table="alpha")
+        await migrate.downgrade(engine, schema=schema, table="alpha", revision="base")
         assert names_for(schema, "beta").entries in await _tables(engine, schema)
         assert names_for(other, "alpha").entries in await _tables(engine, other)
     finally:
@@ -158,9 +160,11 @@ def test_build_ddl_is_what_the_revisions_emit():
     )
     assert "CREATE INDEX mem_rag_chunks_hnsw ON host_schema.mem_rag_chunks USING hnsw" in pinned
     # every primary key starts with tenant_id (Alembic's own version table aside): seven tables,
-    # plus the source-ACL key prism_memory_0006 rebuilds with the RAG scope
-    assert pinned.count("PRIMARY KEY (tenant_id") == 8
-    assert pinned.count("PRIMARY KEY (") == 8 + pinned.count("PRIMARY KEY (version_num)")
+    # plus revision 0003 re-keying the invalidation table with its reason, plus the source-ACL key
+    # prism_memory_0006 rebuilds with the RAG scope
+    assert pinned.count("PRIMARY KEY (tenant_id") == 9
+    assert pinned.count("PRIMARY KEY (") == 9 + pinned.count("PRIMARY KEY (version_num)")
+    assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
     assert "PRIMARY KEY (tenant_id, scope, source_id, principal_kind, principal_id)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
