@@ -29,6 +29,13 @@ def types(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """mkdocs build --strict (the examples themselves run in tests/docs)."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session(python="3.11")
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the pure modules (minutes; not in the default sessions or .ci/run).
 
