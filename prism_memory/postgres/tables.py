@@ -122,6 +122,7 @@ class Names:
     version_table: str
     ix_scope: str
     ix_pending: str
+    ix_pending_tenant: str
     ix_lineage: str
     ix_tsv: str
     ix_hnsw: str
@@ -176,6 +177,7 @@ def names_for(schema: str, table: str) -> Names:
         version_table=f"{table}_alembic_version",
         ix_scope=f"{table}_scope_seq_idx",
         ix_pending=f"{table}_pending_idx",
+        ix_pending_tenant=f"{table}_pending_tenant_idx",
         ix_lineage=f"{table}_lineage_gin",
         ix_tsv=f"{table}_text_tsv_gin",
         ix_hnsw=f"{table}_embedding_hnsw",
@@ -306,6 +308,15 @@ def build_metadata(
     )
     Index(
         names.ix_pending,
+        entries.c.sequence,
+        entries.c.id,
+        postgresql_where=text("status = 'pending'::text"),
+    )
+    # The service worker's turns: which tenants have pending rows, and one tenant's oldest rows
+    # (revision prism_memory_0007).
+    Index(
+        names.ix_pending_tenant,
+        entries.c.tenant_id,
         entries.c.sequence,
         entries.c.id,
         postgresql_where=text("status = 'pending'::text"),
