@@ -88,7 +88,12 @@ async def test_rag_queries_agree_on_both_backends(make_postgres_stores):
                 (m_vec, m_lex, m_stats, m_hyb), (p_vec, p_lex, p_stats, p_hyb) = results
                 assert m_stats == p_stats
                 for mine, theirs in ((m_vec, p_vec), (m_lex, p_lex), (m_hyb, p_hyb)):
-                    assert [h.key for h in mine] == [h.key for h in theirs], (text, legs, [(h.key, h.score) for h in mine], [(h.key, h.score) for h in theirs])
+                    assert [h.key for h in mine] == [h.key for h in theirs], (
+                        text,
+                        legs,
+                        [(h.key, h.score) for h in mine],
+                        [(h.key, h.score) for h in theirs],
+                    )
                     for a, b in zip(mine, theirs, strict=True):
                         assert a.score == pytest.approx(b.score, abs=1e-9)
                         assert (a.text, a.metadata, a.generation) == (
