@@ -217,8 +217,7 @@ async def test_the_worker_wakes_on_notify_not_on_its_poll(make_postgres_stores):
     stores = await make_postgres_stores(dimension=16)
     embedder = _Recording()
     worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=600)
-    stop = asyncio.Event()
-    task = asyncio.create_task(worker.run(stop))
+    await worker.start()  # listening when this returns
     try:
         await asyncio.sleep(0.5)  # it has looked once, found nothing and now waits (600 s poll)
         await _write(stores, "acme", _entries("late", 6))
@@ -228,7 +227,6 @@ async def test_the_worker_wakes_on_notify_not_on_its_poll(make_postgres_stores):
 
         await _wait_for(all_indexed, 30, "a NOTIFY to wake the worker")
     finally:
-        stop.set()
-        await task
+        await worker.stop()
     assert worker.counts.wakeups >= 1
     assert sorted(embedder.texts) == sorted(f"late entry {i}" for i in range(6))
