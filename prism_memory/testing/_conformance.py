@@ -916,6 +916,11 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
 }
 """Every conformance check by name, in a sensible order."""
 
+# the governance checks live in their own module, which imports this one's helpers
+from ._governance import GOVERNANCE_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(GOVERNANCE_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()
