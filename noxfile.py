@@ -35,7 +35,7 @@ def docs(session: nox.Session) -> None:
     session.run("mkdocs", "build", "--strict", "--site-dir", "site")
 
 
-@nox.session(python=\"3.11\")
+@nox.session(python="3.11")
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the pure modules (minutes; not in the default sessions or .ci/run).
 

@@ -708,7 +708,9 @@ def main(argv: list[str] | None = None) -> int:
             if swappable and not args.no_swap:
                 swapped = run_swapped(tests, swappable, log)
                 if swapped is None:
-                    print(f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}")
+                    print(
+                        f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}"
+                    )
                     return 2
                 outcomes.update({i: o for i, o in swapped.items() if o != "error"})
                 print(flush=True)
@@ -716,7 +718,9 @@ def main(argv: list[str] | None = None) -> int:
             if fresh:
                 outcome, baseline = run_tests(tests, timeout=600, log=log)
                 if outcome != "passed":
-                    print(f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}")
+                    print(
+                        f"{path}: the unmutated tests fail, see {log}:\n{log.read_text()[-3000:]}"
+                    )
                     return 2
                 timeout = max(10.0, 3 * baseline + 5)
                 print(f"  (imported afresh: tests {baseline:.1f}s unmutated)", flush=True)
