@@ -19,12 +19,13 @@ import pydantic
 
 from ._cursor import decode_cursor, encode_cursor
 from .context import ContextProvider, TokenCounter, approximate_tokens
-from .embedding import Embedder, embed_batched
+from .embedding import Embedder, check_embedder, embed_batched, embedder_model
 from .errors import (
     AccessDeniedError,
     CapExceededError,
     ConfigurationError,
     DimensionMismatchError,
+    EmbeddingModelMismatchError,
     IndexingError,
     NotFoundError,
     ValidationError,
@@ -32,6 +33,7 @@ from .errors import (
 from .indexing import IndexingPolicy, IndexingQueue
 from .limits import Limits
 from .models import (
+    Candidate,
     ExportPage,
     IndexStatus,
     MemoryConsent,
@@ -151,6 +153,8 @@ class Memory:
         self.resource_id = resource_id
         self.thread_id = thread_id
         self.embedder = embedder
+        self.embedding_model = embedder_model(embedder)
+        """The embedder's ``model`` identifier, recorded with every vector this memory stores."""
         self.vector_store = vector_store
         self.working_store = working_store
         self.limits = limits
@@ -415,6 +419,7 @@ class Memory:
                 shared=shared,
             ),
         )
+        self._check_models(candidates)
         hits = rerank(
             candidates,
             query_vector=vector,
@@ -440,6 +445,24 @@ class Memory:
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
         )
+
+    def _check_models(self, candidates: Sequence[Candidate]) -> None:
+        """Refuse to rank vectors another (known) embedding model made."""
+        if self.embedding_model is None:
+            return
+        foreign = sorted(
+            {
+                c.record.embedding_model
+                for c in candidates
+                if c.record.embedding_model not in (None, self.embedding_model)
+            },
+            key=str,
+        )
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"stored vectors were made by {foreign}, this memory embeds with "
+                f"{self.embedding_model!r}; run rebuild_index() to re-embed, or use that model"
+            )
 
     def _filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
         cutoff = None if self._retention is None else now - self._retention
@@ -574,7 +597,9 @@ class Memory:
         now = self._clock()
         await self._invalidate(scope, [record.id], "corrected", now)
         return self._scrubbed(
-            await self.vector_store.replace_text(scope, record.id, clean, vector, now=now)
+            await self.vector_store.replace_text(
+                scope, record.id, clean, vector, now=now, model=self.embedding_model
+            )
         )
 
     async def _dependents(self, scope: MemoryIdentity, roots: Sequence[str]) -> dict[str, str]:
@@ -874,6 +899,7 @@ class Memory:
                 scope,
                 [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],
                 now=self._clock(),
+                model=self.embedding_model,
             )
             last = chunk[-1]
             if time.monotonic() > deadline and start + step < len(page):
@@ -921,11 +947,7 @@ def create_memory(
     tenant = check_key(tenant_id, "tenant_id")
     resource = check_key(resource_id, "resource_id")
     thread = None if thread_id is None else check_key(thread_id, "thread_id")
-    if not isinstance(embedder, Embedder):
-        raise ConfigurationError("embedder must implement the Embedder protocol")
-    width = embedder.dimensions
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ConfigurationError("embedder.dimensions must be a positive integer")
+    width, _ = check_embedder(embedder)
     store = vector_store if vector_store is not None else InMemoryVectorStore()
     if not isinstance(store, VectorStore):
         raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")

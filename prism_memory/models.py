@@ -274,6 +274,8 @@ class MemoryRecord:
     """Bumped whenever the text changes; an embedding is only stored for its own revision."""
     attempts: int = 0
     last_error: str | None = None
+    embedding_model: str | None = None
+    """The ``model`` identifier of the embedder that made the stored vector (``None``: unknown)."""
 
     @property
     def effective_consent(self) -> MemoryConsent:

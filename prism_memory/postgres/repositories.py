@@ -90,6 +90,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "revision",
     "attempts",
     "last_error",
+    "embedding_model",
 )
 """The columns a :class:`~prism_memory.models.MemoryRecord` is read from."""
 
@@ -162,6 +163,7 @@ def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
         revision=int(row["revision"]),
         attempts=int(row["attempts"]),
         last_error=row["last_error"],
+        embedding_model=row["embedding_model"],
     )
 
 
@@ -186,6 +188,7 @@ def entry_values(record: MemoryRecord) -> dict[str, Any]:
         "revision": record.revision,
         "attempts": record.attempts,
         "last_error": record.last_error,
+        "embedding_model": record.embedding_model,
     }
 
 
@@ -365,6 +368,7 @@ class EntrySql:
         """Store claimed vectors where the lease (worker, unexpired) and revision still match."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "embedding_model = CAST(:model AS text), "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
@@ -396,6 +400,7 @@ class EntrySql:
         """Re-index: store vectors where the revision matches, drop leases."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "embedding_model = CAST(:model AS text), "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
             "CAST(:embeddings AS vector[])) AS v(id, revision, embedding) "
@@ -408,6 +413,7 @@ class EntrySql:
         """New text and its vector at once: revision + 1, indexed, ``written_at = now``."""
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
+            "embedding_model = CAST(:model AS text), "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
             "next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL, written_at = :now "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
@@ -508,7 +514,7 @@ class EntryRepository(_Repository):
             "written_at",
         ]
         if text_changed:
-            fields += ["text", "revision", "status", "attempts", "last_error"]
+            fields += ["text", "revision", "status", "attempts", "last_error", "embedding_model"]
         values: dict[str, Any] = {
             name: bindparam(f"v_{name}", type_=t.c[name].type) for name in fields
         }
@@ -580,7 +586,13 @@ class EntryRepository(_Repository):
         return None if row is None else record_from_row(row)
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, new_text: str, vector: Vector, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        new_text: str,
+        vector: Vector,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord | None:
         """New text and vector at once; ``None`` if the entry does not exist."""
         params: dict[str, Any] = {
@@ -589,6 +601,7 @@ class EntryRepository(_Repository):
             "text": new_text,
             "embedding": vector,
             "now": now,
+            "model": model,
         }
         result = await self.session.execute(text(self.sql.replace_text), params)
         row = result.mappings().one_or_none()
@@ -867,7 +880,12 @@ class IndexingRepository(_Repository):
         ]
 
     async def complete(
-        self, items: Sequence[tuple[ClaimedEntry, Vector]], *, worker_id: str, now: datetime
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors where lease and revision match (one statement); count them."""
         if not items:
@@ -881,6 +899,7 @@ class IndexingRepository(_Repository):
             "embeddings": [encode_vector(vector) for _, vector in items],
             "worker": worker_id,
             "now": now,
+            "model": model,
         }
         return _rowcount(await self.session.execute(text(self.sql.complete), params))
 
@@ -957,7 +976,10 @@ class IndexingRepository(_Repository):
         return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
 
     async def store_vectors(
-        self, scope: MemoryIdentity, items: Sequence[tuple[str, int, Vector]]
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        model: str | None = None,
     ) -> int:
         """Set vectors where the revision matches (one statement); count them."""
         if not items:
@@ -967,6 +989,7 @@ class IndexingRepository(_Repository):
             "ids": [entry_id for entry_id, _, _ in items],
             "revisions": [int(revision) for _, revision, _ in items],
             "embeddings": [encode_vector(vector) for _, _, vector in items],
+            "model": model,
         }
         return _rowcount(await self.session.execute(text(self.sql.store_vectors), params))
 

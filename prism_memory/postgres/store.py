@@ -276,14 +276,21 @@ class PostgresVectorStore(_Adapter, VectorStore):
         return record
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``."""
         async with self._unit("replace_text") as session:
             width = await self._known_width(session)
             (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")], width)
             record = await EntryRepository(session, self._tables).replace_text(
-                scope, entry_id, text, checked, now
+                scope, entry_id, text, checked, now, model
             )
         if record is None:
             raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
@@ -432,6 +439,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
@@ -446,7 +454,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
             )
             pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
             done = await IndexingRepository(session, self._tables).complete(
-                pairs, worker_id=worker_id, now=now
+                pairs, worker_id=worker_id, now=now, model=model
             )
         if done:
             self._remember_width(width)
@@ -490,6 +498,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
         if not items:
@@ -503,7 +512,9 @@ class PostgresVectorStore(_Adapter, VectorStore):
                 (entry_id, revision, vector)
                 for (entry_id, revision, _), vector in zip(items, checked, strict=True)
             ]
-            stored = await IndexingRepository(session, self._tables).store_vectors(scope, rows)
+            stored = await IndexingRepository(session, self._tables).store_vectors(
+                scope, rows, model
+            )
         if stored:
             self._remember_width(width)
         return stored
@@ -540,7 +551,12 @@ def _updated(
     )
     if text_changed:
         record = replace(
-            record, revision=current.revision + 1, status="pending", attempts=0, last_error=None
+            record,
+            revision=current.revision + 1,
+            status="pending",
+            attempts=0,
+            last_error=None,
+            embedding_model=None,
         )
     return record, text_changed
 

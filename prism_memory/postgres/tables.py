@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_TABLE",
     "LINEAGE_SOURCE_IDS",
+    "RESOURCE_SHARED",
     "BinaryVector",
     "Names",
     "PrismTables",
@@ -79,6 +80,11 @@ LINEAGE_SOURCE_IDS = "((metadata -> '_lineage'::text) -> 'sourceIds'::text)"
 The GIN index is declared on this exact expression and queries use it verbatim, so the planner
 matches them.
 """
+
+
+RESOURCE_SHARED = "(consent_scope <> 'thread'::text)"
+"""Rows that travel beyond their thread (consent scope ``user`` or ``profile``), spelled as
+PostgreSQL prints it back; the partial index and the resource-wide query use it verbatim."""
 
 
 def validate_identifier(value: object, what: str) -> str:
@@ -126,6 +132,7 @@ class Names:
     ix_hnsw: str
     ix_invalidation_cause: str
     ix_acl_principal: str
+    ix_resource_shared: str
 
     def all_identifiers(self) -> tuple[str, ...]:
         """Every derived name, constraint names included (each must fit in 63 characters)."""
@@ -176,6 +183,7 @@ def names_for(schema: str, table: str) -> Names:
         ix_hnsw=f"{table}_embedding_hnsw",
         ix_invalidation_cause=f"{table}_invalidation_cause_idx",
         ix_acl_principal=f"{table}_rag_source_acl_principal_idx",
+        ix_resource_shared=f"{table}_resource_shared_idx",
     )
     too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
     if too_long:
@@ -275,6 +283,7 @@ def build_metadata(
         Column("claimed_by", Text, nullable=True),
         _timestamp("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
+        Column("embedding_model", Text, nullable=True),
         Column(
             "text_tsv",
             TSVECTOR,
@@ -304,6 +313,14 @@ def build_metadata(
         postgresql_where=text("status = 'pending'::text"),
     )
     Index(names.ix_tsv, entries.c.text_tsv, postgresql_using="gin")
+    # Resource-wide recall: the user/profile-scoped entries of every thread of a tenant + resource.
+    Index(
+        names.ix_resource_shared,
+        entries.c.tenant_id,
+        entries.c.resource_id,
+        entries.c.sequence,
+        postgresql_where=text(RESOURCE_SHARED),
+    )
     if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
         Index(
             names.ix_hnsw,

@@ -193,7 +193,7 @@ class VectorStore(abc.ABC):
         A new row is ``pending``, revision 1, ``created_at = written_at = now``. Re-putting an
         identical entry changes nothing (a retried write does not duplicate). A changed entry keeps
         its sequence unless one is given; if its text changed, the revision is bumped, the vector
-        dropped and the row is ``pending`` again (attempts and error reset); ``written_at`` becomes
+        (and its ``embedding_model``) dropped and the row is ``pending`` again (attempts and error reset); ``written_at`` becomes
         ``now`` when text or lineage changed.
         """
 
@@ -213,10 +213,18 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
 
+        ``model`` (the embedder's identifier) is recorded as the record's ``embedding_model``.
         Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
         """
 
@@ -337,8 +345,12 @@ class VectorStore(abc.ABC):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
-        """Store vectors and mark ``indexed`` where the lease and revision still match; count them."""
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
+
+        ``model`` is recorded as each stored record's ``embedding_model``.
+        """
 
     @abc.abstractmethod
     async def fail_indexing(
@@ -376,8 +388,12 @@ class VectorStore(abc.ABC):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
-        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
+
+        ``model`` is recorded as each stored record's ``embedding_model``.
+        """
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources the store owns."""

@@ -364,7 +364,12 @@ class InMemoryVectorStore(VectorStore):
         if not text_changed:
             return replace(current, record=record)
         record = replace(
-            record, revision=old.revision + 1, status="pending", attempts=0, last_error=None
+            record,
+            revision=old.revision + 1,
+            status="pending",
+            attempts=0,
+            last_error=None,
+            embedding_model=None,
         )
         return _Row(record)
 
@@ -393,7 +398,14 @@ class InMemoryVectorStore(VectorStore):
         return _export(updated.record)
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
 
@@ -409,6 +421,7 @@ class InMemoryVectorStore(VectorStore):
             status="indexed",
             attempts=0,
             last_error=None,
+            embedding_model=model,
         )
         self._width = width
         self._set_row(key, thread, _Row(record, checked))
@@ -714,6 +727,7 @@ class InMemoryVectorStore(VectorStore):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
@@ -729,7 +743,7 @@ class InMemoryVectorStore(VectorStore):
             if row is None:
                 continue
             key = _key(item.scope)
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, self._threads[key], _Row(record, vector))
             done += 1
         if done:
@@ -812,6 +826,7 @@ class InMemoryVectorStore(VectorStore):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
 
@@ -830,7 +845,7 @@ class InMemoryVectorStore(VectorStore):
             row = thread.rows.get(entry_id)
             if row is None or row.record.revision != revision:
                 continue
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, thread, _Row(record, vector))
             stored += 1
         if stored:

@@ -902,6 +902,11 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
 }
 """Every conformance check by name, in a sensible order."""
 
+# Checks kept in their own module; it imports this one's helpers, which are all defined by now.
+from ._conformance_agents import AGENT_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(AGENT_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()
