@@ -6,6 +6,7 @@ adapters by default) to one exact scope: tenant, resource and (for semantic memo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import math
@@ -35,6 +36,7 @@ from .limits import Limits
 from .models import (
     Candidate,
     ExportPage,
+    IndexingReport,
     IndexStatus,
     MemoryConsent,
     MemoryEntry,
@@ -88,6 +90,27 @@ def entry_digest(role: str, text: str) -> str:
 
 
 T = TypeVar("T")
+
+PENDING_WAIT_SECONDS = 5.0
+"""How long ``recall(include_pending=True)`` waits for this memory's own pending writes."""
+PENDING_WAIT_CEILING = 60.0
+"""The longest wait ``include_pending`` may ask for."""
+
+
+def _pending_wait(include_pending: bool | float) -> float:
+    if include_pending is True:
+        return PENDING_WAIT_SECONDS
+    if include_pending is False:
+        return 0.0
+    if not isinstance(include_pending, int | float) or not math.isfinite(include_pending):
+        raise ValidationError("include_pending must be a bool or a number of seconds")
+    if include_pending < 0:
+        raise ValidationError("include_pending must not be negative")
+    if include_pending > PENDING_WAIT_CEILING:
+        raise CapExceededError(
+            f"include_pending={include_pending} s is over the cap {PENDING_WAIT_CEILING} s"
+        )
+    return float(include_pending)
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -169,6 +192,7 @@ class Memory:
         self._indexing = indexing
         self._clock = clock
         self._queue: IndexingQueue | None = None
+        self._inflight: set[asyncio.Future[IndexingReport]] = set()
         self._closed = False
         self._identity = (
             None
@@ -292,6 +316,9 @@ class Memory:
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
         queue = await self._ensure_queue()
         done = queue.watch(pending)
+        if not done.done():
+            self._inflight.add(done)
+            done.add_done_callback(self._inflight.discard)
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -384,12 +411,19 @@ class Memory:
         scoring: RecallScoring | Mapping[str, Any] | None = None,
         explain: bool = False,
         share_from_parent_thread_id: str | None = None,
+        include_pending: bool | float = False,
     ) -> RecallResult:
         """Recall the entries most similar to ``query`` (similarity + lexical; see :mod:`prism_memory.ranking`).
 
         The single consent gate: invisible, revoked, non-consented (when required), invalidated,
         expired, held and not-yet-embedded entries never come back. ``message_range`` adds up to that
         many neighbours by sequence on each side of each hit, under the same rules.
+
+        Read-after-write: an entry is recallable only once embedded, so a ``recall`` right after
+        ``remember()`` may miss it; ``RecallResult.pending`` says how many of the thread's entries
+        were still waiting. ``include_pending=True`` first waits (up to 5 s; a number gives the
+        bound in seconds, at most 60) for the entries *this memory* remembered to be indexed or
+        failed; on timeout recall goes ahead and ``pending`` reports what is left.
         """
         scope = self.identity
         if not isinstance(query, str) or not query.strip():
@@ -405,6 +439,9 @@ class Memory:
             shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
             if shared_thread == scope.thread_id:
                 raise ValidationError("a thread cannot share from itself")
+        wait = _pending_wait(include_pending)
+        if wait and self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=wait)
         vector = await self._embed_one(query, "query embedding")
         now = self._clock()
         recall_filter = self._filter(now, require_consent=consent)
@@ -444,6 +481,7 @@ class Memory:
             hits=tuple(hits),
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
+            pending=await self.vector_store.count_pending(scope),
         )
 
     def _check_models(self, candidates: Sequence[Candidate]) -> None:
@@ -503,17 +541,20 @@ class Memory:
         top_k: int | None = None,
         max_tokens: int | None = None,
         token_counter: TokenCounter | None = None,
+        include_pending: bool | float = False,
     ) -> ContextProvider:
         """A provider of inert system blocks: working memory and/or recalled memories.
 
         Recalled memories are chosen best-first within ``max_tokens`` (default 2000, cap 8000) and
         presented chronologically, so the block stays byte-identical unless the chosen set changes.
+        ``include_pending`` is passed to every :meth:`recall` (read-after-write).
         """
         k = self.limits.resolve("top_k", top_k)
         budget = self.limits.resolve("injected_tokens", max_tokens)
+        _pending_wait(include_pending)  # validated now, not at the first provide()
 
         async def recall(query: str, limit: int) -> RecallResult:
-            return await self.recall(query, top_k=limit)
+            return await self.recall(query, top_k=limit, include_pending=include_pending)
 
         return ContextProvider(
             recall=recall if semantic else None,

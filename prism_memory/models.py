@@ -393,6 +393,9 @@ class RecallResult:
     hits: tuple[RecallHit, ...]
     adjacent: tuple[MemoryRecord, ...] = ()
     explanations: tuple[RecallExplanation, ...] | None = None
+    pending: int = 0
+    """How many of the thread's entries were still waiting for their vector when recall ran
+    (so could not be recalled): non-zero right after ``remember()`` explains a missing hit."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -697,9 +697,12 @@ class EntryRepository(_Repository):
         stmt = stmt.order_by(t.c.sequence, t.c.id).limit(limit)
         return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
 
-    async def count(self, scope: MemoryIdentity) -> int:
-        """How many entries the thread holds."""
-        stmt = select(func.count()).select_from(self.tables.entries).where(self._scoped(scope))
+    async def count(self, scope: MemoryIdentity, status: IndexStatus | None = None) -> int:
+        """How many entries the thread holds (with ``status``, only those in it)."""
+        t = self.tables.entries
+        stmt = select(func.count()).select_from(t).where(self._scoped(scope))
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def list_oldest(

@@ -360,6 +360,11 @@ class PostgresVectorStore(_Adapter, VectorStore):
         async with self._unit("count_by_thread") as session:
             return await EntryRepository(session, self._tables).count(scope)
 
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector (one indexed count)."""
+        async with self._unit("count_pending") as session:
+            return await EntryRepository(session, self._tables).count(scope, "pending")
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

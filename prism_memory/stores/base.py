@@ -277,6 +277,20 @@ class VectorStore(abc.ABC):
     async def count_by_thread(self, scope: MemoryIdentity) -> int:
         """How many entries the thread holds."""
 
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries are ``pending`` (not yet embedded).
+
+        The default pages through :meth:`list_by_thread`; adapters override it with one count.
+        """
+        total = 0
+        after: tuple[int, str] | None = None
+        while True:
+            page = await self.list_by_thread(scope, after=after, limit=256)
+            total += sum(1 for record in page if record.status == "pending")
+            if len(page) < 256:
+                return total
+            after = (page[-1].sequence, page[-1].id)
+
     @abc.abstractmethod
     async def list_oldest(
         self,

@@ -586,6 +586,11 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(_key(scope))
         return 0 if thread is None else len(thread.rows)
 
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector."""
+        key = _key(scope)
+        return sum(1 for owner, _ in self._pending if owner == key)
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from prism_memory import HashEmbedder, check_embedder, create_memory
-from prism_memory.errors import ConfigurationError, DimensionMismatchError
+from prism_memory.errors import ConfigurationError, DimensionMismatchError, ValidationError
 
 
 def _memory(embedder: object):
@@ -147,3 +147,14 @@ def test_a_width_mismatch_with_a_pinned_store_is_still_a_dimension_error():
             embedder=HashEmbedder(dimensions=8),
             vector_store=InMemoryVectorStore(dimension=16),
         )
+
+
+async def test_the_context_provider_waits_for_pending_writes_when_asked():
+    memory = _memory(HashEmbedder(dimensions=16))
+    async with memory:
+        await memory.remember({"id": "a", "text": "the umbrella is by the door"})
+        provider = memory.context_provider(working=False, include_pending=True)
+        text = await provider.render("where is the umbrella?")
+        assert "the umbrella is by the door" in text
+    with pytest.raises(ValidationError, match="include_pending"):
+        memory.context_provider(include_pending=-1)
