@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .errors import ValidationError
 
 __all__ = [
+    "DEFAULT_LEXICAL_WEIGHT",
     "Candidate",
     "ConsentScope",
     "ConsentSource",
@@ -49,6 +50,10 @@ __all__ = [
 Vector = npt.NDArray[np.float32]
 """A one-dimensional float32 embedding."""
 
+DEFAULT_LEXICAL_WEIGHT = 0.5
+"""Default λ of the recall fusion: dense and lexical signals, each scaled to its best candidate,
+count equally."""
+
 ConsentSource = Literal["user", "agent", "system"]
 ConsentScope = Literal["thread", "profile", "user"]
 IndexStatus = Literal["pending", "indexed", "failed"]
@@ -58,6 +63,10 @@ M = TypeVar("M", bound=BaseModel)
 
 _MAX_KEY = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+MAX_JSON_DEPTH = 32
+"""How deeply metadata, reflections and working memory may nest (deeper, or circular, is refused)."""
+_MAX_JSON_NODES = 262_144
 
 
 def _aware(value: datetime | None, name: str) -> datetime | None:
@@ -74,7 +83,56 @@ def check_key(value: object, name: str) -> str:
         raise ValidationError(f"{name} is longer than {_MAX_KEY} characters")
     if _CONTROL.search(value):
         raise ValidationError(f"{name} contains control characters")
+    return check_text(value, name)
+
+
+def check_text(value: str, name: str) -> str:
+    """Refuse text no backend can store: NUL characters and lone UTF-16 surrogates.
+
+    Every backend accepts and rejects the same strings, so this runs before any store sees them.
+    """
+    if _UNSTORABLE.search(value):
+        raise ValidationError(f"{name} contains a NUL character or a lone surrogate")
     return value
+
+
+def check_json(value: object, name: str) -> None:
+    """Refuse a JSON-like value no backend can store, without recursing.
+
+    Strings (keys included) go through :func:`check_text`; keys must be strings; floats must be
+    finite; nesting deeper than :data:`MAX_JSON_DEPTH` (which a circular value always is) is refused.
+    """
+    stack: list[tuple[object, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > _MAX_JSON_NODES:
+            raise ValidationError(f"{name} holds more than {_MAX_JSON_NODES} values")
+        if isinstance(item, str):
+            check_text(item, name)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError(f"{name} holds a non-finite number")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValidationError(f"{name} nests deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        raise ValidationError(f"{name} keys must be strings")
+                    check_text(key, name)
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _describe(exc: pydantic.ValidationError) -> str:
+    """pydantic's errors without the offending input (which may hold a secret)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"])
+        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return "; ".join(parts)
 
 
 def typed_errors(cls: type[BaseModel], data: Any, handler: Any) -> Any:
@@ -82,7 +140,7 @@ def typed_errors(cls: type[BaseModel], data: Any, handler: Any) -> Any:
     try:
         return handler(data)
     except pydantic.ValidationError as exc:
-        raise ValidationError(f"invalid {cls.__name__}: {exc}") from exc
+        raise ValidationError(f"invalid {cls.__name__}: {_describe(exc)}") from None
 
 
 class _Input(BaseModel):
@@ -104,7 +162,7 @@ def parse(model: type[M], value: object, what: str) -> M:
     try:
         return model.model_validate(value)
     except pydantic.ValidationError as exc:
-        raise ValidationError(f"invalid {what}: {exc}") from exc
+        raise ValidationError(f"invalid {what}: {_describe(exc)}") from None
 
 
 class MemoryIdentity(_Input):
@@ -153,6 +211,11 @@ class Lineage(_Input):
             check_key(item, "lineage source id")
         return tuple(dict.fromkeys(value))
 
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "lineage reason")
+
 
 class MemoryEntry(_Input):
     """One thing to remember. ``id`` defaults to a digest of role and (redacted) text."""
@@ -178,6 +241,18 @@ class MemoryEntry(_Input):
     def _text(cls, value: str) -> str:
         if not value.strip():
             raise ValidationError("entry text must not be blank")
+        return check_text(value, "entry text")
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, value: str) -> str:
+        return check_text(value, "role")
+
+    @field_validator("reflection")
+    @classmethod
+    def _reflection(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json(value, "reflection")
         return value
 
     @field_validator("occurred_at")
@@ -195,9 +270,12 @@ class MemoryEntry(_Input):
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json(value, "metadata")
         reserved = [key for key in value if key.startswith("_")]
-        if reserved:
-            raise ValidationError(f"metadata keys starting with '_' are reserved: {reserved}")
+        if reserved:  # the names are not repeated: a key may hold a secret
+            raise ValidationError(
+                f"{len(reserved)} metadata key(s) start with '_', which is reserved"
+            )
         return value
 
 
@@ -211,8 +289,11 @@ class RecallScoring(_Input):
     recency_weight: float = 0.0
     importance_weight: float = 0.0
     half_life_ms: float | None = None
-    lexical_weight: float = 0.2
-    """Share of the lexical match inside ``similarity`` (the rest is cosine similarity)."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """λ: share of the normalised BM25 inside ``similarity``; the rest is the normalised cosine.
+
+    The default, 0.5, weighs the two scale-free signals equally (see :mod:`prism_memory.ranking`).
+    """
 
     @field_validator("recency_weight", "importance_weight", "lexical_weight")
     @classmethod
@@ -348,16 +429,22 @@ class RecallHit:
 
     record: MemoryRecord
     similarity: float
-    """Blend of cosine similarity and lexical match, in [0, 1]."""
+    """Fusion of cosine and BM25, each divided by its best candidate value: at most 1."""
     semantic: float
-    """Cosine similarity, clamped to [0, 1]."""
+    """True cosine similarity of query and entry, in [−1, 1] (never clamped)."""
     lexical: float
-    """Share of distinct query terms found in the text, in [0, 1]."""
+    """BM25 divided by the best BM25 among the candidates, in [0, 1]."""
     recency: float
     importance: float
     score: float
     shared: bool = False
     """True when the hit came from a parent thread through a share grant."""
+    bm25: float = 0.0
+    """Raw BM25 of the entry for the query, over the recall scope's statistics."""
+    semantic_scale: float = 1.0
+    """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
+    bm25_scale: float = 1.0
+    """The best candidate BM25 ``bm25`` was divided by (1 when no candidate matched a term)."""
 
     @property
     def id(self) -> str:
@@ -384,6 +471,13 @@ class RecallExplanation:
     importance: float
     weights: tuple[float, float, float]
     """Normalised ``(similarity, recency, importance)`` weights used."""
+    bm25: float = 0.0
+    """Raw BM25 behind ``lexical``."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """λ of the fusion that produced ``similarity``."""
+    how: Mapping[str, str] = field(default_factory=dict)
+    """How each component was computed, with the numbers used (keys: semantic, lexical,
+    similarity, score)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,10 +507,15 @@ class ShareGrant:
 
 @dataclass(frozen=True, slots=True)
 class RetentionResult:
-    """Outcome of one bounded retention sweep."""
+    """Outcome of one bounded retention sweep.
+
+    ``blocked`` lists the due entries left in place because deleting them would touch more lineage
+    than the caps allow; everything else due was deleted.
+    """
 
     deleted: int
     scanned: int
+    blocked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,10 +32,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Table, Text, any_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -48,7 +50,7 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, Tombstone
+from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, SearchResult, Tombstone
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import PrismTables
@@ -192,6 +194,16 @@ def entry_values(record: MemoryRecord) -> dict[str, Any]:
     }
 
 
+def lexical_values(body: str) -> dict[str, Any]:
+    """``lexical_terms`` (distinct terms, sorted) and ``term_count`` of a text, for ``text_tsv``."""
+    terms = tokenize(body)
+    return {"lexical_terms": sorted(set(terms)), "term_count": len(terms)}
+
+
+_TERMS_TSVECTOR = func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
+"""``text_tsv`` of a written row: exactly the library's terms (no parser of the database's own)."""
+
+
 def _scope_params(scope: MemoryIdentity) -> dict[str, str]:
     return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
 
@@ -229,8 +241,9 @@ class EntrySql:
         """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
 
         Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
-        before the retention window; and no tombstone on any lineage source in the row's own thread
-        that invalidates it (any reason, except ``corrected`` only when newer than ``written_at``).
+        before the retention window; and no tombstone on the row itself or on any lineage source in
+        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
+        than ``written_at``).
         """
         e = alias
         parts = [
@@ -253,17 +266,30 @@ class EntrySql:
             f"(({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text))) "
             f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at)))"
         )
+        # the row's own tombstone excludes it too (fail closed: a crash or a failing hook between
+        # a tombstone and its data change can never leave the entry recallable)
+        parts.append(
+            f"NOT EXISTS (SELECT 1 FROM {self.invalidation} o "
+            f"WHERE o.tenant_id = {e}.tenant_id AND o.resource_id = {e}.resource_id "
+            f"AND o.thread_id = {e}.thread_id AND o.entry_id = {e}.id "
+            f"AND (o.reason <> 'corrected' OR o.created_at > {e}.written_at))"
+        )
         return " AND ".join(parts)
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
     def search(
         self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
     ) -> str:
-        """Candidate selection: nearest ``:limit`` by exact cosine distance plus lexical matches.
+        """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
 
-        The distance is wrapped (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated),
-        which also keeps the HNSW index out of per-thread recall: the sort is exact, over the
-        scope's B-tree range, so a filter can never make it under-return.
+        ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
+        exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
+        the ordinals of the terms the row's ``text_tsv`` holds. Both legs and the statistics read
+        it, so the scope is scanned once. The distance is wrapped
+        (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated), which also keeps the HNSW
+        index out of per-thread recall: the sort is exact, so a filter can never make it
+        under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
+        here operation by operation in float8 so that both backends select the same rows.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
@@ -273,49 +299,56 @@ class EntrySql:
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
         pools = [own, parent] if shared else [own]
-
-        def leg(key: str, pool: str, extra: str, order: str) -> str:
-            # ``OFFSET 0`` fences the filtered scan: the exclusion rules (the NOT EXISTS above all)
-            # run first and only four narrow columns reach the sort, so it is a small top-N
-            # heapsort. Without the fence the planner sorts whole rows (vector, metadata) first and
-            # filters afterwards, which spills to disk on large threads.
-            return (
-                f"(SELECT thread_id, id, sequence, key FROM ("
-                f"SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
-                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} OFFSET 0"
-                f") AS eligible ORDER BY {order}, sequence, id LIMIT :limit)"
-            )
-
-        nearest = " UNION ALL ".join(leg(distance, pool, "", "4") for pool in pools)
+        # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
+        # rows without any (most of them) skip the per-term probes.
+        matched = (
+            ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
+            "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
+            "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
+            if lexical
+            else ""
+        )
+        eligible = " UNION ALL ".join(
+            f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
+            f"FROM {self.entries} e WHERE {pool} AND e.embedding IS NOT NULL AND {where}"
+            for pool in pools
+        )
         ctes = [
-            f"nearest AS ({nearest})",
-            "nearest_top AS (SELECT thread_id, id FROM nearest "
-            "ORDER BY key, sequence, id LIMIT :limit)",
+            f"eligible AS MATERIALIZED ({eligible})",
+            "stats AS (SELECT count(*) AS documents, "
+            "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
+            "nearest_top AS (SELECT thread_id, id FROM eligible "
+            "ORDER BY distance, sequence, id LIMIT :limit)",
         ]
         chosen = "SELECT thread_id, id FROM nearest_top"
+        frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
-            matched = (
-                "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
-                "WHERE e.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+            k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
+            idf = (
+                "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
+                " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
             )
-            query = (
-                "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
-                "FROM unnest(CAST(:terms AS text[])) AS term(word), "
-                "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q "
-                "WHERE numnode(q) > 0)"
-            )
-            lexical_legs = " UNION ALL ".join(
-                leg(f"-{matched}", pool, f" AND e.text_tsv @@ {query}", "4") for pool in pools
-            )
+            average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
             ctes += [
-                f"lexical AS ({lexical_legs})",
-                "lexical_top AS (SELECT thread_id, id FROM lexical "
-                "ORDER BY key, sequence, id LIMIT :limit)",
+                "frequencies AS (SELECT m.ord, count(*) AS df FROM eligible, "
+                "unnest(eligible.matched) AS m(ord) GROUP BY m.ord)",
+                f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
+                "lexical_top AS (SELECT el.thread_id, el.id FROM eligible el CROSS JOIN stats s "
+                "WHERE cardinality(el.matched) > 0 ORDER BY "
+                "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
+                f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
+                f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
+                "el.sequence, el.id LIMIT :limit)",
             ]
             chosen += " UNION SELECT thread_id, id FROM lexical_top"
+            frequencies = (
+                "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
+                "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
+            )
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding FROM {self.entries} e "
+            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
+            f"FROM {self.entries} e CROSS JOIN stats s "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource "
             f"AND (e.thread_id, e.id) IN ({chosen})"
         )
@@ -342,11 +375,14 @@ class EntrySql:
         )
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - bounded
-    def claim(self, *, scoped: bool) -> str:
-        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers)."""
+    def claim(self, *, scoped: bool, tenant: bool = False) -> str:
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers);
+        of one thread (``scoped``), one tenant (``tenant``, the service worker's turns) or any."""
         scope = (
             "AND tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
             if scoped
+            else "AND tenant_id = :tenant "
+            if tenant
             else ""
         )
         return (
@@ -414,6 +450,8 @@ class EntrySql:
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
             "embedding_model = CAST(:model AS text), "
+            "text_tsv = array_to_tsvector(CAST(:lexical_terms AS text[])), "
+            "term_count = :term_count, "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
             "next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL, written_at = :now "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
@@ -466,21 +504,6 @@ class EntryRepository(_Repository):
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
         )
 
-    async def get_for_update(
-        self, scope: MemoryIdentity, ids: Sequence[str]
-    ) -> dict[str, MemoryRecord]:
-        """The records of ``ids`` in scope, row-locked for the rest of the transaction."""
-        if not ids:
-            return {}
-        t = self.tables.entries
-        stmt = (
-            self._record_select()
-            .where(self._scoped(scope), t.c.id.in_(list(dict.fromkeys(ids))))
-            .with_for_update()
-        )
-        rows = (await self.session.execute(stmt)).mappings()
-        return {row["id"]: record_from_row(row) for row in rows}
-
     async def max_sequence(self, scope: MemoryIdentity) -> int:
         """The largest sequence in the thread, ``-1`` when it is empty."""
         t = self.tables.entries
@@ -488,61 +511,13 @@ class EntryRepository(_Repository):
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def insert_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert new rows in one batched statement (insertmanyvalues)."""
+        """Insert new rows in one batched statement (insertmanyvalues), with their terms."""
         if records:
+            stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
             await self.session.execute(
-                insert(self.tables.entries), [entry_values(record) for record in records]
+                stmt,
+                [{**entry_values(record), **lexical_values(record.text)} for record in records],
             )
-
-    async def update_many(self, records: Sequence[MemoryRecord], *, text_changed: bool) -> None:
-        """Rewrite existing rows (batched). ``text_changed`` also drops vector and lease."""
-        if not records:
-            return
-        t = self.tables.entries
-        fields = [
-            "role",
-            "metadata",
-            "consent_explicit",
-            "consent_source",
-            "consent_scope",
-            "consent_visible",
-            "consent_granted_at",
-            "consent_revoked_at",
-            "sequence",
-            "occurred_at",
-            "importance",
-            "written_at",
-        ]
-        if text_changed:
-            fields += ["text", "revision", "status", "attempts", "last_error", "embedding_model"]
-        values: dict[str, Any] = {
-            name: bindparam(f"v_{name}", type_=t.c[name].type) for name in fields
-        }
-        if text_changed:
-            values.update(embedding=None, next_attempt_at=None, claimed_by=None, claimed_until=None)
-        stmt = (
-            update(t)
-            .where(
-                t.c.tenant_id == bindparam("k_tenant"),
-                t.c.resource_id == bindparam("k_resource"),
-                t.c.thread_id == bindparam("k_thread"),
-                t.c.id == bindparam("k_id"),
-            )
-            .values(values)
-        )
-        params = []
-        for record in records:
-            row = entry_values(record)
-            params.append(
-                {
-                    "k_tenant": record.tenant_id,
-                    "k_resource": record.resource_id,
-                    "k_thread": record.thread_id,
-                    "k_id": record.id,
-                    **{f"v_{name}": row[name] for name in fields},
-                }
-            )
-        await self.session.execute(stmt, params)
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
@@ -557,18 +532,12 @@ class EntryRepository(_Repository):
         return [found[i] for i in wanted if i in found]
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist as entries or as tombstoned entry ids in scope."""
+        """Those of ``ids`` that exist as entries in scope."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return set()
-        e, t = self.tables.entries, self.tables.invalidation
-        in_tombstones = select(t.c.entry_id).where(
-            t.c.tenant_id == scope.tenant_id,
-            t.c.resource_id == scope.resource_id,
-            t.c.thread_id == scope.thread_id,
-            t.c.entry_id.in_(wanted),
-        )
-        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted)).union(in_tombstones)
+        e = self.tables.entries
+        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted))
         return set((await self.session.execute(stmt)).scalars())
 
     async def set_consent(
@@ -602,6 +571,7 @@ class EntryRepository(_Repository):
             "embedding": vector,
             "now": now,
             "model": model,
+            **lexical_values(new_text),
         }
         result = await self.session.execute(text(self.sql.replace_text), params)
         row = result.mappings().one_or_none()
@@ -636,12 +606,13 @@ class EntryRepository(_Repository):
         rows = (await self.session.execute(text(self.sql.dependents), params)).all()
         return [(row[0], tuple(row[1] or ())) for row in rows]
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Candidate selection for recall (see :meth:`EntrySql.search`)."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`)."""
         flt = request.filter
         shared = request.shared
         use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
-        terms = sorted(request.terms)
+        # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
+        terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
         statement = self.sql.search(
             require_consent=flt.require_consent,
             occurred_after=flt.occurred_after is not None,
@@ -659,9 +630,21 @@ class EntryRepository(_Repository):
             params["parent"] = shared.thread_id
             params["shared_ids"] = list(dict.fromkeys(shared.ids))
         if terms:
-            params["terms"] = terms
-        rows = (await self.session.execute(text(statement), params)).mappings()
-        return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+            # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
+            queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+            params["term_queries"] = queries
+            params["any_term"] = " | ".join(queries)
+        rows = (await self.session.execute(text(statement), params)).mappings().all()
+        if not rows:
+            return SearchResult([], CorpusStats())
+        first = rows[0]
+        ords, counts = first["df_ords"] or [], first["df_counts"] or []
+        stats = CorpusStats(
+            int(first["documents"]),
+            int(first["total_length"]),
+            {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
+        )
+        return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
 
     async def neighbors(
         self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
@@ -736,13 +719,13 @@ class TombstoneRepository(_Repository):
     __slots__ = ()
 
     async def upsert(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time.
+        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time.
 
         One ORM-enabled ``INSERT ... ON CONFLICT DO UPDATE`` for the whole batch.
         """
-        latest: dict[tuple[str, str], Tombstone] = {}
+        latest: dict[tuple[str, str, str], Tombstone] = {}
         for tombstone in tombstones:
-            latest[(tombstone.entry_id, tombstone.cause_id)] = tombstone
+            latest[(tombstone.entry_id, tombstone.cause_id, tombstone.reason)] = tombstone
         if not latest:
             return
         model = self.tables.orm.Tombstone
@@ -762,9 +745,20 @@ class TombstoneRepository(_Repository):
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=_primary_key(model.__table__),
-            set_={"reason": stmt.excluded.reason, "created_at": stmt.excluded.created_at},
+            set_={"created_at": stmt.excluded.created_at},
         )
         await self.session.execute(stmt)
+
+    async def remove_on_entries(self, scope: MemoryIdentity, entry_ids: Sequence[str]) -> int:
+        """Delete every tombstone on ``entry_ids`` (new entries reusing a forgotten id)."""
+        model = self.tables.orm.Tombstone
+        stmt = delete(model).where(
+            model.tenant_id == scope.tenant_id,
+            model.resource_id == scope.resource_id,
+            model.thread_id == scope.thread_id,
+            model.entry_id.in_(list(dict.fromkeys(entry_ids))),
+        )
+        return _rowcount(await self.session.execute(stmt))
 
     async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""
@@ -853,8 +847,10 @@ class IndexingRepository(_Repository):
         worker_id: str,
         lease_seconds: float,
         now: datetime,
+        tenant_id: str | None = None,
     ) -> list[ClaimedEntry]:
-        """Lease up to ``limit`` due pending rows, ordered by sequence then id."""
+        """Lease up to ``limit`` due pending rows (of ``scope``, else of ``tenant_id``, else of any
+        scope), ordered by sequence then id."""
         if limit == 0:
             return []
         params: dict[str, Any] = {
@@ -865,7 +861,12 @@ class IndexingRepository(_Repository):
         }
         if scope is not None:
             params.update(_scope_params(scope))
-        result = await self.session.execute(text(self.sql.claim(scoped=scope is not None)), params)
+        elif tenant_id is not None:
+            params["tenant"] = tenant_id
+        sql = self.sql.claim(
+            scoped=scope is not None, tenant=scope is None and tenant_id is not None
+        )
+        result = await self.session.execute(text(sql), params)
         rows = sorted(
             result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
         )
@@ -974,7 +975,8 @@ class IndexingRepository(_Repository):
             t.c.tenant_id == scope.tenant_id,
             t.c.resource_id == scope.resource_id,
             t.c.thread_id == scope.thread_id,
-            t.c.id.in_(wanted),
+            # one array parameter, however many ids are watched (no bind-parameter limit)
+            t.c.id == any_(bindparam("ids", wanted, type_=ARRAY(Text))),
         )
         return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
 

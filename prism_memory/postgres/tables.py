@@ -34,7 +34,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Computed,
     DateTime,
     Double,
     Index,
@@ -284,12 +283,11 @@ def build_metadata(
         _timestamp("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
         Column("embedding_model", Text, nullable=True),
-        Column(
-            "text_tsv",
-            TSVECTOR,
-            Computed("to_tsvector('simple'::regconfig, text)", persisted=True),
-            nullable=True,
-        ),
+        # The lexical leg's terms: ``array_to_tsvector`` of prism_memory.lexical.tokenize(text)
+        # (distinct terms, no positions) and the number of terms, written by the library with the
+        # text, so both backends share one tokenizer (revision prism_memory_0004).
+        Column("text_tsv", TSVECTOR, nullable=True),
+        Column("term_count", Integer, nullable=False),
         PrimaryKeyConstraint(
             "tenant_id", "resource_id", "thread_id", "id", name=f"{names.entries}_pkey"
         ),
@@ -345,6 +343,7 @@ def build_metadata(
             "thread_id",
             "entry_id",
             "cause_id",
+            "reason",
             name=f"{names.invalidation}_pkey",
         ),
     )

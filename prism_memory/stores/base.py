@@ -7,14 +7,19 @@ The :class:`~prism_memory.Memory` facade talks to storage only through :class:`V
 Division of labour
 ------------------
 * Stores **select and persist**. They never rank: :meth:`VectorStore.search` returns candidates with
-  their stored vectors and :mod:`prism_memory.ranking` orders them, identically for every backend.
+  their stored vectors, plus the corpus statistics of the recall scope, and
+  :mod:`prism_memory.ranking` orders them, identically for every backend.
+* Stores tokenize only with :func:`prism_memory.lexical.tokenize`, so a term, a document length and a
+  document frequency mean the same on every backend.
 * Stores **enforce the exclusion rules** of :class:`RecallFilter` inside the query (so SQL backends
   never ship excluded rows), using the rule :func:`prism_memory.stores.rules.is_recallable` states
   in Python.
 * Every method is scoped: a row of another tenant, resource or thread is never read, written or
   deleted, whatever ids a caller passes.
 * Times are timezone-aware and are passed in by the facade (``now``) so every backend agrees.
-* Every write method is atomic: it applies entirely or not at all.
+* Every write method is atomic: it applies entirely or not at all. A governance call's whole effect
+  goes through one :meth:`VectorStore.apply_governance`, so its tombstones and its data change
+  commit together (see the invariants in :mod:`prism_memory.stores.rules`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ValidationError
+from ..lexical import CorpusStats
 from ..models import (
     Candidate,
     IndexStatus,
@@ -41,9 +47,12 @@ from ..models import (
 
 __all__ = [
     "ClaimedEntry",
+    "GovernanceChange",
+    "GovernanceResult",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
+    "SearchResult",
     "SharedSource",
     "Tombstone",
     "VectorStore",
@@ -110,10 +119,20 @@ class SharedSource:
 class SearchRequest:
     """One recall's candidate selection.
 
-    The store returns the union of (a) the ``limit`` recallable records nearest to ``vector`` by
-    cosine distance and (b) up to ``limit`` recallable records whose text contains at least one of
-    ``terms`` as a word, from the scope's thread plus, when ``shared`` is set, the named entries of
-    the parent thread (same tenant and resource). Order of the result does not matter.
+    The *corpus* is every recallable record of the scope's thread plus, when ``shared`` is set, the
+    named entries of the parent thread (same tenant and resource) that are recallable. The store
+    returns a :class:`SearchResult`: the union of two legs over the corpus and its statistics.
+
+    * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
+      at distance 1), ties by sequence then id.
+    * **Lexical leg**: up to ``limit`` records containing at least one of ``terms`` (terms of
+      :func:`prism_memory.lexical.tokenize`), best first by :func:`prism_memory.lexical.leg_score`
+      — BM25 with every term frequency taken as 1, since stores index term *sets* — then sequence,
+      then id.
+    * **Statistics**: :class:`~prism_memory.lexical.CorpusStats` of the corpus — how many records,
+      their total term count, and for each of ``terms`` how many records contain it.
+
+    Order of the candidates does not matter; :mod:`prism_memory.ranking` orders them.
     """
 
     vector: Vector
@@ -124,6 +143,14 @@ class SearchRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What :meth:`VectorStore.search` returns: candidates of both legs and the corpus statistics."""
+
+    candidates: list[Candidate]
+    stats: CorpusStats
+
+
+@dataclass(frozen=True, slots=True)
 class Tombstone:
     """Lineage invalidation marker: ``entry_id`` is invalid because of ``cause_id`` (often itself)."""
 
@@ -131,6 +158,37 @@ class Tombstone:
     cause_id: str
     reason: TombstoneReason
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GovernanceChange:
+    """The whole effect of one governance call, which a store applies all-or-nothing.
+
+    Applied in this order inside one unit of work: add ``tombstones``, change ``consent`` or
+    ``text`` of one entry, set legal hold on ``hold``, delete ``delete``, then remove the
+    tombstones ``untombstone = (cause_id, reason)`` caused (a re-grant).
+    """
+
+    tombstones: tuple[Tombstone, ...] = ()
+    consent: tuple[str, MemoryConsent] | None = None
+    """``(entry_id, consent)``: replace that entry's consent (no re-embed)."""
+    text: tuple[str, str, Vector] | None = None
+    """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
+    text_model: str | None = None
+    """The ``model`` of the embedder that made ``text``'s vector (its ``embedding_model``)."""
+    hold: tuple[str, ...] = ()
+    delete: tuple[str, ...] = ()
+    untombstone: tuple[str, TombstoneReason] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GovernanceResult:
+    """What :meth:`VectorStore.apply_governance` changed."""
+
+    record: MemoryRecord | None
+    """The entry whose consent or text changed, as stored afterwards."""
+    held: int = 0
+    deleted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,13 +246,13 @@ class VectorStore(abc.ABC):
     async def put_entries(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
     ) -> list[MemoryRecord]:
-        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+        """Insert the ``entries`` whose id is new, atomically; return the stored records in input order.
 
-        A new row is ``pending``, revision 1, ``created_at = written_at = now``. Re-putting an
-        identical entry changes nothing (a retried write does not duplicate). A changed entry keeps
-        its sequence unless one is given; if its text changed, the revision is bumped, the vector
-        (and its ``embedding_model``) dropped and the row is ``pending`` again (attempts and error reset); ``written_at`` becomes
-        ``now`` when text or lineage changed.
+        A new row is ``pending``, revision 1, ``created_at = written_at = now``, and any tombstones
+        left on its id by an earlier (forgotten) entry are dropped. An id that exists is left
+        exactly as stored (``ON CONFLICT DO NOTHING``): a retry or replay never changes consent,
+        text, ``occurred_at`` or anything else a governance call decided. The first occurrence of an
+        id within one call wins.
         """
 
     @abc.abstractmethod
@@ -203,7 +261,7 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
 
     @abc.abstractmethod
     async def set_consent(
@@ -248,8 +306,8 @@ class VectorStore(abc.ABC):
     # ---- reads -----------------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Candidate selection for recall; see :class:`SearchRequest`."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall, with the corpus statistics; see :class:`SearchRequest`."""
 
     @abc.abstractmethod
     async def neighbors(
@@ -310,13 +368,38 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; one that exists for ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; one that exists for ``(entry_id, cause_id, reason)`` takes the new time."""
 
     @abc.abstractmethod
     async def remove_tombstones(
         self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
     ) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` all-or-nothing; :class:`NotFoundError` (nothing changed) if its
+        ``consent`` or ``text`` entry is absent.
+
+        Both shipped adapters override this with one transaction. This default composes the
+        primitives in a fail-closed order (tombstones first, tombstone removal last), which an
+        adapter without transactions may keep: a failure part-way leaves the entries excluded.
+        """
+        await self.add_tombstones(scope, change.tombstones)
+        record: MemoryRecord | None = None
+        if change.consent is not None:
+            record = await self.set_consent(scope, *change.consent, now=now)
+        if change.text is not None:
+            entry_id, new_text, vector = change.text
+            record = await self.replace_text(
+                scope, entry_id, new_text, vector, now=now, model=change.text_model
+            )
+        held = await self.set_legal_hold(scope, change.hold, True) if change.hold else 0
+        deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
+        if change.untombstone is not None:
+            await self.remove_tombstones(scope, *change.untombstone)
+        return GovernanceResult(record=record, held=held, deleted=deleted)
 
     @abc.abstractmethod
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
+from ..lexical import CorpusStats, leg_score, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -37,12 +38,14 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..ranking import query_terms
 from .base import (
     ClaimedEntry,
+    GovernanceChange,
+    GovernanceResult,
     NewEntry,
     RecallFilter,
     SearchRequest,
+    SearchResult,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -109,7 +112,9 @@ class _SearchIndex:
     occurred_us: npt.NDArray[np.int64]
     explicit_consent: npt.NDArray[np.bool_]
     postings: dict[str, _Positions]
-    """Word term -> positions of the records whose text contains it."""
+    """Term -> ascending positions of the records whose text contains it."""
+    lengths: npt.NDArray[np.int64]
+    """How many terms each record's text has (its BM25 length)."""
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
         """The request-dependent part of the rules, as a mask over the index rows."""
@@ -120,23 +125,16 @@ class _SearchIndex:
             mask &= self.occurred_us >= _micros(recall_filter.occurred_after)
         return mask
 
-    def term_counts(self, terms: Iterable[str]) -> npt.NDArray[np.int64]:
-        """How many of ``terms`` each record's text contains as a word."""
-        counts = np.zeros(len(self.records), dtype=np.int64)
-        for term in terms:
-            hit = self.postings.get(term)
-            if hit is not None:
-                counts[hit] += 1
-        return counts
-
 
 @dataclass(slots=True)
 class _Thread:
     """Everything one ``(tenant, resource, thread)`` scope holds."""
 
     rows: dict[str, _Row] = field(default_factory=dict)
-    tombstones: dict[str, dict[str, Tombstone]] = field(default_factory=dict)
-    """``entry_id -> cause_id -> tombstone``."""
+    tombstones: dict[str, dict[tuple[str, TombstoneReason], Tombstone]] = field(
+        default_factory=dict
+    )
+    """``entry_id -> (cause_id, reason) -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
 
@@ -156,7 +154,8 @@ class _Thread:
 
     def recallable(self, record: MemoryRecord, recall_filter: RecallFilter) -> bool:
         """:func:`is_recallable` with this thread's tombstones."""
-        return is_recallable(record, recall_filter, self.source_tombstones(record))
+        own = self.tombstones.get(record.id, {}).values()
+        return is_recallable(record, recall_filter, self.source_tombstones(record), own)
 
     def sorted_keys(self) -> list[tuple[int, str]]:
         """``(sequence, id)`` of every row, ascending (cached until the next write)."""
@@ -186,8 +185,11 @@ class _Thread:
         else:
             unit = np.zeros((0, 0), dtype=np.float64)
         postings: dict[str, list[int]] = {}
+        lengths: list[int] = []
         for position, record in enumerate(records):
-            for term in query_terms(record.text):
+            terms = tokenize(record.text)
+            lengths.append(len(terms))
+            for term in dict.fromkeys(terms):
                 postings.setdefault(term, []).append(position)
         return _SearchIndex(
             records=records,
@@ -197,6 +199,7 @@ class _Thread:
             occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
             explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
             postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
+            lengths=np.array(lengths, dtype=np.int64),
         )
 
 
@@ -288,11 +291,11 @@ class InMemoryVectorStore(VectorStore):
     async def put_entries(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
     ) -> list[MemoryRecord]:
-        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+        """Insert the entries whose id is new, atomically; return the stored records in input order.
 
         A new row is ``pending``, revision 1, ``created_at = written_at = now``; a new row without a
         sequence gets ``max(sequence in thread) + 1`` (0 in an empty thread), counting the rows this
-        call wrote before it. See :meth:`VectorStore.put_entries` for the update rules.
+        call wrote before it. An existing id is left as stored (see :meth:`VectorStore.put_entries`).
         """
         key = _key(scope)
         thread = self._thread(key)
@@ -301,8 +304,8 @@ class InMemoryVectorStore(VectorStore):
         top = max((row.record.sequence for row in existing.values()), default=-1)
         for entry in entries:
             current = staged.get(entry.id) or existing.get(entry.id)
-            metadata = copy.deepcopy(dict(entry.metadata))
             if current is None:
+                metadata = copy.deepcopy(dict(entry.metadata))
                 sequence = top + 1 if entry.sequence is None else entry.sequence
                 row = _Row(
                     MemoryRecord(
@@ -323,55 +326,16 @@ class InMemoryVectorStore(VectorStore):
                     )
                 )
             else:
-                row = self._updated(current, entry, metadata, now)
+                row = current  # an existing id is never rewritten (governance holds)
             top = max(top, row.record.sequence)
             staged[entry.id] = row
         changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
         if changed:
             thread = self._thread_for_write(key)
             for row in changed:
+                thread.tombstones.pop(row.record.id, None)  # an earlier, forgotten entry's
                 self._set_row(key, thread, row)
         return [_export(staged[entry.id].record) for entry in entries]
-
-    @staticmethod
-    def _updated(current: _Row, entry: NewEntry, metadata: dict[str, Any], now: datetime) -> _Row:
-        old = current.record
-        sequence = old.sequence if entry.sequence is None else entry.sequence
-        if (
-            entry.text == old.text
-            and entry.role == old.role
-            and metadata == old.metadata
-            and entry.consent == old.consent
-            and sequence == old.sequence
-            and entry.occurred_at == old.occurred_at
-            and entry.importance == old.importance
-            and entry.lineage == old.lineage
-        ):
-            return current
-        text_changed = entry.text != old.text
-        record = replace(
-            old,
-            text=entry.text,
-            role=entry.role,
-            metadata=metadata,
-            consent=entry.consent,
-            sequence=sequence,
-            occurred_at=entry.occurred_at,
-            importance=entry.importance,
-            lineage=entry.lineage,
-            written_at=now if text_changed or entry.lineage != old.lineage else old.written_at,
-        )
-        if not text_changed:
-            return replace(current, record=record)
-        record = replace(
-            record,
-            revision=old.revision + 1,
-            status="pending",
-            attempts=0,
-            last_error=None,
-            embedding_model=None,
-        )
-        return _Row(record)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
@@ -382,11 +346,11 @@ class InMemoryVectorStore(VectorStore):
         return [_export(row.record) for row in rows if row is not None]
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
         thread = self._thread(_key(scope))
         if thread is None:
             return set()
-        return {i for i in ids if i in thread.rows or i in thread.tombstones}
+        return {i for i in ids if i in thread.rows}
 
     async def set_consent(
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
@@ -474,27 +438,43 @@ class InMemoryVectorStore(VectorStore):
 
     # ---- reads -----------------------------------------------------------------------------
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
 
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
-        (most matched terms first, then sequence, then id), deduplicated.
+        by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
+        the statistics of every eligible record of the pools.
         """
         check_limit(request.limit)
         query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
         if request.limit == 0:
-            return []
+            return SearchResult([], CorpusStats())
         pools = self._pools(scope, request)
         if not pools:
-            return []
+            return SearchResult([], CorpusStats())
         norm = float(np.linalg.norm(query.astype(np.float64)))
         unit_query = query.astype(np.float64) / (norm if norm > 0.0 else 1.0)
-        terms = frozenset(term.lower() for term in request.terms)
+        terms = sorted(request.terms)
 
+        documents = total_length = 0
+        frequency: dict[str, int] = {}
+        matched: list[dict[int, list[str]]] = []
         nearest: list[tuple[float, int, str, int, int]] = []
-        lexical: list[tuple[int, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
+            documents += int(positions.shape[0])
+            total_length += int(index.lengths[positions].sum())
+            found: dict[int, list[str]] = {}
+            for term in terms:  # sorted, so each record's matched list is sorted too
+                hits = index.postings.get(term)
+                if hits is None:
+                    continue
+                present = np.intersect1d(hits, positions, assume_unique=True)
+                if present.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
+                    for position in present.tolist():
+                        found.setdefault(position, []).append(term)
+            matched.append(found)
             if positions.shape[0] == len(index.records):
                 scores = index.unit @ unit_query
             else:
@@ -503,13 +483,15 @@ class InMemoryVectorStore(VectorStore):
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
-            if terms:
-                counts = index.term_counts(terms)[positions]
-                matched = np.flatnonzero(counts > 0)
-                for at in matched[_top(-counts[matched], request.limit)]:
-                    position = int(positions[at])
-                    record = index.records[position]
-                    lexical.append((-int(counts[at]), record.sequence, record.id, number, position))
+        stats = CorpusStats(documents, total_length, frequency)
+
+        lexical: list[tuple[float, int, str, int, int]] = []
+        for number, found in enumerate(matched):
+            index = pools[number].index
+            for position, words in found.items():
+                record = index.records[position]
+                score = leg_score(words, int(index.lengths[position]), stats)
+                lexical.append((-score, record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
@@ -521,7 +503,7 @@ class InMemoryVectorStore(VectorStore):
             candidates.append(
                 Candidate(_export(index.records[position]), index.vectors[position].copy())
             )
-        return candidates
+        return SearchResult(candidates, stats)
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
         key = _key(scope)
@@ -620,12 +602,13 @@ class InMemoryVectorStore(VectorStore):
     # ---- tombstones and grants -------------------------------------------------------------
 
     async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time."""
         if not tombstones:
             return
         thread = self._thread_for_write(_key(scope))
         for tombstone in tombstones:
-            thread.tombstones.setdefault(tombstone.entry_id, {})[tombstone.cause_id] = tombstone
+            key = (tombstone.cause_id, tombstone.reason)
+            thread.tombstones.setdefault(tombstone.entry_id, {})[key] = tombstone
         thread.touch()
 
     async def remove_tombstones(
@@ -637,15 +620,26 @@ class InMemoryVectorStore(VectorStore):
             return 0
         removed = 0
         for entry_id, by_cause in list(thread.tombstones.items()):
-            tombstone = by_cause.get(cause_id)
-            if tombstone is not None and tombstone.reason == reason:
-                del by_cause[cause_id]
+            if by_cause.pop((cause_id, reason), None) is not None:
                 removed += 1
                 if not by_cause:
                     del thread.tombstones[entry_id]
         if removed:
             thread.touch()
         return removed
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` all-or-nothing: everything that can fail is checked first, then the
+        primitives run without yielding to the event loop (see :meth:`VectorStore.apply_governance`).
+        """
+        for target in (change.consent, change.text):
+            if target is not None:
+                self._row(scope, target[0])  # NotFoundError before anything changed
+        if change.text is not None:
+            self._check_vectors([(change.text[2], f"vector of {change.text[0]!r}")])
+        return await super().apply_governance(scope, change, now=now)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""

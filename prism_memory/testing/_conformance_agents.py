@@ -61,16 +61,10 @@ async def embedding_model_is_recorded_and_checked(kit: ConformanceKit) -> None:
     _check(set(await _ids(other, "cat dog", top_k=5)) == {"m1", "m2"}, "rebuilt thread recalls")
     await _raises(EmbeddingModelMismatchError, reader.recall("cat"), "old model after rebuild")
 
-    # Changing the text drops the vector and with it the recorded model.
-    await other.aclose()
-    held = _HeldEmbedder(kit.embedder, "HELD")
-    writer = case.memory(embedder=_NamedEmbedder(held, "model-b@2"))
-    result = await writer.remember({"id": "m2", "text": "a dog in the morning fog HELD"})
-    _check((await writer.get("m2")).embedding_model is None, "text change forgets the model")
-    held.release()
-    await result.done
-    _check((await writer.get("m2")).embedding_model == "model-b@2", "re-embedded, re-recorded")
-    for memory in (writer, reader, unnamed):
+    # correct() re-embeds with the correcting memory's model and records it.
+    await other.correct("m2", "a dog in the morning fog")
+    _check((await other.get("m2")).embedding_model == "model-b@2", "correct records its model")
+    for memory in (other, reader, unnamed):
         await memory.aclose()
 
 

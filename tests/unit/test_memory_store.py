@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -80,7 +81,7 @@ def request(vector, *, limit=10, terms=(), shared=None, **filter_kw):
 
 
 async def search_ids(store, sc, req):
-    return {c.record.id for c in await store.search(sc, req)}
+    return {c.record.id for c in (await store.search(sc, req)).candidates}
 
 
 # ---- put_entries -----------------------------------------------------------------------------
@@ -122,48 +123,34 @@ async def test_identical_put_changes_nothing():
     assert await store.claim_pending(None, limit=10, worker_id="w", lease_seconds=5, now=T0) == []
 
 
-async def test_metadata_change_keeps_sequence_status_and_written_at():
+async def test_a_reput_of_an_existing_id_changes_nothing():
+    """Governance invariant 1: a retry or replay never rewrites a stored entry."""
     store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a"), entry("b")], now=T0)
-    await index_all(store)
+    await store.put_entries(SCOPE, [entry("a", "alpha"), entry("b")], now=T0)
+    await index_all(store, vectors={"a": unit(0), "b": unit(1)})
+    await store.set_consent(SCOPE, "a", MemoryConsent(visible=False), now=T0)
+    (before,) = await store.get_entries(SCOPE, ["a"])
     later = T0 + timedelta(hours=1)
-    (rec,) = await store.put_entries(SCOPE, [entry("b", metadata={"x": 1})], now=later)
-    assert (rec.sequence, rec.status, rec.revision, rec.written_at) == (1, "indexed", 1, T0)
-    assert rec.metadata == {"x": 1}
-    assert rec.created_at == T0
-
-
-async def test_text_change_bumps_revision_and_drops_vector():
-    store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a", "alpha")], now=T0)
-    (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=5, now=T0)
-    await store.fail_indexing(claim, worker_id="w", error="boom", retry_at=None, now=T0)
-    assert await store.requeue_failed(SCOPE) == 1
-    (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=5, now=T0)
-    await store.fail_indexing(claim, worker_id="w", error="again", retry_at=T0, now=T0)
-    assert (await store.get_entries(SCOPE, ["a"]))[0].attempts == 1
-    await index_all(store, vectors={"a": unit(0)})
-    assert await search_ids(store, SCOPE, request(unit(0))) == {"a"}
-    later = T0 + timedelta(hours=1)
-    (rec,) = await store.put_entries(SCOPE, [entry("a", "beta", sequence=7)], now=later)
-    assert (rec.revision, rec.status, rec.attempts, rec.last_error) == (2, "pending", 0, None)
-    assert rec.written_at == later
-    assert rec.created_at == T0
-    assert rec.sequence == 7
-    assert await search_ids(store, SCOPE, request(unit(0), terms={"beta"})) == set()
-    (claim,) = await store.claim_pending(SCOPE, limit=5, worker_id="w", lease_seconds=5, now=later)
-    assert (claim.revision, claim.text) == (2, "beta")
-
-
-async def test_lineage_change_moves_written_at_without_reembedding():
-    store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a")], now=T0)
-    await index_all(store)
-    later = T0 + timedelta(minutes=5)
     (rec,) = await store.put_entries(
-        SCOPE, [entry("a", lineage=Lineage(source_ids=("s",)))], now=later
+        SCOPE,
+        [
+            entry(
+                "a",
+                "beta",
+                sequence=7,
+                metadata={"x": 1},
+                consent=MemoryConsent(visible=True),
+                lineage=Lineage(source_ids=("b",)),
+            )
+        ],
+        now=later,
     )
-    assert (rec.written_at, rec.revision, rec.status) == (later, 1, "indexed")
+    assert rec == before
+    assert (rec.text, rec.revision, rec.status, rec.written_at) == ("alpha", 1, "indexed", T0)
+    assert rec.consent == MemoryConsent(visible=False)
+    assert (
+        await store.claim_pending(SCOPE, limit=5, worker_id="w", lease_seconds=5, now=later) == []
+    )
 
 
 async def test_metadata_is_copied_in_and_out():
@@ -176,10 +163,10 @@ async def test_metadata_is_copied_in_and_out():
     assert stored.metadata == {"nested": {"k": 1}}
 
 
-async def test_same_id_twice_in_one_batch_upserts():
+async def test_same_id_twice_in_one_batch_keeps_the_first():
     store = InMemoryVectorStore()
     records = await store.put_entries(SCOPE, [entry("a", "one"), entry("a", "two")], now=T0)
-    assert [r.text for r in records] == ["two", "two"]
+    assert [r.text for r in records] == ["one", "one"]
     assert await store.count_by_thread(SCOPE) == 1
 
 
@@ -198,13 +185,13 @@ async def test_nothing_crosses_scopes(other):
     await store.add_tombstones(other, [Tombstone("a", "a", "forgotten", T0 + timedelta(1))])
 
     assert await store.get_entries(other, ["a", "b"]) == []
-    assert await store.known_ids(other, ["a", "b"]) == {"a"}  # only its own tombstone
+    assert await store.known_ids(other, ["a", "b"]) == set()  # a tombstone is not an entry
     assert await store.list_by_thread(other, after=None, limit=10) == []
     assert await store.count_by_thread(other) == 0
     assert await store.list_oldest(other, limit=10) == []
     assert await store.dependents(other, ["a"], limit=10) == []
     assert await store.index_status(other, ["a"]) == {}
-    assert await store.search(other, request(unit(0), terms={"hello"})) == []
+    assert (await store.search(other, request(unit(0), terms={"hello"}))).candidates == []
     assert await store.neighbors(other, [(0, 100)], RecallFilter(now=T0)) == []
     assert await store.set_legal_hold(other, ["a"], True) == 0
     assert await store.requeue_failed(other) == 0
@@ -290,27 +277,45 @@ async def _random_store(rng, n_threads=3, n_rows=60, dim=8):
     return store, threads, truth, tombstones
 
 
-def _brute(records, truth, tombstones, req, thread_id, allowed=None):
-    """Expected vector-leg and lexical-leg ids by brute force over ``is_recallable``."""
+def _pool(records, tombstones, req, thread_id, allowed=None):
+    """The recallable ``(thread_id, record)`` pairs of one thread, by brute force."""
     pool = []
     for rec in records:
         if allowed is not None and rec.id not in allowed:
             continue
         sources = set(rec.lineage.source_ids) if rec.lineage else set()
         stones = [t for t in tombstones[thread_id] if t.entry_id in sources]
-        if is_recallable(rec, req.filter, stones):
-            pool.append(rec)
+        own = [t for t in tombstones[thread_id] if t.entry_id == rec.id]
+        if is_recallable(rec, req.filter, stones, own):
+            pool.append((thread_id, rec))
+    return pool
+
+
+def _brute(pool, truth, req):
+    """Expected dense-leg and lexical-leg keys and the corpus statistics, by brute force.
+
+    The lexical key is BM25 (k1 = 0.9, b = 0.4) with every matched term counted once, written out
+    here independently of the store; texts are space-separated words, so a length is a word count.
+    """
+    documents = len(pool)
+    total = sum(len(rec.text.split()) for _, rec in pool)
+    df = {t: sum(t in query_terms(rec.text) for _, rec in pool) for t in req.terms}
+    df = {t: n for t, n in df.items() if n}
     q = req.vector.astype(np.float64)
-    scored = []
-    lexical = []
-    for rec in pool:
+    scored, lexical = [], []
+    for thread_id, rec in pool:
         v = truth[(thread_id, rec.id)].astype(np.float64)
         cos = float(q @ v / (np.linalg.norm(q) * np.linalg.norm(v)))
         scored.append((-cos, rec.sequence, rec.id, thread_id))
-        matched = len(query_terms(rec.text) & req.terms)
+        matched = sorted(query_terms(rec.text) & req.terms)
         if matched:
-            lexical.append((-matched, rec.sequence, rec.id, thread_id))
-    return sorted(scored), sorted(lexical)
+            idf_sum = 0.0
+            for t in matched:
+                idf_sum += math.log(1.0 + (documents - df[t] + 0.5) / (df[t] + 0.5))
+            length = len(rec.text.split())
+            key = idf_sum * 1.9 / (1.0 + 0.9 * (1.0 - 0.4 + 0.4 * length / (total / documents)))
+            lexical.append((-key, rec.sequence, rec.id, thread_id))
+    return sorted(scored), sorted(lexical), (documents, total, df)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -325,11 +330,16 @@ async def test_search_matches_brute_force(seed):
             kw["require_consent"] = True
         if trial % 4 >= 2:
             kw["occurred_after"] = T0 + timedelta(hours=int(rng.integers(0, 100)))
-        terms = set(rng.choice(WORDS, size=int(rng.integers(0, 3)), replace=False))
+        words = rng.choice(WORDS, size=int(rng.integers(0, 3)), replace=False)
+        terms = query_terms(" ".join(words))
         req = request(rng.normal(size=8), limit=int(rng.integers(1, 12)), terms=terms, **kw)
-        scored, lexical = _brute(records, truth, tombstones, req, sc.thread_id)
+        pool = _pool(records, tombstones, req, sc.thread_id)
+        scored, lexical, stats = _brute(pool, truth, req)
         expected = {k[2] for k in scored[: req.limit]} | {k[2] for k in lexical[: req.limit]}
-        got = await store.search(sc, req)
+        result = await store.search(sc, req)
+        got = result.candidates
+        assert (result.stats.documents, result.stats.total_length) == stats[:2]
+        assert dict(result.stats.document_frequency) == stats[2]
         assert len(got) == len({c.record.id for c in got})
         assert {c.record.id for c in got} == expected
         for c in got:
@@ -352,14 +362,18 @@ async def test_search_with_shared_source_matches_brute_force():
             kw["require_consent"] = True
         if trial % 4 >= 2:
             kw["occurred_after"] = T0 + timedelta(hours=int(rng.integers(0, 100)))
-        terms = set(rng.choice(WORDS, size=2, replace=False))
+        terms = query_terms(" ".join(rng.choice(WORDS, size=2, replace=False)))
         limit = int(rng.integers(1, 15))
         req = request(rng.normal(size=8), limit=limit, terms=terms, shared=shared, **kw)
-        s1, l1 = _brute(own, truth, tombstones, req, child.thread_id)
-        s2, l2 = _brute(theirs, truth, tombstones, req, parent.thread_id, allowed=set(named))
-        expected = {(k[3], k[2]) for k in sorted(s1 + s2)[: req.limit]}
-        expected |= {(k[3], k[2]) for k in sorted(l1 + l2)[: req.limit]}
-        got = await store.search(child, req)
+        pool = _pool(own, tombstones, req, child.thread_id)
+        pool += _pool(theirs, tombstones, req, parent.thread_id, allowed=set(named))
+        scored, lexical, stats = _brute(pool, truth, req)  # one corpus: both threads' entries
+        expected = {(k[3], k[2]) for k in scored[: req.limit]}
+        expected |= {(k[3], k[2]) for k in lexical[: req.limit]}
+        result = await store.search(child, req)
+        got = result.candidates
+        assert (result.stats.documents, result.stats.total_length) == stats[:2]
+        assert dict(result.stats.document_frequency) == stats[2]
         assert {(c.record.thread_id, c.record.id) for c in got} == expected
         assert len(got) == len(expected)
         for c in got:
@@ -373,7 +387,7 @@ async def test_shared_source_is_bound_to_tenant_and_resource():
     await store.put_entries(parent_elsewhere, [entry("p", "secret")], now=T0)
     await index_all(store, vectors={"p": unit(0)})
     req = request(unit(0), terms={"secret"}, shared=SharedSource("parent", ("p",)))
-    assert await store.search(scope(thread="child"), req) == []
+    assert (await store.search(scope(thread="child"), req)).candidates == []
 
 
 async def test_shared_entries_use_parent_tombstones_and_rules():
@@ -395,8 +409,9 @@ async def test_shared_entries_use_parent_tombstones_and_rules():
     req = request(unit(0), limit=10, shared=shared)
     assert await search_ids(store, child, req) == {"c1", "p1", "p2", "src"}
     await store.add_tombstones(parent, [Tombstone("src", "src", "forgotten", T0)])
-    # parent's tombstone invalidates p1 (and not the child's c1, whose "src" is its own thread's)
-    assert await search_ids(store, child, req) == {"c1", "p2", "src"}
+    # parent's tombstone invalidates p1 and src itself (not the child's c1, whose "src" is its
+    # own thread's)
+    assert await search_ids(store, child, req) == {"c1", "p2"}
     only_named = SharedSource("parent", ("p2",))
     assert await search_ids(store, child, request(unit(0), shared=only_named)) == {"c1", "p2"}
 
@@ -421,7 +436,7 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
             entry("near", "nothing here"),
             entry("one", "the Pineapple grows"),
             entry("two", "pineapple and mango"),
-            entry("part", "pineapples are plural"),
+            entry("part", "pineapplejuice is another word"),
         ],
         now=T0,
     )
@@ -429,9 +444,12 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
         store,
         vectors={"near": vec(1, 0), "one": vec(0, 1), "two": vec(0, 1), "part": vec(0, 1)},
     )
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms={"pineapple", "mango"}))
-    assert got == {"near", "two"}  # "two" matches two terms; "pineapples" is not the word
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=2, terms={"pineapple"}))
+    terms = query_terms("pineapple mango")
+    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms=terms))
+    assert got == {"near", "two"}  # "two" matches two terms; "pineapplejuice" is not the word
+    got = await search_ids(
+        store, SCOPE, request(vec(1, 0), limit=2, terms=query_terms("Pineapples"))
+    )
     assert got == {"near", "one", "two"}
 
 
@@ -496,7 +514,7 @@ async def test_any_tombstone_on_a_source_invalidates(reason):
     )
     await index_all(store, vectors={"src": vec(1, 0), "d": vec(1, 0)})
     await store.add_tombstones(SCOPE, [Tombstone("src", "c", reason, T0 - timedelta(days=1))])
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src"}  # own tombstone: no rule
+    assert await search_ids(store, SCOPE, request(vec(1, 0))) == set()  # own tombstone too
     assert await store.remove_tombstones(SCOPE, "c", "corrected") == 0
     assert await store.remove_tombstones(SCOPE, "c", reason) == 1
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "d"}
@@ -508,28 +526,17 @@ async def test_corrected_tombstone_only_invalidates_records_written_before_it():
     await store.put_entries(SCOPE, [entry("src"), entry("old", lineage=lineage)], now=T0)
     await store.put_entries(SCOPE, [entry("new", lineage=lineage)], now=T0 + timedelta(hours=2))
     await index_all(store, vectors={k: vec(1, 0) for k in ("src", "old", "new")})
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=1))]
-    )
+    fixed = T0 + timedelta(hours=1)
+    await store.replace_text(SCOPE, "src", "src, corrected", vec(1, 0), now=fixed)
+    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "corrected", fixed)])
+    # equal times do not invalidate (src itself), strictly later ones do (old, not new)
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "new"}
-    # equal times do not invalidate (strictly after is required)
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=2))]
-    )
+    # a tombstone of another reason coexists with the correction ...
+    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "revoked", T0)])
+    assert await search_ids(store, SCOPE, request(vec(1, 0))) == set()
+    # ... and removing it leaves the correction in force
+    assert await store.remove_tombstones(SCOPE, "src", "revoked") == 1
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "new"}
-    # the same (entry, cause) pair takes the new reason: now it invalidates everything derived
-    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "forgotten", T0)])
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src"}
-    # rewriting lineage moves written_at: a later correction-only tombstone no longer applies
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=3))]
-    )
-    await store.put_entries(
-        SCOPE,
-        [entry("old", lineage=Lineage(source_ids=("src", "other")))],
-        now=T0 + timedelta(hours=4),
-    )
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "old"}
 
 
 async def test_search_validates_query_vector():
@@ -538,7 +545,7 @@ async def test_search_validates_query_vector():
         await store.search(SCOPE, request([float("nan"), 0.0]))
     with pytest.raises(DimensionMismatchError):
         await store.search(SCOPE, request([1.0, 0.0, 0.0]))
-    assert await store.search(SCOPE, request([1.0, 0.0], limit=0)) == []
+    assert (await store.search(SCOPE, request([1.0, 0.0], limit=0))).candidates == []
 
 
 async def test_returned_vectors_cannot_change_the_store():
@@ -547,9 +554,9 @@ async def test_returned_vectors_cannot_change_the_store():
     await store.put_entries(SCOPE, [entry("a")], now=T0)
     await index_all(store, vectors={"a": v})
     v[0] = 99.0  # the caller's array was copied on the way in
-    (c,) = await store.search(SCOPE, request(vec(1, 0)))
+    (c,) = (await store.search(SCOPE, request(vec(1, 0)))).candidates
     c.vector[0] = 42.0
-    (again,) = await store.search(SCOPE, request(vec(1, 0)))
+    (again,) = (await store.search(SCOPE, request(vec(1, 0)))).candidates
     np.testing.assert_array_equal(again.vector, vec(1, 0))
 
 
@@ -622,7 +629,7 @@ async def test_dependents_known_ids_and_delete():
     ]
     assert await store.dependents(SCOPE, ["s1"], limit=1) == [("d1", ("s2", "s1"))]
     await store.add_tombstones(SCOPE, [Tombstone("gone", "gone", "forgotten", T0)])
-    assert await store.known_ids(SCOPE, ["s1", "gone", "never"]) == {"s1", "gone"}
+    assert await store.known_ids(SCOPE, ["s1", "gone", "never"]) == {"s1"}
     assert await store.delete_entries(SCOPE, ["s1", "never"]) == 1
     got = await store.get_entries(SCOPE, ["d1", "s1", "s2", "d1"])
     assert [r.id for r in got] == ["d1", "s2"]
@@ -647,7 +654,7 @@ async def test_set_consent_and_replace_text():
         later,
     )
     assert (rec.sequence, rec.metadata, rec.consent) == (4, {"m": 1}, MemoryConsent(source="agent"))
-    (c,) = await store.search(SCOPE, request(vec(0, 1), terms={"new"}))
+    (c,) = (await store.search(SCOPE, request(vec(0, 1), terms={"new"}))).candidates
     np.testing.assert_array_equal(c.vector, vec(0, 1))
     assert await search_ids(store, SCOPE, request(vec(0, 1), terms={"old"})) == {"a"}
     with pytest.raises(NotFoundError):
@@ -728,14 +735,11 @@ async def test_complete_with_stale_revision_is_ignored():
     store = InMemoryVectorStore()
     await store.put_entries(SCOPE, [entry("a", "one")], now=T0)
     (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0)
-    await store.put_entries(SCOPE, [entry("a", "two")], now=T0)
+    await store.replace_text(SCOPE, "a", "two", unit(1), now=T0)  # a correction: revision 2
     assert await store.complete_indexing([(claim, unit(0))], worker_id="w", now=T0) == 0
-    assert (await store.index_status(SCOPE, ["a"]))["a"] == ("pending", None)
-    (fresh,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0)
-    assert fresh.revision == 2
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="other", now=T0) == 0
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="w", now=T0) == 1
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="w", now=T0) == 0
+    (rec,) = await store.get_entries(SCOPE, ["a"])
+    assert (rec.text, rec.revision, rec.status) == ("two", 2, "indexed")
+    assert await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0) == []
 
 
 async def test_fail_retry_and_requeue():
@@ -797,7 +801,9 @@ async def test_store_vectors_reindexes_matching_revisions():
         SCOPE, [("a", 1, vec(0, 1)), ("b", 2, vec(0, 1)), ("zz", 1, vec(0, 1))], now=T0
     )
     assert n == 1
-    got = {c.record.id: c.vector for c in await store.search(SCOPE, request(vec(0, 1)))}
+    got = {
+        c.record.id: c.vector for c in (await store.search(SCOPE, request(vec(0, 1)))).candidates
+    }
     np.testing.assert_array_equal(got["a"], vec(0, 1))
     np.testing.assert_array_equal(got["b"], vec(1, 0))
     assert await store.store_vectors(scope(thread="other"), [("a", 1, vec(0, 1))], now=T0) == 0
@@ -832,7 +838,9 @@ async def test_a_bad_vector_in_a_batch_changes_nothing(bad):
     assert await store.complete_indexing(good, worker_id="w", now=T0) == 3
     with pytest.raises(InvalidVectorError):
         await store.store_vectors(SCOPE, [("a", 1, vec(0, 1)), ("b", 1, bad)], now=T0)
-    got = {c.record.id: c.vector for c in await store.search(SCOPE, request(vec(1, 0)))}
+    got = {
+        c.record.id: c.vector for c in (await store.search(SCOPE, request(vec(1, 0)))).candidates
+    }
     np.testing.assert_array_equal(got["a"], vec(1, 0))
 
 
