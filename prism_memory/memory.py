@@ -435,6 +435,7 @@ class Memory:
         explain: bool = False,
         share_from_parent_thread_id: str | None = None,
         include_pending: bool | float = False,
+        scope: Literal["thread", "resource"] = "thread",
     ) -> RecallResult:
         """Recall the entries most similar to ``query`` (similarity + lexical; see :mod:`prism_memory.ranking`).
 
@@ -447,8 +448,17 @@ class Memory:
         were still waiting. ``include_pending=True`` first waits (up to 5 s; a number gives the
         bound in seconds, at most 60) for the entries *this memory* remembered to be indexed or
         failed; on timeout recall goes ahead and ``pending`` reports what is left.
+
+        ``scope="resource"`` also recalls, from every other thread of this tenant and resource,
+        the entries whose consent scope is ``"user"`` or ``"profile"`` (memory that follows a user
+        across conversations); ``"thread"`` entries never leave their thread. Every exclusion rule
+        applies to them unchanged, and such hits come back with ``shared=True`` (they stay owned,
+        forgotten and exported by their own thread). ``pending`` still counts this thread only.
         """
-        scope = self.identity
+        if scope not in ("thread", "resource"):
+            raise ValidationError("scope must be 'thread' or 'resource'")
+        resource_wide = scope == "resource"
+        identity = self.identity
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must be a non-empty string")
         check_text(query, "query")
@@ -466,7 +476,7 @@ class Memory:
         shared_thread = None
         if share_from_parent_thread_id is not None:
             shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
-            if shared_thread == scope.thread_id:
+            if shared_thread == identity.thread_id:
                 raise ValidationError("a thread cannot share from itself")
         wait = _pending_wait(include_pending)
         if wait and self._inflight:
@@ -474,15 +484,16 @@ class Memory:
         vector = await self._embed_one(query, "query embedding")
         now = self._clock()
         recall_filter = self._filter(now, require_consent=consent)
-        shared = await self._shared_source(scope, shared_thread, now)
+        shared = await self._shared_source(identity, shared_thread, now)
         found = await self.vector_store.search(
-            scope,
+            identity,
             SearchRequest(
                 vector=vector,
                 terms=terms,
                 limit=k * 4,
                 filter=recall_filter,
                 shared=shared,
+                resource_wide=resource_wide,
             ),
         )
         self._check_models(found.candidates)
@@ -496,6 +507,11 @@ class Memory:
             scoring=rules,
             shared_thread_id=shared_thread if shared else None,
         )
+        if resource_wide:  # hits owned by another thread are marked, like granted ones
+            hits = [
+                replace(hit, shared=True) if hit.record.thread_id != identity.thread_id else hit
+                for hit in hits
+            ]
         if self._scrub.active:
             hits = [replace(hit, record=self._scrubbed(hit.record)) for hit in hits]
         adjacent: tuple[MemoryRecord, ...] = ()
@@ -503,7 +519,7 @@ class Memory:
         if window and own:
             hit_ids = {record.id for record in own}
             ranges = [(r.sequence - window, r.sequence + window) for r in own]
-            neighbours = await self.vector_store.neighbors(scope, ranges, recall_filter)
+            neighbours = await self.vector_store.neighbors(identity, ranges, recall_filter)
             adjacent = tuple(
                 self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
             )
@@ -511,7 +527,7 @@ class Memory:
             hits=tuple(hits),
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
-            pending=await self.vector_store.count_pending(scope),
+            pending=await self.vector_store.count_pending(identity),
         )
 
     def _check_models(self, candidates: Sequence[Candidate]) -> None:
@@ -579,19 +595,26 @@ class Memory:
         max_tokens: int | None = None,
         token_counter: TokenCounter | None = None,
         include_pending: bool | float = False,
+        scope: Literal["thread", "resource"] = "thread",
     ) -> ContextProvider:
         """A provider of inert system blocks: working memory and/or recalled memories.
 
         Recalled memories are chosen best-first within ``max_tokens`` (default 2000, cap 8000) and
         presented chronologically, so the block stays byte-identical unless the chosen set changes.
-        ``include_pending`` is passed to every :meth:`recall` (read-after-write).
+        ``include_pending`` is passed to every :meth:`recall` (read-after-write), and so is
+        ``scope`` (``"resource"``: the user's ``user``/``profile`` entries from their other threads
+        too, in the same single chronological block).
         """
+        if scope not in ("thread", "resource"):
+            raise ValidationError("scope must be 'thread' or 'resource'")
         k = self.limits.resolve("top_k", top_k)
         budget = self.limits.resolve("injected_tokens", max_tokens)
         _pending_wait(include_pending)  # validated now, not at the first provide()
 
         async def recall(query: str, limit: int) -> RecallResult:
-            return await self.recall(query, top_k=limit, include_pending=include_pending)
+            return await self.recall(
+                query, top_k=limit, include_pending=include_pending, scope=scope
+            )
 
         return ContextProvider(
             recall=recall if semantic else None,

@@ -53,7 +53,7 @@ from ..models import (
 from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, SearchResult, Tombstone
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
-from .tables import PrismTables
+from .tables import RESOURCE_SHARED, PrismTables
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -278,7 +278,13 @@ class EntrySql:
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
     def search(
-        self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
+        self,
+        *,
+        require_consent: bool,
+        occurred_after: bool,
+        shared: bool,
+        lexical: bool,
+        resource_wide: bool = False,
     ) -> str:
         """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
 
@@ -290,6 +296,12 @@ class EntrySql:
         index out of per-thread recall: the sort is exact, so a filter can never make it
         under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
         here operation by operation in float8 so that both backends select the same rows.
+
+        ``resource_wide`` adds the travelling (``user``/``profile``) rows of the resource's other
+        threads, read through the partial index ``ix_resource_shared`` (whose predicate,
+        :data:`~prism_memory.postgres.tables.RESOURCE_SHARED`, is repeated verbatim) and sorted
+        exactly like the thread's own rows, so it cannot under-return either. A granted parent row
+        that travels is then read by that pool only, so each row counts once.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
@@ -298,7 +310,15 @@ class EntrySql:
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
-        pools = [own, parent] if shared else [own]
+        pools = [own]
+        if shared:
+            # with a resource-wide recall, granted rows that travel come in through that pool
+            pools.append(parent + (" AND e.consent_scope = 'thread'" if resource_wide else ""))
+        if resource_wide:
+            pools.append(
+                "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id <> :thread "
+                f"AND e.{RESOURCE_SHARED[1:-1]}"
+            )
         # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
         # rows without any (most of them) skip the per-term probes.
         matched = (
@@ -618,6 +638,7 @@ class EntryRepository(_Repository):
             occurred_after=flt.occurred_after is not None,
             shared=use_shared,
             lexical=bool(terms),
+            resource_wide=request.resource_wide,
         )
         params: dict[str, Any] = {
             **_scope_params(scope),

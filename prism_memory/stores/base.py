@@ -120,8 +120,12 @@ class SearchRequest:
     """One recall's candidate selection.
 
     The *corpus* is every recallable record of the scope's thread plus, when ``shared`` is set, the
-    named entries of the parent thread (same tenant and resource) that are recallable. The store
-    returns a :class:`SearchResult`: the union of two legs over the corpus and its statistics.
+    named entries of the parent thread (same tenant and resource) that are recallable, plus, when
+    ``resource_wide`` is set, every recallable record of the *other* threads of the same tenant and
+    resource whose consent scope travels (:func:`prism_memory.stores.rules.travels`: ``user`` or
+    ``profile``). Each record counts once. The exclusion rules apply to every record alike, with the
+    tombstones of the record's own thread. The store returns a :class:`SearchResult`: the union of
+    two legs over the corpus and its statistics.
 
     * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
       at distance 1), ties by sequence then id.
@@ -140,6 +144,7 @@ class SearchRequest:
     limit: int
     filter: RecallFilter
     shared: SharedSource | None = None
+    resource_wide: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ from .base import (
     check_lease,
     check_limit,
 )
-from .rules import is_recallable
+from .rules import is_recallable, travels
 
 __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 
@@ -111,6 +111,8 @@ class _SearchIndex:
     """L2-normalised vectors (zero rows stay zero), one row per record."""
     occurred_us: npt.NDArray[np.int64]
     explicit_consent: npt.NDArray[np.bool_]
+    travels: npt.NDArray[np.bool_]
+    """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
     postings: dict[str, _Positions]
     """Term -> ascending positions of the records whose text contains it."""
     lengths: npt.NDArray[np.int64]
@@ -198,6 +200,7 @@ class _Thread:
             unit=unit,
             occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
             explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
+            travels=np.array([travels(r) for r in records], dtype=np.bool_),
             postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
             lengths=np.array(lengths, dtype=np.int64),
         )
@@ -515,19 +518,43 @@ class InMemoryVectorStore(VectorStore):
             if positions.shape[0]:
                 pools.append(_Pool(index, positions))
         shared = request.shared
+        granted: _Positions | None = None
+        parent_key: _ScopeKey | None = None
         if shared is not None and shared.thread_id != scope.thread_id:
-            parent = self._thread((scope.tenant_id, scope.resource_id, shared.thread_id))
+            parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
+            parent = self._thread(parent_key)
             if parent is not None:
                 index = parent.search_index()
-                named = np.array(
+                granted = np.array(
                     sorted({index.positions[i] for i in shared.ids if i in index.positions}),
                     dtype=np.intp,
                 )
-                if named.shape[0]:
-                    named = named[index.eligible(request.filter)[named]]
-                if named.shape[0]:
-                    pools.append(_Pool(index, named))
+        if request.resource_wide:
+            for other_key in self._resource_threads(scope):
+                if other_key == key:
+                    continue
+                index = self._threads[other_key].search_index()
+                mask = index.travels.copy()
+                if other_key == parent_key and granted is not None:
+                    mask[granted] = True  # granted entries of the parent count once
+                    granted = None
+                positions = np.flatnonzero(mask & index.eligible(request.filter))
+                if positions.shape[0]:
+                    pools.append(_Pool(index, positions))
+        if granted is not None and granted.shape[0] and parent_key is not None:
+            index = self._threads[parent_key].search_index()
+            named = granted[index.eligible(request.filter)[granted]]
+            if named.shape[0]:
+                pools.append(_Pool(index, named))
         return pools
+
+    def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
+        """The keys of every thread of the scope's tenant and resource (sorted)."""
+        return sorted(
+            key
+            for key in self._threads
+            if key[0] == scope.tenant_id and key[1] == scope.resource_id
+        )
 
     async def neighbors(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from ..embedding import Embedder
@@ -120,11 +121,131 @@ async def recall_reports_and_can_wait_for_pending_writes(kit: ConformanceKit) ->
     await memory.aclose()
 
 
+def _user(entry_id: str, text: str, scope: str = "user", **extra: Any) -> dict[str, Any]:
+    return {"id": entry_id, "text": text, "consent": {"source": "user", "scope": scope}, **extra}
+
+
+async def resource_recall_follows_the_user_across_threads(kit: ConformanceKit) -> None:
+    """``recall(scope="resource")`` reaches the ``user``/``profile`` entries of the resource's other
+    threads; ``thread`` entries, other resources and other tenants stay out."""
+    case = _Case(kit)
+    chat_a = case.memory(thread="chat-a")
+    chat_b = case.memory(thread="chat-b")
+    await chat_a.remember(
+        [
+            _user("u1", "Ada is allergic to peanuts"),
+            _user("p1", "Ada lives in Lyon and likes peanuts-free pastries", scope="profile"),
+            {"id": "t1", "text": "in this chat Ada asked about peanuts cookies"},
+            _user("t2", "peanuts were mentioned in passing", scope="thread"),
+        ],
+        wait=True,
+    )
+    await chat_b.remember({"id": "b1", "text": "peanuts are on the shopping list"}, wait=True)
+    _check(await _ids(chat_b, "peanuts", top_k=10) == ["b1"], "thread recall stays in its thread")
+    got = await chat_b.recall("peanuts", top_k=10, scope="resource")
+    by_id = {hit.id: hit for hit in got.hits}
+    _check(set(by_id) == {"b1", "u1", "p1"}, f"resource recall: {sorted(by_id)}")
+    _check(len(got.hits) == 3, "each entry once")
+    _check(by_id["u1"].shared and by_id["u1"].record.thread_id == "chat-a", "marked, owned by A")
+    _check(not by_id["b1"].shared, "own entries are not marked shared")
+    ranged = await chat_b.recall("peanuts", top_k=10, scope="resource", message_range=2)
+    _check(all(r.thread_id == "chat-b" for r in ranged.adjacent), "neighbours: own thread only")
+    own_side = await chat_a.recall("peanuts", top_k=10, scope="resource")
+    _check(
+        sorted(h.id for h in own_side.hits) == ["p1", "t1", "t2", "u1"],
+        f"the owning thread sees its own entries once: {[h.id for h in own_side.hits]}",
+    )
+    await _raises(ValidationError, chat_b.recall("peanuts", scope="tenant"), "bad scope")  # type: ignore[arg-type]
+
+    new_thread = case.memory(thread="chat-c")  # a conversation with nothing in it yet
+    _check(
+        set(await _ids(new_thread, "allergic peanuts", scope="resource")) == {"u1", "p1"},
+        "a fresh conversation recalls the user's facts",
+    )
+    block = await new_thread.context_provider(working=False, scope="resource").render("peanuts")
+    _check(
+        block.index("allergic to peanuts") < block.index("lives in Lyon"),
+        f"one chronological block: {block!r}",
+    )
+    other_user = case.memory(thread="chat-b", resource_id="user-bob")
+    _check(await _ids(other_user, "peanuts", scope="resource") == [], "another resource")
+    other_tenant = case.memory(thread="chat-b", tenant_id=f"{case.tenant}-other")
+    _check(await _ids(other_tenant, "peanuts", scope="resource") == [], "another tenant")
+    for memory in (chat_a, chat_b):
+        await memory.aclose()
+
+
+async def resource_recall_keeps_every_exclusion_rule(kit: ConformanceKit) -> None:
+    """Revocation, a narrowed scope, legal hold, lineage invalidation and retention remove an entry
+    from other threads' resource-wide recall at once; only the owning thread forgets or exports it."""
+    case = _Case(kit)
+    chat_a = case.memory(thread="chat-a")
+    chat_b = case.memory(thread="chat-b")
+    await chat_a.remember(
+        [
+            _user("u1", "Ada is allergic to peanuts"),
+            _user("u2", "Ada's peanuts allergy is severe"),
+            _user("u3", "Ada keeps peanuts-free snacks"),
+            _user("s1", "Ada's doctor is Dr Peanuts"),
+        ],
+        wait=True,
+    )
+    await chat_a.remember(
+        _user("d1", "summary: see Dr Peanuts yearly", lineage={"source_ids": ["s1"]}), wait=True
+    )
+
+    async def seen() -> set[str]:
+        return set(await _ids(chat_b, "peanuts", top_k=10, scope="resource"))
+
+    _check(await seen() == {"u1", "u2", "u3", "s1", "d1"}, "all recallable at first")
+    await chat_a.set_consent("u1", visible=False)
+    _check("u1" not in await seen(), "revoked in A: gone from B at once")
+    await chat_a.set_consent("u1", visible=True)
+    _check("u1" in await seen(), "granted again: back")
+    await chat_a.set_consent("u2", scope="thread")
+    _check("u2" not in await seen(), "narrowed to its thread")
+    await chat_a.forget(ids=["u3"], hold=True)
+    _check("u3" not in await seen(), "legal hold")
+    await chat_a.correct("s1", "Ada's doctor is Dr Peanuts, at the Lyon clinic")
+    _check("d1" not in await seen() and "s1" in await seen(), "lineage invalidated by a correction")
+
+    _check(await chat_b.forget(ids=["u1"]) == 0, "B cannot forget A's entry")
+    _check("u1" in await seen(), "still there after B's attempt")
+    page = await chat_b.export_memory(identity=chat_b.identity)
+    _check(all(e["thread_id"] == "chat-b" for e in page.entries), "B exports only its own")
+    exported = await chat_a.export_memory(identity=chat_a.identity)
+    _check("u1" in {e["id"] for e in exported.entries}, "A exports it")
+    _check(await chat_a.forget(ids=["u1"]) == 1, "A forgets it")
+    _check("u1" not in await seen(), "forgotten in A: gone from B")
+
+    await chat_a.remember(
+        _user("old", "Ada once disliked peanuts", occurred_at=case.clock() - timedelta(days=3)),
+        wait=True,
+    )
+    _check("old" in await seen(), "no retention window: old entry recalled")
+    windowed = case.memory(thread="chat-b", retention_days=1)
+    windowed_ids = await _ids(windowed, "peanuts", top_k=10, scope="resource")
+    _check("old" not in windowed_ids, "the reader's retention window applies")
+    swept = await chat_a.apply_retention(max_age_days=1)
+    _check(swept.deleted == 1 and "old" not in await seen(), "A's retention sweep deletes it")
+
+    # a parent's grant and resource-wide recall together still count each entry once
+    await chat_a.share_with("chat-b", ["s1"])
+    both = await chat_b.recall(
+        "doctor", top_k=10, scope="resource", share_from_parent_thread_id="chat-a"
+    )
+    _check([h.id for h in both.hits].count("s1") == 1, "granted and travelling: once")
+    for memory in (chat_a, chat_b):
+        await memory.aclose()
+
+
 AGENT_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
         embedding_model_is_recorded_and_checked,
         recall_reports_and_can_wait_for_pending_writes,
+        resource_recall_follows_the_user_across_threads,
+        resource_recall_keeps_every_exclusion_rule,
     )
 }
 """The checks of this module by name; part of ``CONFORMANCE_CHECKS``."""
