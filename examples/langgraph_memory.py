@@ -87,26 +87,20 @@ async def echo_model(system_block: str, user_message: str) -> str:
 async def main(vector_store: VectorStore | None = None) -> list[str]:
     """A fact told in one conversation is used by the graph in the next."""
     store = vector_store or InMemoryVectorStore()
-    embedder = HashEmbedder(dimensions=64)
+    # one user's conversations: same tenant, resource (the user), embedder and store
+    ada: dict[str, Any] = {
+        "tenant_id": "acme",
+        "resource_id": "user-ada",
+        "embedder": HashEmbedder(dimensions=64),
+        "vector_store": store,
+    }
     graph = build_graph(echo_model)
     answers: list[str] = []
-    async with create_memory(
-        tenant_id="acme",
-        resource_id="user-ada",
-        thread_id="chat-1",
-        embedder=embedder,
-        vector_store=store,
-    ) as chat1:
+    async with create_memory(thread_id="chat-1", **ada) as chat1:
         await chat1.remember(
             {"text": "Ada prefers answers in French", "consent": {"scope": "profile"}}, wait=True
         )
-    async with create_memory(
-        tenant_id="acme",
-        resource_id="user-ada",
-        thread_id="chat-2",
-        embedder=embedder,
-        vector_store=store,
-    ) as chat2:
+    async with create_memory(thread_id="chat-2", **ada) as chat2:
         state = await graph.ainvoke(
             {"messages": [{"role": "user", "content": "In which language should answers be?"}]},
             context=MemoryContext(chat2),

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from prism_memory import HashEmbedder, Memory, VectorStore, create_memory
+from prism_memory import HashEmbedder, InMemoryVectorStore, Memory, VectorStore, create_memory
 
 
 @dataclass
@@ -87,30 +88,22 @@ def echo_memories(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
 
 async def main(vector_store: VectorStore | None = None) -> list[str]:
     """Two conversations of one user: a fact told in the first is used in the second."""
-    from prism_memory import InMemoryVectorStore
-
     store = vector_store or InMemoryVectorStore()
-    embedder = HashEmbedder(dimensions=64)
+    # one user's conversations: same tenant, resource (the user), embedder and store
+    ada: dict[str, Any] = {
+        "tenant_id": "acme",
+        "resource_id": "user-ada",
+        "embedder": HashEmbedder(dimensions=64),
+        "vector_store": store,
+    }
     agent = build_agent(FunctionModel(echo_memories))
     answers = []
-    async with create_memory(
-        tenant_id="acme",
-        resource_id="user-ada",
-        thread_id="chat-1",
-        embedder=embedder,
-        vector_store=store,
-    ) as chat1:
+    async with create_memory(thread_id="chat-1", **ada) as chat1:
         await chat1.remember(
             {"text": "Ada is allergic to peanuts", "consent": {"scope": "user"}}, wait=True
         )
         answers.append(await chat_turn(agent, chat1, "Any snack ideas? Remember my allergy."))
-    async with create_memory(
-        tenant_id="acme",
-        resource_id="user-ada",
-        thread_id="chat-2",
-        embedder=embedder,
-        vector_store=store,
-    ) as chat2:
+    async with create_memory(thread_id="chat-2", **ada) as chat2:
         answers.append(
             await chat_turn(agent, chat2, "Which snacks should I avoid, given my allergy?")
         )

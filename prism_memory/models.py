@@ -438,7 +438,8 @@ class RecallHit:
     importance: float
     score: float
     shared: bool = False
-    """True when the hit came from a parent thread through a share grant."""
+    """True when another thread owns the hit: a parent's entry through a share grant, or a
+    ``user``/``profile`` entry reached by ``recall(..., scope="resource")``."""
     bm25: float = 0.0
     """Raw BM25 of the entry for the query, over the recall scope's statistics."""
     semantic_scale: float = 1.0
