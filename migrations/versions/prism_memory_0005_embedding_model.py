@@ -1,7 +1,7 @@
 """prism_memory: the embedding model of each vector, and an index for resource-wide recall.
 
 Revision ID: prism_memory_0005
-Revises: prism_memory_0004
+Revises: prism_memory_0006
 Create Date: 2026-12-01
 
 ``embedding_model`` records the ``model`` identifier of the embedder that made a row's vector, so a
@@ -21,7 +21,7 @@ from prism_memory.postgres.migrate import revision_settings
 from prism_memory.postgres.tables import RESOURCE_SHARED
 
 revision: str = "prism_memory_0005"
-down_revision: str | Sequence[str] | None = "prism_memory_0004"
+down_revision: str | Sequence[str] | None = "prism_memory_0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

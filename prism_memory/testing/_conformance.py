@@ -916,7 +916,12 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
 }
 """Every conformance check by name, in a sensible order."""
 
-# Checks kept in their own module; it imports this one's helpers, which are all defined by now.
+# the governance checks live in their own module, which imports this one's helpers
+from ._governance import GOVERNANCE_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(GOVERNANCE_CHECKS)
+
+# the agent-facing checks (embedding model, read-after-write, resource-wide recall) likewise
 from ._conformance_agents import AGENT_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(AGENT_CHECKS)
