@@ -4,7 +4,7 @@ The host chooses the schema and table names at run time, so the tables are Core 
 objects built per ``(schema, table, dimension)`` by :func:`~prism_memory.postgres.tables.build_metadata`.
 The ORM classes follow the same rule: this module declares one plain, typed base class per table
 (:class:`EntryRow`, :class:`TombstoneRow`, :class:`ShareGrantRow`, :class:`RagSourceAclRow`,
-:class:`RagScopeGenerationRow`, :class:`WorkingMemoryRow`, their columns annotated with
+:class:`RagScopeGenerationRow`, :class:`RagChunkRow`, :class:`WorkingMemoryRow`, their columns annotated with
 ``Mapped[...]``), and :func:`map_models` creates one subclass of each, mapped imperatively (its own
 :class:`~sqlalchemy.orm.registry`) onto the *same* ``Table`` objects. The metadata -- and so
 ``alembic check`` -- is exactly the Core schema; nothing here declares a column of its own.
@@ -34,6 +34,7 @@ from ..models import Vector
 __all__ = [
     "EntryRow",
     "PrismModels",
+    "RagChunkRow",
     "RagScopeGenerationRow",
     "RagSourceAclRow",
     "ShareGrantRow",
@@ -137,6 +138,8 @@ class RagSourceAclRow(_Row):
     """A row of ``<table>_rag_source_acl``: a RAG source granted to a principal or a group."""
 
     tenant_id: Mapped[str]
+    scope: Mapped[str]
+    """The RAG scope's key within the tenant (``RagScope.key``)."""
     source_id: Mapped[str]
     principal_kind: Mapped[str]
     principal_id: Mapped[str]
@@ -151,6 +154,25 @@ class RagScopeGenerationRow(_Row):
     scope: Mapped[str]
     generation: Mapped[int]
     updated_at: Mapped[datetime]
+
+
+class RagChunkRow(_Row):
+    """A row of ``<table>_rag_chunks``: one chunk of a RAG source in one generation."""
+
+    tenant_id: Mapped[str]
+    scope: Mapped[str]
+    generation: Mapped[int]
+    source_id: Mapped[str]
+    chunk_index: Mapped[int]
+    text: Mapped[str]
+    metadata: Mapped[dict[str, Any]]
+    digest: Mapped[str]
+    embedding: Mapped[Vector]
+    text_tsv: Mapped[str]
+    """The chunk's :func:`prism_memory.lexical.tokenize` terms with their positions."""
+    term_count: Mapped[int]
+    """How many terms the chunk has (its BM25 length)."""
+    created_at: Mapped[datetime]
 
 
 class WorkingMemoryRow(_Row):
@@ -175,6 +197,7 @@ class PrismModels:
     ShareGrant: type[ShareGrantRow]
     RagSourceAcl: type[RagSourceAclRow]
     RagScopeGeneration: type[RagScopeGenerationRow]
+    RagChunk: type[RagChunkRow]
     WorkingMemory: type[WorkingMemoryRow]
 
     @property
@@ -186,6 +209,7 @@ class PrismModels:
             self.ShareGrant,
             self.RagSourceAcl,
             self.RagScopeGeneration,
+            self.RagChunk,
             self.WorkingMemory,
         )
 
@@ -216,6 +240,7 @@ def map_models(
     share_grant: Table,
     rag_source_acl: Table,
     rag_scope_generations: Table,
+    rag_chunks: Table,
     working: Table,
 ) -> PrismModels:
     """Map a fresh subclass of each row class onto these tables, in a registry of their own.
@@ -235,5 +260,6 @@ def map_models(
         RagScopeGeneration=_mapped(
             mapper_registry, RagScopeGenerationRow, "RagScopeGeneration", rag_scope_generations
         ),
+        RagChunk=_mapped(mapper_registry, RagChunkRow, "RagChunk", rag_chunks),
         WorkingMemory=_mapped(mapper_registry, WorkingMemoryRow, "WorkingMemory", working),
     )

@@ -53,6 +53,7 @@ from ..stores.base import (
 )
 from ._engine import create_engine, install_vector_codec
 from ._errors import wrap_db_errors
+from .rag_store import PostgresRagOperations
 from .repositories import (
     EntryRepository,
     IndexingRepository,
@@ -134,10 +135,13 @@ def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return dict(loaded)
 
 
-class PostgresVectorStore(_Adapter, VectorStore):
-    """:class:`~prism_memory.stores.base.VectorStore` on PostgreSQL + pgvector.
+class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
+    """:class:`~prism_memory.stores.base.VectorStore` and
+    :class:`~prism_memory.stores.rag_base.RagStore` on PostgreSQL + pgvector.
 
     Open it with :func:`create_postgres_vector_store` or :func:`create_postgres_memory_stores`.
+    The RAG operations (``upsert``, ``query``, ``lexical_query``, ``transaction()``, ...) work on
+    ``<table>_rag_chunks`` and are documented in :mod:`prism_memory.postgres.rag_store`.
     """
 
     def __init__(

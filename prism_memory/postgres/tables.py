@@ -12,8 +12,9 @@ Tables, for a base name ``t``:
 * ``t`` -- semantic-memory entries, their vectors and the indexing ledger;
 * ``t_invalidation`` -- lineage tombstones (query-time indexed ``NOT EXISTS``);
 * ``t_share_grant`` -- parent -> child thread share grants;
-* ``t_rag_source_acl`` -- RAG source grants to principals and groups;
+* ``t_rag_source_acl`` -- RAG source grants to principals and groups, per RAG scope;
 * ``t_rag_scope_generations`` -- the current generation of each RAG scope;
+* ``t_rag_chunks`` -- RAG document chunks by scope, generation and source, with their vectors;
 * ``t_working`` -- versioned working-memory documents.
 
 Each table set also carries typed ORM classes mapped onto these same ``Table`` objects
@@ -116,6 +117,7 @@ class Names:
     share_grant: str
     rag_source_acl: str
     rag_scope_generations: str
+    rag_chunks: str
     working: str
     version_table: str
     ix_scope: str
@@ -126,6 +128,8 @@ class Names:
     ix_hnsw: str
     ix_invalidation_cause: str
     ix_acl_principal: str
+    ix_rag_chunks_tsv: str
+    ix_rag_chunks_hnsw: str
 
     def all_identifiers(self) -> tuple[str, ...]:
         """Every derived name, constraint names included (each must fit in 63 characters)."""
@@ -146,6 +150,7 @@ class Names:
             self.share_grant,
             self.rag_source_acl,
             self.rag_scope_generations,
+            self.rag_chunks,
             self.working,
         )
 
@@ -167,6 +172,7 @@ def names_for(schema: str, table: str) -> Names:
         share_grant=f"{table}_share_grant",
         rag_source_acl=f"{table}_rag_source_acl",
         rag_scope_generations=f"{table}_rag_scope_generations",
+        rag_chunks=f"{table}_rag_chunks",
         working=f"{table}_working",
         version_table=f"{table}_alembic_version",
         ix_scope=f"{table}_scope_seq_idx",
@@ -177,6 +183,8 @@ def names_for(schema: str, table: str) -> Names:
         ix_hnsw=f"{table}_embedding_hnsw",
         ix_invalidation_cause=f"{table}_invalidation_cause_idx",
         ix_acl_principal=f"{table}_rag_source_acl_principal_idx",
+        ix_rag_chunks_tsv=f"{table}_rag_chunks_tsv_gin",
+        ix_rag_chunks_hnsw=f"{table}_rag_chunks_hnsw",
     )
     too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
     if too_long:
@@ -212,7 +220,7 @@ class PrismTables:
     """The metadata, the tables and the ORM classes of one ``(schema, table, dimension)``.
 
     ``orm`` holds one mapped class per table (``orm.Entry``, ``orm.Tombstone``, ``orm.ShareGrant``,
-    ``orm.RagSourceAcl``, ``orm.RagScopeGeneration``, ``orm.WorkingMemory``), each mapping the
+    ``orm.RagSourceAcl``, ``orm.RagScopeGeneration``, ``orm.RagChunk``, ``orm.WorkingMemory``), each mapping the
     ``Table`` beside it here (``tables.orm.ShareGrant.__table__ is tables.share_grant``).
     """
 
@@ -224,6 +232,7 @@ class PrismTables:
     share_grant: Table
     rag_source_acl: Table
     rag_scope_generations: Table
+    rag_chunks: Table
     working: Table
     orm: PrismModels
 
@@ -372,6 +381,7 @@ def build_metadata(
         names.rag_source_acl,
         metadata,
         Column("tenant_id", Text, nullable=False),
+        Column("scope", Text, nullable=False),
         Column("source_id", Text, nullable=False),
         Column("principal_kind", Text, nullable=False),
         Column("principal_id", Text, nullable=False),
@@ -379,6 +389,7 @@ def build_metadata(
         _timestamp("created_at"),
         PrimaryKeyConstraint(
             "tenant_id",
+            "scope",
             "source_id",
             "principal_kind",
             "principal_id",
@@ -392,6 +403,7 @@ def build_metadata(
     Index(
         names.ix_acl_principal,
         rag_source_acl.c.tenant_id,
+        rag_source_acl.c.scope,
         rag_source_acl.c.principal_kind,
         rag_source_acl.c.principal_id,
         rag_source_acl.c.source_id,
@@ -406,6 +418,43 @@ def build_metadata(
         _timestamp("updated_at"),
         PrimaryKeyConstraint("tenant_id", "scope", name=f"{names.rag_scope_generations}_pkey"),
     )
+
+    # Revision prism_memory_0006: chunks live in a table of their own (not in the entries table),
+    # so the RAG corpus gets its own HNSW graph and memory's per-thread scans never wade through it.
+    rag_chunks = Table(
+        names.rag_chunks,
+        metadata,
+        Column("tenant_id", Text, nullable=False),
+        Column("scope", Text, nullable=False),
+        Column("generation", BigInteger, nullable=False),
+        Column("source_id", Text, nullable=False),
+        Column("chunk_index", Integer, nullable=False),
+        Column("text", Text, nullable=False),
+        Column("metadata", JSONB, nullable=False),
+        Column("digest", Text, nullable=False),
+        Column("embedding", BinaryVector(dimension), nullable=False),
+        # Written from prism_memory.lexical.tokenize (stems with their positions), not computed by
+        # a text-search configuration: every backend counts the same terms.
+        Column("text_tsv", TSVECTOR, nullable=False),
+        Column("term_count", Integer, nullable=False),
+        _timestamp("created_at"),
+        PrimaryKeyConstraint(
+            "tenant_id",
+            "scope",
+            "generation",
+            "source_id",
+            "chunk_index",
+            name=f"{names.rag_chunks}_pkey",
+        ),
+    )
+    Index(names.ix_rag_chunks_tsv, rag_chunks.c.text_tsv, postgresql_using="gin")
+    if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
+        Index(
+            names.ix_rag_chunks_hnsw,
+            rag_chunks.c.embedding,
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        )
 
     working = Table(
         names.working,
@@ -430,6 +479,7 @@ def build_metadata(
         share_grant=share_grant,
         rag_source_acl=rag_source_acl,
         rag_scope_generations=rag_scope_generations,
+        rag_chunks=rag_chunks,
         working=working,
         orm=map_models(
             metadata,
@@ -438,6 +488,7 @@ def build_metadata(
             share_grant=share_grant,
             rag_source_acl=rag_source_acl,
             rag_scope_generations=rag_scope_generations,
+            rag_chunks=rag_chunks,
             working=working,
         ),
     )

@@ -386,11 +386,13 @@ async def test_dimension_drift_fails_closed_and_changes_nothing(make_postgres_st
         assert typmod.scalar_one() == "vector(4)"
         hnsw = await conn.execute(
             text(
-                "SELECT count(*) FROM pg_indexes WHERE schemaname = :s AND indexdef LIKE '%hnsw%'"
+                "SELECT tablename FROM pg_indexes WHERE schemaname = :s AND indexdef LIKE '%hnsw%' "
+                "ORDER BY tablename"
             ),
             {"s": schema},
         )
-        assert hnsw.scalar_one() == 1
+        # one graph for the memory entries, one for the RAG chunks
+        assert list(hnsw.scalars()) == ["semantic_memory", "semantic_memory_rag_chunks"]
 
 
 async def test_unpinned_table_refuses_a_requested_pin(make_postgres_stores):
