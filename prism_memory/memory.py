@@ -553,7 +553,10 @@ class Memory:
 
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
         """``id -> pending | indexed | failed`` for the ids that exist in this thread."""
-        status = await self.vector_store.index_status(self.identity, list(ids))
+        if isinstance(ids, str):
+            raise ValidationError("ids must be a sequence of ids, not a string")
+        wanted = [check_key(i, "entry id") for i in ids]
+        status = await self.vector_store.index_status(self.identity, wanted)
         return {entry_id: state for entry_id, (state, _) in status.items()}
 
     async def set_consent(

@@ -427,11 +427,11 @@ class RecallHit:
 
     record: MemoryRecord
     similarity: float
-    """Fusion of cosine and BM25, each divided by its best candidate value: at most 1."""
+    """Fusion of cosine and BM25, each brought to a common scale (see :mod:`prism_memory.ranking`)."""
     semantic: float
     """True cosine similarity of query and entry, in [−1, 1] (never clamped)."""
     lexical: float
-    """BM25 divided by the best BM25 among the candidates, in [0, 1]."""
+    """BM25 divided by the larger of the best candidate's and the ideal match's BM25, in [0, 1]."""
     recency: float
     importance: float
     score: float
@@ -442,7 +442,7 @@ class RecallHit:
     semantic_scale: float = 1.0
     """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
     bm25_scale: float = 1.0
-    """The best candidate BM25 ``bm25`` was divided by (1 when no candidate matched a term)."""
+    """The divisor of ``bm25``: max(best candidate BM25, ideal match BM25), 1 when both are 0."""
 
     @property
     def id(self) -> str:

@@ -519,7 +519,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return []
         stmt = self._record_select().where(
-            self._scoped(scope), self.tables.entries.c.id.in_(wanted)
+            self._scoped(scope), _in_array(self.tables.entries.c.id, wanted)
         )
         rows = (await self.session.execute(stmt)).mappings()
         found = {row["id"]: record_from_row(row) for row in rows}
@@ -531,7 +531,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return set()
         e = self.tables.entries
-        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted))
+        stmt = select(e.c.id).where(self._scoped(scope), _in_array(e.c.id, wanted))
         return set((await self.session.execute(stmt)).scalars())
 
     async def set_consent(
@@ -570,7 +570,9 @@ class EntryRepository(_Repository):
         if not wanted:
             return 0
         t = self.tables.entries
-        stmt = update(t).where(self._scoped(scope), t.c.id.in_(wanted)).values(legal_hold=hold)
+        stmt = (
+            update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=hold)
+        )
         return _rowcount(await self.session.execute(stmt))
 
     async def delete(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
@@ -579,7 +581,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return 0
         t = self.tables.entries
-        stmt = delete(t).where(self._scoped(scope), t.c.id.in_(wanted))
+        stmt = delete(t).where(self._scoped(scope), _in_array(t.c.id, wanted))
         return _rowcount(await self.session.execute(stmt))
 
     async def dependents(
@@ -740,7 +742,7 @@ class TombstoneRepository(_Repository):
             model.tenant_id == scope.tenant_id,
             model.resource_id == scope.resource_id,
             model.thread_id == scope.thread_id,
-            model.entry_id.in_(list(dict.fromkeys(entry_ids))),
+            _in_array(model.entry_id, list(dict.fromkeys(entry_ids))),
         )
         return _rowcount(await self.session.execute(stmt))
 
@@ -930,7 +932,7 @@ class IndexingRepository(_Repository):
             wanted = list(dict.fromkeys(ids))
             if not wanted:
                 return 0
-            stmt = stmt.where(t.c.id.in_(wanted))
+            stmt = stmt.where(_in_array(t.c.id, wanted))
         stmt = stmt.values(
             status="pending",
             attempts=0,
@@ -954,7 +956,7 @@ class IndexingRepository(_Repository):
             t.c.resource_id == scope.resource_id,
             t.c.thread_id == scope.thread_id,
             # one array parameter, however many ids are watched (no bind-parameter limit)
-            t.c.id == any_(bindparam("ids", wanted, type_=ARRAY(Text))),
+            _in_array(t.c.id, wanted),
         )
         return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
 
@@ -1074,6 +1076,12 @@ _POPULATE: dict[str, Any] = {"populate_existing": True}
 def _primary_key(table: Table) -> list[str]:
     """The primary-key column names of ``table`` (the ``ON CONFLICT`` target)."""
     return [column.name for column in table.primary_key]
+
+
+def _in_array(column: Any, values: Sequence[str]) -> Any:
+    """``column = ANY(:array)``: one bound parameter however many values (``IN`` binds one each,
+    and a statement may bind at most 32,767)."""
+    return column == any_(bindparam(None, list(values), type_=ARRAY(Text)))
 
 
 def _rowcount(result: Any) -> int:

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
-from ..lexical import CorpusStats, leg_score, tokenize
+from ..lexical import CorpusStats, leg_scores, term_weights, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -450,23 +450,22 @@ class InMemoryVectorStore(VectorStore):
 
         documents = total_length = 0
         frequency: dict[str, int] = {}
-        matched: list[dict[int, list[str]]] = []
+        present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
         nearest: list[tuple[float, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
             total_length += int(index.lengths[positions].sum())
-            found: dict[int, list[str]] = {}
-            for term in terms:  # sorted, so each record's matched list is sorted too
+            holding: list[tuple[str, _Positions]] = []
+            for term in terms:
                 hits = index.postings.get(term)
                 if hits is None:
                     continue
-                present = np.intersect1d(hits, positions, assume_unique=True)
-                if present.shape[0]:
-                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
-                    for position in present.tolist():
-                        found.setdefault(position, []).append(term)
-            matched.append(found)
+                found = np.intersect1d(hits, positions, assume_unique=True)
+                if found.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(found.shape[0])
+                    holding.append((term, found))
+            present.append(holding)
             if positions.shape[0] == len(index.records):
                 scores = index.unit @ unit_query
             else:
@@ -478,12 +477,20 @@ class InMemoryVectorStore(VectorStore):
         stats = CorpusStats(documents, total_length, frequency)
 
         lexical: list[tuple[float, int, str, int, int]] = []
-        for number, found in enumerate(matched):
+        weights = dict(term_weights(terms, stats))
+        for number, holding in enumerate(present):
+            if not holding:
+                continue
             index = pools[number].index
-            for position, words in found.items():
+            sums = np.zeros(len(index.records), dtype=np.float64)
+            for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                sums[found] += weights[term]
+            matched = np.unique(np.concatenate([found for _, found in holding]))
+            scores = leg_scores(sums[matched], index.lengths[matched], stats)
+            for at in _top(-scores, request.limit):  # ties: lower position, i.e. (sequence, id)
+                position = int(matched[at])
                 record = index.records[position]
-                score = leg_score(words, int(index.lengths[position]), stats)
-                lexical.append((-score, record.sequence, record.id, number, position))
+                lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):

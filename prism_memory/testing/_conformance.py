@@ -921,6 +921,10 @@ from ._governance import GOVERNANCE_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(GOVERNANCE_CHECKS)
 
+from ._ranking import RANKING_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(RANKING_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()
