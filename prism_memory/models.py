@@ -355,6 +355,8 @@ class MemoryRecord:
     """Bumped whenever the text changes; an embedding is only stored for its own revision."""
     attempts: int = 0
     last_error: str | None = None
+    embedding_model: str | None = None
+    """The ``model`` identifier of the embedder that made the stored vector (``None``: unknown)."""
 
     @property
     def effective_consent(self) -> MemoryConsent:
@@ -436,7 +438,8 @@ class RecallHit:
     importance: float
     score: float
     shared: bool = False
-    """True when the hit came from a parent thread through a share grant."""
+    """True when another thread owns the hit: a parent's entry through a share grant, or a
+    ``user``/``profile`` entry reached by ``recall(..., scope="resource")``."""
     bm25: float = 0.0
     """Raw BM25 of the entry for the query, over the recall scope's statistics."""
     semantic_scale: float = 1.0
@@ -485,6 +488,9 @@ class RecallResult:
     hits: tuple[RecallHit, ...]
     adjacent: tuple[MemoryRecord, ...] = ()
     explanations: tuple[RecallExplanation, ...] | None = None
+    pending: int = 0
+    """How many of the thread's entries were still waiting for their vector when recall ran
+    (so could not be recalled): non-zero right after ``remember()`` explains a missing hit."""
 
 
 @dataclass(frozen=True, slots=True)
