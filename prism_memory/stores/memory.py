@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
-from ..lexical import CorpusStats, leg_score, tokenize
+from ..lexical import CorpusStats, leg_scores, term_weights, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -52,7 +52,7 @@ from .base import (
     check_lease,
     check_limit,
 )
-from .rules import is_recallable
+from .rules import is_recallable, travels
 
 __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 
@@ -111,6 +111,8 @@ class _SearchIndex:
     """L2-normalised vectors (zero rows stay zero), one row per record."""
     occurred_us: npt.NDArray[np.int64]
     explicit_consent: npt.NDArray[np.bool_]
+    travels: npt.NDArray[np.bool_]
+    """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
     postings: dict[str, _Positions]
     """Term -> ascending positions of the records whose text contains it."""
     lengths: npt.NDArray[np.int64]
@@ -198,6 +200,7 @@ class _Thread:
             unit=unit,
             occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
             explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
+            travels=np.array([travels(r) for r in records], dtype=np.bool_),
             postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
             lengths=np.array(lengths, dtype=np.int64),
         )
@@ -362,7 +365,14 @@ class InMemoryVectorStore(VectorStore):
         return _export(updated.record)
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
 
@@ -378,6 +388,7 @@ class InMemoryVectorStore(VectorStore):
             status="indexed",
             attempts=0,
             last_error=None,
+            embedding_model=model,
         )
         self._width = width
         self._set_row(key, thread, _Row(record, checked))
@@ -450,23 +461,22 @@ class InMemoryVectorStore(VectorStore):
 
         documents = total_length = 0
         frequency: dict[str, int] = {}
-        matched: list[dict[int, list[str]]] = []
+        present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
         nearest: list[tuple[float, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
             total_length += int(index.lengths[positions].sum())
-            found: dict[int, list[str]] = {}
-            for term in terms:  # sorted, so each record's matched list is sorted too
+            holding: list[tuple[str, _Positions]] = []
+            for term in terms:
                 hits = index.postings.get(term)
                 if hits is None:
                     continue
-                present = np.intersect1d(hits, positions, assume_unique=True)
-                if present.shape[0]:
-                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
-                    for position in present.tolist():
-                        found.setdefault(position, []).append(term)
-            matched.append(found)
+                found = np.intersect1d(hits, positions, assume_unique=True)
+                if found.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(found.shape[0])
+                    holding.append((term, found))
+            present.append(holding)
             if positions.shape[0] == len(index.records):
                 scores = index.unit @ unit_query
             else:
@@ -478,12 +488,20 @@ class InMemoryVectorStore(VectorStore):
         stats = CorpusStats(documents, total_length, frequency)
 
         lexical: list[tuple[float, int, str, int, int]] = []
-        for number, found in enumerate(matched):
+        weights = dict(term_weights(terms, stats))
+        for number, holding in enumerate(present):
+            if not holding:
+                continue
             index = pools[number].index
-            for position, words in found.items():
+            sums = np.zeros(len(index.records), dtype=np.float64)
+            for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                sums[found] += weights[term]
+            matched = np.unique(np.concatenate([found for _, found in holding]))
+            scores = leg_scores(sums[matched], index.lengths[matched], stats)
+            for at in _top(-scores, request.limit):  # ties: lower position, i.e. (sequence, id)
+                position = int(matched[at])
                 record = index.records[position]
-                score = leg_score(words, int(index.lengths[position]), stats)
-                lexical.append((-score, record.sequence, record.id, number, position))
+                lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
@@ -507,19 +525,43 @@ class InMemoryVectorStore(VectorStore):
             if positions.shape[0]:
                 pools.append(_Pool(index, positions))
         shared = request.shared
+        granted: _Positions | None = None
+        parent_key: _ScopeKey | None = None
         if shared is not None and shared.thread_id != scope.thread_id:
-            parent = self._thread((scope.tenant_id, scope.resource_id, shared.thread_id))
+            parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
+            parent = self._thread(parent_key)
             if parent is not None:
                 index = parent.search_index()
-                named = np.array(
+                granted = np.array(
                     sorted({index.positions[i] for i in shared.ids if i in index.positions}),
                     dtype=np.intp,
                 )
-                if named.shape[0]:
-                    named = named[index.eligible(request.filter)[named]]
-                if named.shape[0]:
-                    pools.append(_Pool(index, named))
+        if request.resource_wide:
+            for other_key in self._resource_threads(scope):
+                if other_key == key:
+                    continue
+                index = self._threads[other_key].search_index()
+                mask = index.travels.copy()
+                if other_key == parent_key and granted is not None:
+                    mask[granted] = True  # granted entries of the parent count once
+                    granted = None
+                positions = np.flatnonzero(mask & index.eligible(request.filter))
+                if positions.shape[0]:
+                    pools.append(_Pool(index, positions))
+        if granted is not None and granted.shape[0] and parent_key is not None:
+            index = self._threads[parent_key].search_index()
+            named = granted[index.eligible(request.filter)[granted]]
+            if named.shape[0]:
+                pools.append(_Pool(index, named))
         return pools
+
+    def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
+        """The keys of every thread of the scope's tenant and resource (sorted)."""
+        return sorted(
+            key
+            for key in self._threads
+            if key[0] == scope.tenant_id and key[1] == scope.resource_id
+        )
 
     async def neighbors(
         self,
@@ -559,6 +601,13 @@ class InMemoryVectorStore(VectorStore):
         """How many entries the thread holds."""
         thread = self._thread(_key(scope))
         return 0 if thread is None else len(thread.rows)
+
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return 0
+        return sum(1 for row in thread.rows.values() if row.record.status == "pending")
 
     async def list_oldest(
         self,
@@ -713,6 +762,7 @@ class InMemoryVectorStore(VectorStore):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
@@ -728,7 +778,7 @@ class InMemoryVectorStore(VectorStore):
             if row is None:
                 continue
             key = _key(item.scope)
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, self._threads[key], _Row(record, vector))
             done += 1
         if done:
@@ -811,6 +861,7 @@ class InMemoryVectorStore(VectorStore):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
 
@@ -829,7 +880,7 @@ class InMemoryVectorStore(VectorStore):
             row = thread.rows.get(entry_id)
             if row is None or row.record.revision != revision:
                 continue
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, thread, _Row(record, vector))
             stored += 1
         if stored:
