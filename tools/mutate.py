@@ -49,12 +49,6 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_fusion_edges.py",
         "tests/unit/test_memory_store.py",
     ],
-    "prism_memory/lexical.py": [
-        "tests/unit/test_bm25_reference.py",
-        "tests/unit/test_ranking.py",
-        "tests/unit/test_fusion_edges.py",
-        "tests/unit/test_memory_store.py",
-    ],
     "prism_memory/stores/rules.py": ["tests/unit/test_memory_store.py"],
     "prism_memory/working.py": [
         "tests/unit/test_working_schema.py",

@@ -99,3 +99,23 @@ def test_explain_names_each_part_of_the_formula():
     (explanation,) = explain(hits, RecallScoring())
     assert set(explanation.how) == {"semantic", "lexical", "similarity", "score"}
     assert explanation.how["semantic"].startswith("cosine(query vector, entry vector)")
+
+
+def test_fused_cosines_equal_cosine_for_any_lengths():
+    query = OVERSHOOTING * np.float32(0.5)  # not a unit vector
+    vectors = {
+        "same": OVERSHOOTING,
+        "opposite": -OVERSHOOTING,
+        "zero": np.zeros(3, np.float32),
+        "short": np.array([0.1, 0.0, 0.0], np.float32),
+        "long": np.array([0.0, 7.0, 1.0], np.float32),
+    }
+    fused = fuse(
+        [candidate(name, v, "x") for name, v in vectors.items()],
+        query_vector=query,
+        query_text="",
+    )
+    semantic = {f.id: f.semantic for f in fused}
+    assert semantic == {name: cosine(query, v) for name, v in vectors.items()}
+    assert (semantic["same"], semantic["opposite"], semantic["zero"]) == (1.0, -1.0, 0.0)
+    assert semantic["short"] == pytest.approx(float(query[0]) / float(np.linalg.norm(query)))
