@@ -75,6 +75,7 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/embedding.py": [
         "tests/unit/test_embedding.py",
         "tests/unit/test_hash_embedder_reference.py",
+        "tests/unit/test_embedder_protocol.py",
         "tests/unit/test_memory_store.py",
     ],
 }

@@ -79,3 +79,25 @@ def test_defaults_and_repr():
 def test_an_unlabelled_vector_is_called_an_embedding_in_errors():
     with pytest.raises(InvalidVectorError, match=r"^embedding holds NaN"):
         assert_finite_vector([math.nan])
+
+
+class _Named:
+    def __init__(self, model: str, dimensions: int = 1) -> None:
+        self.model = model
+        self.dimensions = dimensions
+
+    async def embed(self, texts):
+        return np.ones((len(texts), self.dimensions), np.float32)
+
+
+def test_a_one_wide_embedder_with_a_model_name_of_256_characters_is_accepted():
+    from prism_memory import create_memory
+    from prism_memory.embedding import check_embedder
+    from prism_memory.errors import ConfigurationError
+
+    assert check_embedder(_Named("m" * 256)) == (1, "m" * 256)
+    create_memory(tenant_id="t", resource_id="r", embedder=_Named("m" * 256))
+    with pytest.raises(ConfigurationError):
+        check_embedder(_Named("m" * 257))
+    with pytest.raises(ConfigurationError):
+        check_embedder(_Named("m", dimensions=0))
