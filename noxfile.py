@@ -26,3 +26,10 @@ def types(session: nox.Session) -> None:
     """mypy --strict over the package."""
     session.install("-e", ".[lint,test]")
     session.run("mypy")
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """The speed suite (benchmarks/speed.py), on demand only: ``nox -s bench -- --rows 100000``."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/speed.py", *session.posargs)
