@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -61,9 +62,13 @@ __all__ = [
     "ShareGrantRepository",
     "TombstoneRepository",
     "WorkingRepository",
+    "candidates_from_rows",
     "entry_values",
     "lineage_metadata",
+    "neighbors_statement",
     "record_from_row",
+    "search_statement",
+    "to_positional",
 ]
 
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -310,11 +315,14 @@ class EntrySql:
                 "ORDER BY key, sequence, id LIMIT :limit)",
             ]
             chosen += " UNION SELECT thread_id, id FROM lexical_top"
+        # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
+        # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
+        # ``id``, so every candidate cost a scan of the whole thread.
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding FROM {self.entries} e "
-            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource "
-            f"AND (e.thread_id, e.id) IN ({chosen})"
+            f"SELECT {self.columns()}, e.embedding FROM ({chosen}) AS c "
+            f"JOIN {self.entries} e ON e.tenant_id = :tenant AND e.resource_id = :resource "
+            "AND e.thread_id = c.thread_id AND e.id = c.id"
         )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -420,6 +428,75 @@ class EntrySql:
         return (
             f"SELECT vector_dims(embedding) FROM {self.entries} WHERE embedding IS NOT NULL LIMIT 1"
         )
+
+
+@functools.lru_cache(maxsize=256)
+def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
+    """Rewrite ``:name`` binds (never ``::casts``) into asyncpg's ``$n``; return the names in order.
+
+    Lets a read go to the asyncpg driver directly, where the statement is prepared once per
+    connection and cached by asyncpg.
+    """
+    names: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return _BIND.sub(number, statement), tuple(names)
+
+
+_BIND = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def search_statement(
+    sql: EntrySql, scope: MemoryIdentity, request: SearchRequest
+) -> tuple[str, dict[str, Any]]:
+    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`) and its bound values."""
+    flt = request.filter
+    shared = request.shared
+    use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
+    terms = sorted(request.terms)
+    statement = sql.search(
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+        shared=use_shared,
+        lexical=bool(terms),
+    )
+    params: dict[str, Any] = {
+        **_scope_params(scope),
+        "query": request.vector,
+        "limit": request.limit,
+    }
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    if use_shared and shared is not None:
+        params["parent"] = shared.thread_id
+        params["shared_ids"] = list(dict.fromkeys(shared.ids))
+    if terms:
+        params["terms"] = terms
+    return statement, params
+
+
+def candidates_from_rows(rows: Iterable[Mapping[Any, Any]]) -> list[Candidate]:
+    """Candidates (record and stored vector) from rows of :meth:`EntrySql.search`."""
+    return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+
+
+def neighbors_statement(
+    sql: EntrySql, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
+) -> tuple[str, dict[str, Any]]:
+    """The SQL of :meth:`EntrySql.neighbors` for ``ranges`` and its bound values."""
+    statement = sql.neighbors(
+        ranges=len(ranges),
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+    )
+    params: dict[str, Any] = dict(_scope_params(scope))
+    for i, (low, high) in enumerate(ranges):
+        params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    return statement, params
 
 
 # ---- repositories --------------------------------------------------------------------------------
@@ -625,30 +702,9 @@ class EntryRepository(_Repository):
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
         """Candidate selection for recall (see :meth:`EntrySql.search`)."""
-        flt = request.filter
-        shared = request.shared
-        use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
-        terms = sorted(request.terms)
-        statement = self.sql.search(
-            require_consent=flt.require_consent,
-            occurred_after=flt.occurred_after is not None,
-            shared=use_shared,
-            lexical=bool(terms),
-        )
-        params: dict[str, Any] = {
-            **_scope_params(scope),
-            "query": request.vector,
-            "limit": request.limit,
-        }
-        if flt.occurred_after is not None:
-            params["occurred_after"] = flt.occurred_after
-        if use_shared and shared is not None:
-            params["parent"] = shared.thread_id
-            params["shared_ids"] = list(dict.fromkeys(shared.ids))
-        if terms:
-            params["terms"] = terms
+        statement, params = search_statement(self.sql, scope, request)
         rows = (await self.session.execute(text(statement), params)).mappings()
-        return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+        return candidates_from_rows(rows)
 
     async def neighbors(
         self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
@@ -656,16 +712,7 @@ class EntryRepository(_Repository):
         """Recallable records of the thread within any inclusive sequence range."""
         if not ranges:
             return []
-        statement = self.sql.neighbors(
-            ranges=len(ranges),
-            require_consent=flt.require_consent,
-            occurred_after=flt.occurred_after is not None,
-        )
-        params: dict[str, Any] = dict(_scope_params(scope))
-        for i, (low, high) in enumerate(ranges):
-            params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
-        if flt.occurred_after is not None:
-            params["occurred_after"] = flt.occurred_after
+        statement, params = neighbors_statement(self.sql, scope, ranges, flt)
         rows = (await self.session.execute(text(statement), params)).mappings()
         return [record_from_row(row) for row in rows]
 

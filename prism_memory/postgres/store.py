@@ -15,6 +15,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -25,6 +26,7 @@ from ..errors import (
     ConflictError,
     DimensionMismatchError,
     NotFoundError,
+    StorageError,
 )
 from ..models import (
     Candidate,
@@ -52,10 +54,16 @@ from ._engine import create_engine, install_vector_codec
 from ._errors import wrap_db_errors
 from .repositories import (
     EntryRepository,
+    EntrySql,
     IndexingRepository,
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+    candidates_from_rows,
+    neighbors_statement,
+    record_from_row,
+    search_statement,
+    to_positional,
 )
 from .tables import (
     DEFAULT_SCHEMA,
@@ -94,6 +102,8 @@ class _Adapter:
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS);
         # a host's engine gets them transaction-locally for the search queries instead.
         self._set_plan_mode = not engine_sets_plans
+        # On those engines, reads go to the asyncpg driver directly (see ``_fetch``).
+        self._direct_reads = engine_sets_plans
 
     @property
     def engine(self) -> AsyncEngine:
@@ -120,10 +130,35 @@ class _Adapter:
                     )
                 yield session
 
+    async def _fetch(self, action: str, statement: str, params: Mapping[str, Any]) -> list[Any]:
+        """One read in one round trip: the statement goes straight to the pooled connection's
+        asyncpg driver -- no transaction around it, prepared once per connection and cached by
+        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead."""
+        positional, names = to_positional(statement)
+        args = [params[name] for name in names]
+        for attempt in (1, 2):
+            with wrap_db_errors(action):
+                async with self._engine.connect() as conn:
+                    driver: Any = (await conn.get_raw_connection()).driver_connection
+                    try:
+                        return list(await driver.fetch(positional, *args))
+                    except _DEAD_CONNECTION as exc:
+                        await conn.invalidate()
+                        if attempt == 2:
+                            raise StorageError(f"{action} failed: connection lost") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _dispose(self) -> None:
         if self._owns_engine:
             self._owns_engine = False
             await self._engine.dispose()
+
+
+_DEAD_CONNECTION = (
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.InterfaceError,
+    ConnectionError,
+)
 
 
 def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -313,6 +348,14 @@ class PostgresVectorStore(_Adapter, VectorStore):
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
         """Exact per-thread candidate selection (see :meth:`EntrySql.search`)."""
         check_limit(request.limit)
+        if self._direct_reads:
+            width = self._width if self._width is not None else await self._read_width()
+            query = assert_finite_vector(request.vector, "query vector", expected_length=width)
+            if request.limit == 0:
+                return []
+            sql = EntrySql.for_tables(self._tables)
+            statement, params = search_statement(sql, scope, replace(request, vector=query))
+            return candidates_from_rows(await self._fetch("search", statement, params))
         async with self._unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
@@ -321,6 +364,12 @@ class PostgresVectorStore(_Adapter, VectorStore):
             return await EntryRepository(session, self._tables).search(
                 scope, replace(request, vector=query)
             )
+
+    async def _read_width(self) -> int | None:
+        rows = await self._fetch("search", EntrySql.for_tables(self._tables).any_width, {})
+        if rows:
+            self._width = int(rows[0][0])
+        return self._width
 
     async def neighbors(
         self,
@@ -331,6 +380,12 @@ class PostgresVectorStore(_Adapter, VectorStore):
         """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
         if not ranges:
             return []
+        if self._direct_reads:
+            sql = EntrySql.for_tables(self._tables)
+            statement, params = neighbors_statement(sql, scope, ranges, recall_filter)
+            return [
+                record_from_row(row) for row in await self._fetch("neighbors", statement, params)
+            ]
         async with self._unit("neighbors", custom_plans=True) as session:
             return await EntryRepository(session, self._tables).neighbors(
                 scope, ranges, recall_filter
