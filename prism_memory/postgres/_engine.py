@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "encode_vector",
     "install_vector_codec",
     "normalize_url",
+    "sets_plans",
 ]
 
 SERVER_SETTINGS = {
@@ -42,6 +44,15 @@ SERVER_SETTINGS = {
 _HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"
 _LAST_USED = "prism_memory_last_used"
+_PLANNED_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def sets_plans(engine: AsyncEngine) -> bool:
+    """Whether :func:`create_engine` made ``engine``: then every connection carries
+    :data:`SERVER_SETTINGS` and reads need no transaction-local planner settings."""
+    return engine.sync_engine in _PLANNED_ENGINES
+
+
 IDLE_PING_SECONDS = 10.0
 """An engine prism_memory creates pings a pooled connection on checkout only when it sat idle this
 long: a connection used a moment ago is alive, so the hot path (recall) sends no extra round trip.
@@ -159,6 +170,7 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
         options["poolclass"] = NullPool
     engine = create_async_engine(normalize_url(url), **options)
     install_vector_codec(engine)
+    _PLANNED_ENGINES.add(engine.sync_engine)
     if pooled and not options.get("pool_pre_ping"):
         install_idle_ping(engine)
     return engine

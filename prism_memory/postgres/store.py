@@ -50,7 +50,7 @@ from ..stores.base import (
     check_lease,
     check_limit,
 )
-from ._engine import create_engine, install_vector_codec
+from ._engine import create_engine, install_vector_codec, sets_plans
 from ._errors import wrap_db_errors
 from .repositories import (
     EntryRepository,
@@ -836,12 +836,13 @@ async def create_postgres_memory_stores(
     bound, owned, tables, effective = await _open(
         url, engine, schema, table, dimension, skip_migrations
     )
+    planned = sets_plans(bound)
     return PostgresMemoryStores(
         vector_store=PostgresVectorStore(
-            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=owned
+            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=planned
         ),
         working_store=PostgresWorkingStore(
-            bound, tables, owns_engine=False, engine_sets_plans=owned
+            bound, tables, owns_engine=False, engine_sets_plans=planned
         ),
         engine=bound,
         owns_engine=owned,
@@ -863,5 +864,9 @@ async def create_postgres_vector_store(
         url, engine, schema, table, dimension, skip_migrations
     )
     return PostgresVectorStore(
-        bound, tables, dimension=effective, owns_engine=owned, engine_sets_plans=owned
+        bound,
+        tables,
+        dimension=effective,
+        owns_engine=owned,
+        engine_sets_plans=sets_plans(bound),
     )
