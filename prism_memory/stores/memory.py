@@ -97,37 +97,112 @@ class _Row:
     next_attempt_at: datetime | None = None
 
 
-@dataclass(slots=True)
 class _SearchIndex:
-    """Rows of one thread that pass the static rules, in ``(sequence, id)`` order, as arrays."""
+    """Rows of one thread that pass the static rules, as growable arrays.
 
-    records: list[MemoryRecord]
-    vectors: list[Vector]
-    positions: dict[str, int]
-    unit: npt.NDArray[np.float64]
-    """L2-normalised vectors (zero rows stay zero), one row per record."""
-    occurred_us: npt.NDArray[np.int64]
-    explicit_consent: npt.NDArray[np.bool_]
-    postings: dict[str, _Positions]
-    """Word term -> positions of the records whose text contains it."""
+    Kept up to date write by write (:meth:`add` appends, :meth:`remove` marks a slot dead), so a
+    write never rebuilds the thread's matrix; the thread drops it for a rebuild only when most
+    slots are dead or a tombstone changes which rows pass. Slots are in write order, not
+    ``(sequence, id)`` order: searches break ties explicitly.
+    """
+
+    __slots__ = (
+        "alive",
+        "dead",
+        "explicit_consent",
+        "occurred_us",
+        "positions",
+        "postings",
+        "records",
+        "size",
+        "unit",
+        "vectors",
+    )
+
+    def __init__(self) -> None:
+        self.records: list[MemoryRecord] = []
+        self.vectors: list[Vector] = []
+        self.positions: dict[str, int] = {}
+        """Entry id -> its live slot."""
+        self.unit: npt.NDArray[np.float64] = np.zeros((0, 0), dtype=np.float64)
+        """L2-normalised vectors (zero rows stay zero), one row per slot (capacity rows)."""
+        self.occurred_us: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.postings: dict[str, list[int]] = {}
+        """Word term -> slots whose text contains it (dead slots included, masked by ``alive``)."""
+        self.size = 0
+        self.dead = 0
+
+    def _grow(self, width: int) -> None:
+        capacity = max(16, 2 * self.size)
+        unit = np.zeros((capacity, width), dtype=np.float64)
+        if self.unit.shape[1] == width:
+            unit[: self.size] = self.unit[: self.size]
+        self.unit = unit
+        for name in ("occurred_us", "explicit_consent", "alive"):
+            old = getattr(self, name)
+            grown = np.zeros(capacity, dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            setattr(self, name, grown)
+
+    def add(self, record: MemoryRecord, vector: Vector) -> None:
+        """Append ``record`` (which passes the static rules) and its vector."""
+        if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
+            self._grow(vector.shape[0])
+        at = self.size
+        row = vector.astype(np.float64)
+        norm = float(np.linalg.norm(row))
+        self.unit[at] = row / norm if norm > 0.0 else row
+        self.occurred_us[at] = _micros(record.occurred_at)
+        self.explicit_consent[at] = record.consent is not None
+        self.alive[at] = True
+        self.records.append(record)
+        self.vectors.append(vector)
+        self.positions[record.id] = at
+        for term in query_terms(record.text):
+            self.postings.setdefault(term, []).append(at)
+        self.size += 1
+
+    def remove(self, entry_id: str) -> None:
+        """Mark ``entry_id``'s slot dead, if it has one."""
+        at = self.positions.pop(entry_id, None)
+        if at is not None:
+            self.alive[at] = False
+            self.dead += 1
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
-        """The request-dependent part of the rules, as a mask over the index rows."""
-        mask = np.ones(len(self.records), dtype=np.bool_)
+        """The request-dependent part of the rules (and liveness), as a mask over the slots."""
+        mask = self.alive[: self.size].copy()
         if recall_filter.require_consent:
-            mask &= self.explicit_consent
+            mask &= self.explicit_consent[: self.size]
         if recall_filter.occurred_after is not None:
-            mask &= self.occurred_us >= _micros(recall_filter.occurred_after)
+            mask &= self.occurred_us[: self.size] >= _micros(recall_filter.occurred_after)
         return mask
 
     def term_counts(self, terms: Iterable[str]) -> npt.NDArray[np.int64]:
-        """How many of ``terms`` each record's text contains as a word."""
-        counts = np.zeros(len(self.records), dtype=np.int64)
+        """How many of ``terms`` each slot's text contains as a word."""
+        counts = np.zeros(self.size, dtype=np.int64)
         for term in terms:
             hit = self.postings.get(term)
             if hit is not None:
-                counts[hit] += 1
+                counts[np.asarray(hit, dtype=np.intp)] += 1
         return counts
+
+    def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
+        """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
+        by ``(sequence, id)``, as every backend breaks them."""
+        if primary.shape[0] > limit:
+            kth = np.partition(primary, limit - 1)[limit - 1]
+            keep = np.flatnonzero(primary <= kth)
+        else:
+            keep = np.arange(primary.shape[0])
+        records = self.records
+        ordered = sorted(
+            keep.tolist(),
+            key=lambda i: (primary[i], records[at[i]].sequence, records[at[i]].id),
+        )
+        return np.asarray(ordered[:limit], dtype=np.intp)
 
 
 @dataclass(slots=True)
@@ -141,9 +216,25 @@ class _Thread:
     order: list[tuple[int, str]] | None = None
 
     def touch(self) -> None:
-        """Drop the derived caches after any write."""
+        """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
         self.index = None
         self.order = None
+
+    def changed(self, entry_id: str, row: _Row | None) -> None:
+        """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted."""
+        self.order = None
+        index = self.index
+        if index is None:
+            return
+        index.remove(entry_id)
+        if (
+            row is not None
+            and row.vector is not None
+            and self.recallable(row.record, _STATIC_FILTER)
+        ):
+            index.add(row.record, row.vector)
+        if index.dead > max(64, index.size // 2):
+            self.index = None  # mostly dead slots: rebuild compactly on the next search
 
     def source_tombstones(self, record: MemoryRecord) -> list[Tombstone]:
         """The tombstones on ``record``'s lineage sources in this thread."""
@@ -171,33 +262,17 @@ class _Thread:
         return self.index
 
     def _build_index(self) -> _SearchIndex:
+        index = _SearchIndex()
         rows = [
             row
             for row in self.rows.values()
             if row.vector is not None and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda row: (row.record.sequence, row.record.id))
-        records = [row.record for row in rows]
-        vectors = [row.vector for row in rows if row.vector is not None]
-        if vectors:
-            matrix = np.stack(vectors).astype(np.float64)
-            norms = np.linalg.norm(matrix, axis=1)
-            unit = matrix / np.where(norms > 0.0, norms, 1.0)[:, None]
-        else:
-            unit = np.zeros((0, 0), dtype=np.float64)
-        postings: dict[str, list[int]] = {}
-        for position, record in enumerate(records):
-            for term in query_terms(record.text):
-                postings.setdefault(term, []).append(position)
-        return _SearchIndex(
-            records=records,
-            vectors=vectors,
-            positions={record.id: position for position, record in enumerate(records)},
-            unit=unit,
-            occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
-            explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
-            postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
-        )
+        for row in rows:
+            assert row.vector is not None
+            index.add(row.record, row.vector)
+        return index
 
 
 @dataclass(slots=True)
@@ -206,16 +281,7 @@ class _Pool:
 
     index: _SearchIndex
     positions: _Positions
-    """Ascending, so index order (``(sequence, id)``) breaks ties."""
-
-
-def _top(primary: npt.NDArray[Any], limit: int) -> _Positions:
-    """Indices of the ``limit`` smallest ``primary`` values; ties go to the lower index."""
-    if primary.shape[0] > limit:
-        kth = np.partition(primary, limit - 1)[limit - 1]
-        keep = np.flatnonzero(primary <= kth)
-        return keep[np.argsort(primary[keep], kind="stable")][:limit]
-    return np.argsort(primary, kind="stable")
+    """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
 
 
 class InMemoryVectorStore(VectorStore):
@@ -261,7 +327,7 @@ class InMemoryVectorStore(VectorStore):
             self._pending.add((key, row.record.id))
         else:
             self._pending.discard((key, row.record.id))
-        thread.touch()
+        thread.changed(row.record.id, row)
 
     def _check_vectors(
         self, vectors: Iterable[tuple[object, str]]
@@ -438,9 +504,8 @@ class InMemoryVectorStore(VectorStore):
         for entry_id in dict.fromkeys(ids):
             if thread.rows.pop(entry_id, None) is not None:
                 self._pending.discard((key, entry_id))
+                thread.changed(entry_id, None)
                 gone += 1
-        if gone:
-            thread.touch()
         return gone
 
     async def dependents(
@@ -482,18 +547,18 @@ class InMemoryVectorStore(VectorStore):
         lexical: list[tuple[int, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
-            if positions.shape[0] == len(index.records):
-                scores = index.unit @ unit_query
+            if 2 * positions.shape[0] >= index.size:
+                scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
-            for at in _top(-scores, request.limit):
+            for at in index.top(-scores, positions, request.limit):
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
             if terms:
                 counts = index.term_counts(terms)[positions]
                 matched = np.flatnonzero(counts > 0)
-                for at in matched[_top(-counts[matched], request.limit)]:
+                for at in matched[index.top(-counts[matched], positions[matched], request.limit)]:
                     position = int(positions[at])
                     record = index.records[position]
                     lexical.append((-int(counts[at]), record.sequence, record.id, number, position))
