@@ -114,6 +114,7 @@ class _SearchIndex:
         "positions",
         "postings",
         "records",
+        "sequence",
         "size",
         "unit",
         "vectors",
@@ -124,9 +125,11 @@ class _SearchIndex:
         self.vectors: list[Vector] = []
         self.positions: dict[str, int] = {}
         """Entry id -> its live slot."""
-        self.unit: npt.NDArray[np.float64] = np.zeros((0, 0), dtype=np.float64)
-        """L2-normalised vectors (zero rows stay zero), one row per slot (capacity rows)."""
+        self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        """L2-normalised vectors (zero rows stay zero), one row per slot (capacity rows); float32
+        like the stored vectors, which halves the matrix product (the re-rank is in float64)."""
         self.occurred_us: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.sequence: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.postings: dict[str, list[int]] = {}
@@ -136,11 +139,11 @@ class _SearchIndex:
 
     def _grow(self, width: int) -> None:
         capacity = max(16, 2 * self.size)
-        unit = np.zeros((capacity, width), dtype=np.float64)
+        unit = np.zeros((capacity, width), dtype=np.float32)
         if self.unit.shape[1] == width:
             unit[: self.size] = self.unit[: self.size]
         self.unit = unit
-        for name in ("occurred_us", "explicit_consent", "alive"):
+        for name in ("occurred_us", "sequence", "explicit_consent", "alive"):
             old = getattr(self, name)
             grown = np.zeros(capacity, dtype=old.dtype)
             grown[: self.size] = old[: self.size]
@@ -155,6 +158,7 @@ class _SearchIndex:
         norm = float(np.linalg.norm(row))
         self.unit[at] = row / norm if norm > 0.0 else row
         self.occurred_us[at] = _micros(record.occurred_at)
+        self.sequence[at] = record.sequence
         self.explicit_consent[at] = record.consent is not None
         self.alive[at] = True
         self.records.append(record)
@@ -197,6 +201,22 @@ class _SearchIndex:
             keep = np.flatnonzero(primary <= kth)
         else:
             keep = np.arange(primary.shape[0])
+        sequence = self.sequence[at]
+        keep = keep[np.lexsort((sequence[keep], primary[keep]))]
+        if keep.shape[0] > limit:
+            # keep the first ``limit`` plus whoever ties the last of them on (key, sequence)
+            last = keep[limit - 1]
+            end = limit
+            while (
+                end < keep.shape[0]
+                and primary[keep[end]] == primary[last]
+                and sequence[keep[end]] == sequence[last]
+            ):
+                end += 1
+            keep = keep[:end]
+        keys, sequences = primary[keep], sequence[keep]
+        if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
+            return keep[:limit]  # no (key, sequence) ties: the order is final
         records = self.records
         ordered = sorted(
             keep.tolist(),
@@ -214,6 +234,14 @@ class _Thread:
     """``entry_id -> cause_id -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
+    top: int | None = None
+    """The largest sequence in the thread (cached; ``None``: recompute)."""
+
+    def max_sequence(self) -> int:
+        """The largest sequence of any row, ``-1`` when the thread is empty."""
+        if self.top is None:
+            self.top = max((row.record.sequence for row in self.rows.values()), default=-1)
+        return self.top
 
     def touch(self) -> None:
         """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
@@ -322,6 +350,12 @@ class InMemoryVectorStore(VectorStore):
         return thread
 
     def _set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
+        old = thread.rows.get(row.record.id)
+        if thread.top is not None:
+            if old is not None and old.record.sequence == thread.top > row.record.sequence:
+                thread.top = None  # the top row moved down: recompute when next needed
+            else:
+                thread.top = max(thread.top, row.record.sequence)
         thread.rows[row.record.id] = row
         if row.record.status == "pending":
             self._pending.add((key, row.record.id))
@@ -364,7 +398,7 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(key)
         existing: dict[str, _Row] = {} if thread is None else thread.rows
         staged: dict[str, _Row] = {}
-        top = max((row.record.sequence for row in existing.values()), default=-1)
+        top = -1 if thread is None else thread.max_sequence()
         for entry in entries:
             current = staged.get(entry.id) or existing.get(entry.id)
             metadata = copy.deepcopy(dict(entry.metadata))
@@ -505,6 +539,7 @@ class InMemoryVectorStore(VectorStore):
             if thread.rows.pop(entry_id, None) is not None:
                 self._pending.discard((key, entry_id))
                 thread.changed(entry_id, None)
+                thread.top = None
                 gone += 1
         return gone
 
@@ -540,9 +575,11 @@ class InMemoryVectorStore(VectorStore):
         if not pools:
             return []
         norm = float(np.linalg.norm(query.astype(np.float64)))
-        unit_query = query.astype(np.float64) / (norm if norm > 0.0 else 1.0)
+        unit_query = (query.astype(np.float64) / (norm if norm > 0.0 else 1.0)).astype(np.float32)
         terms = frozenset(term.lower() for term in request.terms)
 
+        if len(pools) == 1:
+            return self._search_one(pools[0], unit_query, terms, request.limit)
         nearest: list[tuple[float, int, str, int, int]] = []
         lexical: list[tuple[int, int, str, int, int]] = []
         for number, pool in enumerate(pools):
@@ -574,6 +611,26 @@ class InMemoryVectorStore(VectorStore):
                 Candidate(_export(index.records[position]), index.vectors[position].copy())
             )
         return candidates
+
+    @staticmethod
+    def _search_one(
+        pool: _Pool, unit_query: npt.NDArray[np.float32], terms: frozenset[str], limit: int
+    ) -> list[Candidate]:
+        """:meth:`search` over one pool (no shared parent): each leg is already in order."""
+        index, positions = pool.index, pool.positions
+        if 2 * positions.shape[0] >= index.size:
+            scores = (index.unit[: index.size] @ unit_query)[positions]
+        else:
+            scores = index.unit[positions] @ unit_query
+        chosen = dict.fromkeys(positions[index.top(-scores, positions, limit)].tolist())
+        if terms:
+            counts = index.term_counts(terms)[positions]
+            matched = np.flatnonzero(counts > 0)
+            if matched.shape[0]:
+                picked = matched[index.top(-counts[matched], positions[matched], limit)]
+                chosen.update(dict.fromkeys(positions[picked].tolist()))
+        records, vectors = index.records, index.vectors
+        return [Candidate(_export(records[p]), vectors[p].copy()) for p in chosen]
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
         key = _key(scope)
