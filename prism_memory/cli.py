@@ -1,22 +1,37 @@
-"""``python -m prism_memory demo``: remember, recall and working memory, end to end.
+"""``prism-memory`` (also ``python -m prism_memory``): the demo and the operator's commands.
 
-``--postgres`` runs the same demo on an embedded PostgreSQL + pgvector (needs the
-``postgres-embedded`` extra) or, with ``--url``, on a database of your own.
+``demo`` runs remember → recall → working memory → the prompt block (in memory, or ``--postgres``);
+``worker`` runs the all-scopes indexing queue as a service; ``migrate`` runs the Alembic revisions
+with explicit targets; ``doctor`` checks a database; ``stats`` counts; ``export`` and ``rebuild``
+loop over cursors with a progress bar and resume after Ctrl-C. Errors print one line (``--verbose``
+adds the traceback) and exit non-zero.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import importlib
 import inspect
+import json
+import logging
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from . import HashEmbedder, Memory, create_memory
-from .errors import PrismMemoryError
+from .embedding import Embedder
 
-__all__ = ["main", "run_demo"]
+__all__ = ["app", "load_embedder", "main", "run_demo"]
 
 _MEMORIES = [
     {"id": "m1", "text": "Ada prefers concise answers with code first", "role": "user"},
@@ -24,6 +39,8 @@ _MEMORIES = [
     {"id": "m3", "text": "Ada's cat is called Turing", "role": "user"},
     {"id": "m4", "text": "Ada asked for PostgreSQL index advice for pgvector", "role": "user"},
 ]
+
+URL_ENV = "PRISM_MEMORY_DATABASE_URL"
 
 
 async def _demo(memory: Memory, out: Any) -> None:
@@ -100,17 +117,550 @@ async def run_demo(*, postgres: bool = False, url: str | None = None, out: Any =
                 await closed
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="prism-memory", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="remember, recall and working memory, end to end")
-    demo.add_argument("--postgres", action="store_true", help="use an embedded PostgreSQL")
-    demo.add_argument("--url", help="use this PostgreSQL instead (postgresql://…)")
-    args = parser.parse_args(argv)
+def load_embedder(spec: str | None, width: int | None) -> Embedder:
+    """The embedder an import path names: ``module:attribute``.
+
+    The attribute is an :class:`~prism_memory.Embedder` instance, or a factory called with no
+    arguments -- or with ``dimensions=width`` when it accepts that keyword and the table's width is
+    pinned (so ``prism_memory:HashEmbedder`` fits any table). ``None`` is the demo default, a
+    :class:`~prism_memory.HashEmbedder` as wide as the table (64 when unpinned): not semantic.
+    """
+    from .errors import ConfigurationError
+
+    if spec is None:
+        return HashEmbedder(dimensions=width or 64)
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigurationError(f"--embedder must look like module:factory; got {spec!r}")
     try:
-        asyncio.run(run_demo(postgres=args.postgres, url=args.url))
-    except PrismMemoryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r} for --embedder: {exc}") from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if (callable(target) and not hasattr(target, "embed")) or isinstance(target, type):
+        accepts = "dimensions" in inspect.signature(target).parameters
+        target = target(dimensions=width) if accepts and width is not None else target()
+    if not hasattr(target, "embed") or not hasattr(target, "dimensions"):
+        raise ConfigurationError(f"--embedder {spec!r} did not give an Embedder")
+    embedder: Embedder = target
+    return embedder
+
+
+# ---- the command line --------------------------------------------------------------------------
+
+app = typer.Typer(
+    name="prism-memory",
+    help="prism_memory's demo and operator commands (`prism-memory COMMAND --help` for each).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+migrate_app = typer.Typer(
+    help="Run prism_memory's Alembic revisions (explicit targets; downgrades confirm).",
+    no_args_is_help=True,
+)
+app.add_typer(migrate_app, name="migrate")
+
+_console = Console()
+_errors = Console(stderr=True)
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar=URL_ENV, help=f"postgresql[+asyncpg]://… (or ${URL_ENV})"),
+]
+Schema = Annotated[str, typer.Option("--schema", help="the schema prism_memory lives in")]
+TableName = Annotated[str, typer.Option("--table", help="the entries table name")]
+Dimension = Annotated[
+    int | None, typer.Option("--dimension", help="pin embedding to vector(N) (new tables)")
+]
+EmbedderSpec = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        help="module:factory of your Embedder (default: HashEmbedder, demo only)",
+    ),
+]
+Tenant = Annotated[str, typer.Option("--tenant", help="tenant_id")]
+Resource = Annotated[str, typer.Option("--resource", help="resource_id (the user)")]
+Thread = Annotated[str, typer.Option("--thread", help="thread_id")]
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="show tracebacks of errors")
+    ] = False,
+) -> None:
+    """prism_memory's demo and operator commands."""
+
+
+@app.command()
+def demo(
+    postgres: Annotated[
+        bool, typer.Option("--postgres", help="use an embedded PostgreSQL")
+    ] = False,
+    url: Annotated[
+        str | None, typer.Option("--url", help="use this PostgreSQL instead (postgresql://…)")
+    ] = None,
+) -> None:
+    """Remember, recall and working memory, end to end."""
+    asyncio.run(run_demo(postgres=postgres, url=url))
+
+
+# ---- migrate -----------------------------------------------------------------------------------
+
+
+@migrate_app.command("upgrade")
+def migrate_upgrade(
+    target: Annotated[str, typer.Argument(help="`head`, or a prism_memory revision id")],
+    url: Url,
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    dimension: Dimension = None,
+) -> None:
+    """Upgrade the schema to TARGET and say what changed."""
+    from .postgres import migrate
+
+    async def run() -> tuple[str | None, str | None]:
+        before = await migrate.current_revision(url, schema=schema, table=table)
+        await migrate.upgrade(url, schema=schema, table=table, dimension=dimension, revision=target)
+        return before, await migrate.current_revision(url, schema=schema, table=table)
+
+    before, after = asyncio.run(run())
+    if before == after:
+        _console.print(f"{schema}.{table} is already at {after}; nothing to do")
+    else:
+        _console.print(f"upgraded {schema}.{table}: {before or '(empty)'} -> {after}")
+
+
+@migrate_app.command("downgrade")
+def migrate_downgrade(
+    url: Url,
+    target: Annotated[
+        str | None,
+        typer.Argument(help="a prism_memory revision id, or `base` to drop every table"),
+    ] = None,
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+) -> None:
+    """Downgrade the schema to TARGET (required; asks first unless --yes)."""
+    from .errors import ConfigurationError
+    from .postgres import migrate
+
+    if target is None:
+        raise ConfigurationError(
+            "downgrade needs an explicit target: a revision id, or `base` to drop every "
+            "prism_memory table (see `prism-memory migrate current`)"
+        )
+    before = asyncio.run(migrate.current_revision(url, schema=schema, table=table))
+    if before is None:
+        raise ConfigurationError(f"{schema}.{table} has no prism_memory revision to downgrade")
+    warning = (
+        "drops every prism_memory table and its data"
+        if target == "base"
+        else "runs the downgrade steps, which may drop columns, indexes or tables"
+    )
+    if not yes:
+        typer.confirm(
+            f"Downgrade {schema}.{table} from {before} to {target}? This {warning}.", abort=True
+        )
+    asyncio.run(migrate.downgrade(url, schema=schema, table=table, revision=target))
+    after = asyncio.run(migrate.current_revision(url, schema=schema, table=table))
+    _console.print(f"downgraded {schema}.{table}: {before} -> {after or '(empty)'}")
+
+
+@migrate_app.command("current")
+def migrate_current(
+    url: Url, schema: Schema = "prism_memory", table: TableName = "semantic_memory"
+) -> None:
+    """Print the revision the schema is at (empty when there is none)."""
+    from .postgres import migrate
+
+    print(asyncio.run(migrate.current_revision(url, schema=schema, table=table)) or "")
+
+
+@migrate_app.command("heads")
+def migrate_heads() -> None:
+    """Print the head revision of the installed prism_memory."""
+    from .postgres import migrate
+
+    print(migrate.head_revision())
+
+
+@migrate_app.command("sql")
+def migrate_sql(
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    dimension: Dimension = None,
+) -> None:
+    """Print the DDL from an empty database to head (offline; connects nowhere)."""
+    from .postgres import migrate
+
+    print(migrate.build_ddl(schema=schema, table=table, dimension=dimension))
+
+
+@migrate_app.command("version-location")
+def migrate_version_location() -> None:
+    """Print the `version_locations` entry for a host's alembic.ini (a package resource)."""
+    from .postgres import migrate
+
+    print(migrate.VERSION_LOCATION)
+
+
+@migrate_app.command("ini-path")
+def migrate_ini_path() -> None:
+    """Print the path of the alembic.ini for prism_memory's own history."""
+    from .postgres import migrate
+
+    print(migrate.ini_path())
+
+
+@migrate_app.command("script-location")
+def migrate_script_location() -> None:
+    """Print the path of prism_memory's Alembic script directory."""
+    from .postgres import migrate
+
+    print(migrate.migrations_dir())
+
+
+# ---- doctor and stats --------------------------------------------------------------------------
+
+
+@app.command()
+def doctor(
+    url: Url,
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    embedder: EmbedderSpec = None,
+    width: Annotated[
+        int | None, typer.Option("--width", help="the embedder's width, instead of --embedder")
+    ] = None,
+    max_pending_age: Annotated[
+        float, typer.Option("--max-pending-age", help="seconds a pending row may wait")
+    ] = 600.0,
+) -> None:
+    """Check the extension, version table, pinned width vs the embedder, indexes and backlog."""
+    from .postgres.ops import diagnose
+
+    if embedder is not None:
+        width = load_embedder(embedder, None).dimensions
+    found = asyncio.run(
+        diagnose(
+            url,
+            schema=schema,
+            table=table,
+            embedder_width=width,
+            max_pending_age_seconds=max_pending_age,
+        )
+    )
+    for key, value in found.facts.items():
+        _console.print(f"{key}: {value}", highlight=False)
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    if found.problems:
+        raise typer.Exit(1)
+    _console.print("ok: no problems found")
+
+
+@app.command()
+def stats(
+    url: Url,
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    top: Annotated[int, typer.Option("--top", help="how many tenants to list")] = 10,
+) -> None:
+    """Entries per status, the biggest tenants, working documents, size on disk."""
+    from .postgres.ops import schema_stats
+
+    found = asyncio.run(schema_stats(url, schema=schema, table=table, top=top))
+    summary = Table(title=f"{schema}.{table}")
+    summary.add_column("what")
+    summary.add_column("count", justify="right")
+    for status in ("pending", "indexed", "failed"):
+        summary.add_row(f"entries {status}", str(found.by_status.get(status, 0)))
+    summary.add_row("tenants", str(found.tenant_count))
+    summary.add_row("working documents", str(found.working_documents))
+    summary.add_row("size on disk (bytes)", str(found.total_bytes))
+    _console.print(summary)
+    tenants = Table(title=f"top {top} tenants")
+    for column in ("tenant", "entries", "pending", "failed"):
+        tenants.add_column(column, justify="left" if column == "tenant" else "right")
+    for row in found.tenants:
+        tenants.add_row(*(str(value) for value in row))
+    _console.print(tenants)
+
+
+# ---- export and rebuild: cursor loops that resume ------------------------------------------------
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return state
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(state), encoding="utf-8")
+    temporary.replace(path)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_errors,
+    )
+
+
+async def _thread_memory(
+    url: str,
+    schema: str,
+    table: str,
+    identity: dict[str, str],
+    embedder_spec: str | None,
+) -> tuple[Any, Memory, int]:
+    from sqlalchemy import func, select
+
+    from .postgres import create_postgres_memory_stores
+
+    stores = await create_postgres_memory_stores(
+        url, schema=schema, table=table, skip_migrations=True
+    )
+    try:
+        embedder = load_embedder(embedder_spec, stores.vector_store.dimension)
+        memory = create_memory(
+            tenant_id=identity["tenant_id"],
+            resource_id=identity["resource_id"],
+            thread_id=identity["thread_id"],
+            embedder=embedder,
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+        )
+        entries = stores.vector_store.tables.entries
+        async with stores.vector_store.engine.connect() as conn:
+            total = (
+                await conn.execute(
+                    select(func.count()).where(
+                        entries.c.tenant_id == identity["tenant_id"],
+                        entries.c.resource_id == identity["resource_id"],
+                        entries.c.thread_id == identity["thread_id"],
+                    )
+                )
+            ).scalar_one()
+    except BaseException:
+        await stores.close()
+        raise
+    return stores, memory, int(total)
+
+
+@app.command()
+def export(
+    url: Url,
+    tenant: Tenant,
+    resource: Resource,
+    thread: Thread,
+    out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write")],
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    page_size: Annotated[
+        int | None, typer.Option("--page-size", help="entries per page (default 100, cap 200)")
+    ] = None,
+) -> None:
+    """Export one identity's exportable entries to JSON Lines; resumes after Ctrl-C.
+
+    The cursor and the file's length are saved in OUT.cursor after every page; running the same
+    command again continues from there (a half-written page is cut off first).
+    """
+    state_path = out.with_name(out.name + ".cursor")
+    state = _read_state(state_path) or {"cursor": None, "offset": 0, "exported": 0}
+    identity = {"tenant_id": tenant, "resource_id": resource, "thread_id": thread}
+
+    async def run() -> int:
+        stores, memory, total = await _thread_memory(url, schema, table, identity, None)
+        try:
+            with out.open("ab") as handle, _progress() as progress:
+                handle.truncate(state["offset"])
+                handle.seek(state["offset"])
+                task = progress.add_task("export", total=total, completed=state["exported"])
+                while True:
+                    page = await memory.export_memory(
+                        identity=identity, cursor=state["cursor"], limit=page_size
+                    )
+                    for entry in page.entries:
+                        handle.write(json.dumps(entry, default=str).encode() + b"\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    state.update(
+                        cursor=page.next_cursor,
+                        offset=handle.tell(),
+                        exported=state["exported"] + len(page.entries),
+                    )
+                    _write_state(state_path, state)
+                    progress.update(task, completed=min(total, state["exported"]))
+                    if page.next_cursor is None:
+                        return int(state["exported"])
+        finally:
+            await memory.aclose()
+            await stores.close()
+
+    try:
+        exported = asyncio.run(run())
+    except KeyboardInterrupt:
+        print(f"interrupted; run the same command again to resume ({state_path})", file=sys.stderr)
+        raise typer.Exit(130) from None
+    state_path.unlink(missing_ok=True)
+    _console.print(f"exported {exported} entries to {out}")
+
+
+@app.command()
+def rebuild(
+    url: Url,
+    tenant: Tenant,
+    resource: Resource,
+    thread: Thread,
+    embedder: EmbedderSpec = None,
+    state_file: Annotated[
+        Path, typer.Option("--state", help="where the cursor is kept between runs")
+    ] = Path("prism-memory-rebuild.json"),
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="entries per page (default 32, cap 128)")
+    ] = None,
+) -> None:
+    """Re-embed one thread's entries page by page; resumes after Ctrl-C from --state."""
+    identity = {"tenant_id": tenant, "resource_id": resource, "thread_id": thread}
+    saved = _read_state(state_file)
+    if saved is not None and saved.get("identity") != identity:
+        from .errors import ConfigurationError
+
+        raise ConfigurationError(f"{state_file} belongs to another thread: {saved.get('identity')}")
+    state = saved or {"identity": identity, "cursor": None, "rebuilt": 0, "done": 0}
+
+    async def run() -> int:
+        stores, memory, total = await _thread_memory(url, schema, table, identity, embedder)
+        try:
+            with _progress() as progress:
+                task = progress.add_task("rebuild", total=total, completed=state["done"])
+                while True:
+                    page = await memory.rebuild_index(cursor=state["cursor"], batch_size=batch_size)
+                    state.update(
+                        cursor=page.next_cursor,
+                        rebuilt=state["rebuilt"] + page.rebuilt,
+                        done=min(total, state["done"] + max(page.rebuilt, 1)),
+                    )
+                    _write_state(state_file, state)
+                    progress.update(task, completed=state["done"])
+                    if page.next_cursor is None:
+                        return int(state["rebuilt"])
+        finally:
+            await memory.aclose()
+            await stores.close()
+
+    try:
+        rebuilt = asyncio.run(run())
+    except KeyboardInterrupt:
+        print(f"interrupted; run the same command again to resume ({state_file})", file=sys.stderr)
+        raise typer.Exit(130) from None
+    state_file.unlink(missing_ok=True)
+    _console.print(f"re-embedded {rebuilt} entries of {tenant}/{resource}/{thread}")
+
+
+# ---- worker ------------------------------------------------------------------------------------
+
+
+@app.command()
+def worker(
+    url: Url,
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    embedder: EmbedderSpec = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="texts per embedder call")] = 32,
+    poll_seconds: Annotated[
+        float, typer.Option("--poll-seconds", help="fallback poll when no NOTIFY arrives")
+    ] = 10.0,
+    lease_seconds: Annotated[
+        float, typer.Option("--lease-seconds", help="how long a claimed row stays leased")
+    ] = 60.0,
+    status_file: Annotated[
+        Path | None, typer.Option("--status-file", help="rewrite the counts as JSON after a batch")
+    ] = None,
+) -> None:
+    """Run the all-scopes indexing queue as a service until SIGTERM or SIGINT."""
+    from .errors import DimensionMismatchError
+    from .indexing import IndexingPolicy
+    from .postgres import create_postgres_vector_store
+    from .postgres.worker import IndexingWorker
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def run() -> None:
+        store = await create_postgres_vector_store(
+            url, schema=schema, table=table, skip_migrations=True
+        )
+        try:
+            chosen = load_embedder(embedder, store.dimension)
+            if store.dimension is not None and chosen.dimensions != store.dimension:
+                raise DimensionMismatchError(
+                    f"the embedder is {chosen.dimensions} wide but {schema}.{table} is pinned to "
+                    f"vector({store.dimension})"
+                )
+            service = IndexingWorker(
+                store,
+                chosen,
+                batch_size=batch_size,
+                poll_seconds=poll_seconds,
+                policy=IndexingPolicy(lease_seconds=lease_seconds),
+                status_file=status_file,
+            )
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+            await service.run(stop)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+# ---- entry point -------------------------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()
+    text = message[0] if message else type(exc).__name__
+    return text if exc.__class__.__module__.startswith("prism_memory") else f"{text}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (errors: one line on stderr, non-zero)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in args or "-v" in args
+    try:
+        result = app(args=args, prog_name="prism-memory", standalone_mode=False)
+    except click.exceptions.Abort:
+        print("error: aborted", file=sys.stderr)
         return 1
-    return 0
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the one place errors become an exit code
+        if verbose:
+            traceback.print_exc()
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    return result if isinstance(result, int) else 0

@@ -15,6 +15,7 @@ __all__ = [
     "DimensionMismatchError",
     "IndexingError",
     "InvalidVectorError",
+    "LineageCapError",
     "NotFoundError",
     "PrismMemoryError",
     "StorageError",
@@ -36,6 +37,18 @@ class ValidationError(PrismMemoryError):
 
 class CapExceededError(ValidationError):
     """A request asked for more than a configured or hard cap allows. Nothing was truncated."""
+
+
+class LineageCapError(CapExceededError):
+    """A deletion sweep left entries whose lineage is over the caps; everything else went.
+
+    ``deleted`` counts what the sweep removed; ``blocked`` names the entries it left in place.
+    """
+
+    def __init__(self, message: str, *, deleted: int, blocked: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.deleted = deleted
+        self.blocked = blocked
 
 
 class InvalidVectorError(ValidationError):

@@ -195,6 +195,10 @@ class IndexingQueue:
                 await self._resolve_waiters()
             except asyncio.CancelledError:
                 raise
+            except PrismMemoryError as exc:
+                # one line, no traceback: a driver error's chained cause holds the whole statement
+                logger.warning("indexing iteration failed; retrying: %s", str(exc)[:500])
+                await asyncio.sleep(self._policy.busy_poll_seconds)
             except Exception:
                 logger.exception("indexing iteration failed; retrying")
                 await asyncio.sleep(self._policy.busy_poll_seconds)
@@ -212,13 +216,7 @@ class IndexingQueue:
         """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
         statement; return ``(indexed, claimed)``."""
         async with self._batch_lock:
-            claimed = await self._store.claim_pending(
-                self._scope,
-                limit=self._batch_size * CLAIM_BATCHES,
-                worker_id=self.worker_id,
-                lease_seconds=self._policy.lease_seconds,
-                now=self._clock(),
-            )
+            claimed = await self._claim(self._batch_size * CLAIM_BATCHES)
             if not claimed:
                 return 0, 0
             done: list[tuple[ClaimedEntry, Vector]] = []
@@ -231,6 +229,17 @@ class IndexingQueue:
                 )
                 self.indexed_total += indexed
             return indexed, len(claimed)
+
+    async def _claim(self, limit: int) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due rows of this queue's scope (a service worker overrides this to
+        take turns between tenants)."""
+        return await self._store.claim_pending(
+            self._scope,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease_seconds=self._policy.lease_seconds,
+            now=self._clock(),
+        )
 
     async def _embed_items(
         self, items: Sequence[ClaimedEntry]

@@ -39,6 +39,7 @@ CEILINGS: Final[dict[str, int]] = {
     "lineage_source_ids": 32,
     "delete_batch": 64,
     "share_ids": 256,
+    "query_terms": 256,
 }
 
 #: What a call uses when it names no value (capped by the configured :class:`Limits`).
@@ -95,6 +96,9 @@ class Limits(BaseModel):
     """Rows per delete statement."""
     share_ids: int = 256
     """Entry ids one share grant may name."""
+    query_terms: int = 128
+    """Distinct words one recall query may hold (ceiling 256); the lexical leg's work grows with
+    rows × terms, so a longer query raises :class:`~prism_memory.errors.CapExceededError`."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -26,6 +27,7 @@ from .errors import (
     ConfigurationError,
     DimensionMismatchError,
     IndexingError,
+    LineageCapError,
     NotFoundError,
     ValidationError,
 )
@@ -47,13 +49,16 @@ from .models import (
     TombstoneReason,
     Vector,
     WorkingMemoryRecord,
+    check_json,
     check_key,
+    check_text,
     parse,
 )
 from .ranking import chronological, query_terms, rerank
 from .ranking import explain as explain_hits
 from .redaction import Redactor, Scrubber
 from .stores.base import (
+    GovernanceChange,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -65,7 +70,19 @@ from .stores.base import (
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 from .working import canonical_json, check_size, compile_validator
 
-__all__ = ["Memory", "WorkingMemoryProcessor", "create_memory", "entry_digest"]
+__all__ = [
+    "MAX_RETENTION_DAYS",
+    "Memory",
+    "WorkingMemoryProcessor",
+    "create_memory",
+    "entry_digest",
+]
+
+MAX_RETENTION_DAYS = 36_525
+"""Ceiling of ``retention_days`` and ``max_age_days`` (100 years): larger windows would reach
+before year 1, which no datetime can hold."""
+
+logger = logging.getLogger("prism_memory.memory")
 
 ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
 OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
@@ -243,6 +260,7 @@ class Memory:
             data = data.model_dump(mode="json")
         if not isinstance(data, Mapping):
             raise ValidationError("working memory must be a JSON object")
+        check_json(data, "working memory")
         document = self._validate(self._scrub.value(data) if self._scrub.active else data)
         check_size(document, self.limits.working_memory_bytes)
         return await self.working_store.put_working(
@@ -295,6 +313,7 @@ class Memory:
                 raise IndexingError(
                     f"{len(report.failed)} entries failed to index", dict(report.failed)
                 )
+            result = replace(result, pending=())  # everything it waited for is indexed
         return result
 
     def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
@@ -314,6 +333,10 @@ class Memory:
 
     async def _prepare(self, entry: MemoryEntry, now: datetime) -> NewEntry:
         text = self._scrub.text(entry.text)
+        role = self._scrub.text(entry.role)
+        lineage = entry.lineage
+        if lineage is not None and lineage.reason is not None and self._scrub.active:
+            lineage = lineage.model_copy(update={"reason": self._scrub.text(lineage.reason)})
         metadata: dict[str, Any] = self._scrub.value(entry.metadata)
         payload = len(text.encode()) + len(canonical_json(metadata).encode())
         if payload > self.limits.payload_bytes:
@@ -328,19 +351,19 @@ class Memory:
                 f"lineage names {len(entry.lineage.source_ids)} sources, over the cap "
                 f"{self.limits.lineage_source_ids}"
             )
-        entry_id = entry.id if entry.id is not None else entry_digest(entry.role, text)
+        entry_id = entry.id if entry.id is not None else entry_digest(role, text)
         if entry.lineage is not None and entry_id in entry.lineage.source_ids:
             raise ValidationError(f"entry {entry_id!r} names itself in its lineage")
         return NewEntry(
             id=entry_id,
             text=text,
-            role=entry.role,
+            role=role,
             metadata=metadata,
             consent=entry.consent,
             sequence=entry.sequence,
             occurred_at=entry.occurred_at or now,
             importance=await self._importance(entry),
-            lineage=entry.lineage,
+            lineage=lineage,
         )
 
     async def _importance(self, entry: MemoryEntry) -> float:
@@ -390,8 +413,14 @@ class Memory:
         scope = self.identity
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must be a non-empty string")
+        check_text(query, "query")
         if len(query.encode()) > self.limits.payload_bytes:
             raise CapExceededError("query is over the payload cap")
+        terms = query_terms(query)
+        if len(terms) > self.limits.query_terms:
+            raise CapExceededError(
+                f"query has {len(terms)} distinct terms, over the cap {self.limits.query_terms}"
+            )
         k = self.limits.resolve("top_k", top_k)
         window = self.limits.resolve("message_range", message_range or 0, minimum=0)
         rules = None if scoring is None else parse(RecallScoring, scoring, "recall scoring")
@@ -409,7 +438,7 @@ class Memory:
             scope,
             SearchRequest(
                 vector=vector,
-                terms=query_terms(query),
+                terms=terms,
                 limit=k * 4,
                 filter=recall_filter,
                 shared=shared,
@@ -462,8 +491,15 @@ class Memory:
     def _scrubbed(self, record: MemoryRecord) -> MemoryRecord:
         if not self._scrub.active:
             return record
+        lineage = record.lineage
+        if lineage is not None and lineage.reason is not None:
+            lineage = lineage.model_copy(update={"reason": self._scrub.text(lineage.reason)})
         return replace(
-            record, text=self._scrub.text(record.text), metadata=self._scrub.value(record.metadata)
+            record,
+            text=self._scrub.text(record.text),
+            role=self._scrub.text(record.role),
+            metadata=self._scrub.value(record.metadata),
+            lineage=lineage,
         )
 
     async def _embed_one(self, text: str, label: str) -> Vector:
@@ -529,8 +565,10 @@ class Memory:
     ) -> MemoryRecord:
         """Grant or revoke an entry's consent, or change its provenance; never re-embeds.
 
-        ``visible=False`` revokes: tombstones for the entry and everything derived from it land
-        first, so dependents drop out of recall at once. ``visible=True`` grants again.
+        ``visible=False`` revokes: tombstones for the entry and everything derived from it land in
+        the same transaction as the consent, so dependents drop out of recall at once.
+        ``visible=True`` grants again and removes only the ``revoked`` tombstones this entry caused
+        (a correction's or a hold's stay). ``on_invalidate`` runs after the change is committed.
         """
         if visible is None and source is None and scope is None:
             raise ValidationError("set_consent needs visible, source or scope")
@@ -549,33 +587,47 @@ class Memory:
             changes.update(visible=True, revoked_at=None, granted_at=now)
         consent = parse(MemoryConsent, {**current.model_dump(), **changes}, "consent")
         was_active = current.visible and current.revoked_at is None
+        change = GovernanceChange(consent=(record.id, consent))
+        affected: list[str] = []
         if visible is False and was_active:
-            await self._invalidate(memory_scope, [record.id], "revoked", now)
-        updated = await self.vector_store.set_consent(memory_scope, record.id, consent, now=now)
-        if visible is True and not was_active:
-            await self.vector_store.remove_tombstones(memory_scope, record.id, "revoked")
-        return self._scrubbed(updated)
+            dependents = await self._dependents(memory_scope, [record.id])
+            tombstones = _tombstones([record.id], dependents, "revoked", now)
+            change = replace(change, tombstones=tombstones)
+            affected = [record.id, *dependents]
+        elif visible is True and not was_active:
+            change = replace(change, untombstone=(record.id, "revoked"))
+        result = await self.vector_store.apply_governance(memory_scope, change, now=now)
+        await self._notify(affected)
+        assert result.record is not None
+        return self._scrubbed(result.record)
 
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
         """Replace an entry's text and re-embed it, keeping its consent.
 
         Entries derived from it (its lineage dependents, transitively) written before the correction
-        are invalidated; the corrected entry itself stays recallable.
+        are invalidated in the same transaction as the new text; the corrected entry itself stays
+        recallable. A rejected text or vector changes nothing and tells ``on_invalidate`` nothing.
         """
         scope = self.identity
         record = await self._get(scope, entry_id)
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("corrected text must be a non-empty string")
+        check_text(text, "corrected text")
         clean = self._scrub.text(text)
         payload = len(clean.encode()) + len(canonical_json(dict(record.metadata)).encode())
         if payload > self.limits.payload_bytes:
             raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
         vector = await self._embed_one(clean, "corrected embedding")  # fails before any write
         now = self._clock()
-        await self._invalidate(scope, [record.id], "corrected", now)
-        return self._scrubbed(
-            await self.vector_store.replace_text(scope, record.id, clean, vector, now=now)
+        dependents = await self._dependents(scope, [record.id])
+        change = GovernanceChange(
+            tombstones=_tombstones([record.id], dependents, "corrected", now),
+            text=(record.id, clean, vector),
         )
+        result = await self.vector_store.apply_governance(scope, change, now=now)
+        await self._notify(list(dependents))
+        assert result.record is not None
+        return self._scrubbed(result.record)
 
     async def _dependents(self, scope: MemoryIdentity, roots: Sequence[str]) -> dict[str, str]:
         """Transitive lineage dependents of ``roots``: ``dependent id -> root that caused it``."""
@@ -604,27 +656,29 @@ class Memory:
                 raise CapExceededError(f"lineage touches over {cap} entries; nothing was changed")
         return found
 
-    async def _invalidate(
-        self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
-    ) -> dict[str, str]:
-        """Tombstone ``roots`` and their dependents (first), then tell ``on_invalidate``."""
-        dependents = await self._dependents(scope, roots)
-        tombstones = [Tombstone(root, root, reason, now) for root in roots]
-        tombstones += [Tombstone(dep, origin, reason, now) for dep, origin in dependents.items()]
-        for start in range(0, len(tombstones), self.limits.delete_batch):
-            batch = tombstones[start : start + self.limits.delete_batch]
-            await self.vector_store.add_tombstones(scope, batch)
-        affected = [*roots, *dependents] if reason != "corrected" else list(dependents)
-        if self._on_invalidate is not None and affected:
-            await _maybe_await(self._on_invalidate(affected))
-        return dependents
+    async def _notify(self, affected: Sequence[str]) -> None:
+        """Tell ``on_invalidate`` about a committed change; its failure cannot undo the change.
+
+        The hook's exception is logged and re-raised: the caller learns of it, and the data change
+        (already committed) stands.
+        """
+        if self._on_invalidate is None or not affected:
+            return
+        try:
+            await _maybe_await(self._on_invalidate(list(affected)))
+        except Exception:
+            logger.exception("on_invalidate failed after the change was committed")
+            raise
 
     # ---- deletion ----------------------------------------------------------------------------
 
     async def forget(self, *, ids: Sequence[str] | None = None, hold: bool = False) -> int:
         """Really delete entries and everything derived from them; return how many rows went.
 
-        Tombstones land first. ``ids=None`` means the whole thread (entries under legal hold stay).
+        Tombstones land in the same transaction as the delete. ``ids=None`` means the whole thread
+        (entries under legal hold stay); it deletes everything it can and then raises
+        :class:`~prism_memory.errors.LineageCapError` naming the entries whose lineage is over the
+        caps. Named ``ids`` over the caps raise :class:`CapExceededError` before anything changes.
         ``hold=True`` instead puts the entries under legal hold: bodies are kept, they and their
         dependents are excluded from recall, injection and export, and 0 is returned. A later
         ``forget(ids=[...])`` naming a held entry deletes it (that is how a hold is lifted).
@@ -641,10 +695,18 @@ class Memory:
             return 0
         now = self._clock()
         if hold:
-            await self._invalidate(scope, targets, "held", now)
-            await self.vector_store.set_legal_hold(scope, targets, True)
+            dependents = await self._dependents(scope, targets)
+            change = GovernanceChange(
+                tombstones=_tombstones(targets, dependents, "held", now), hold=tuple(targets)
+            )
+            await self.vector_store.apply_governance(scope, change, now=now)
+            await self._notify([*targets, *dependents])
             return 0
-        return await self._delete(scope, targets, "forgotten", now)
+        if ids is not None:  # named ids: all-or-nothing, so check every lineage cap first
+            await self._dependents(scope, targets)
+        deleted, blocked = await self._delete(scope, targets, "forgotten", now)
+        _raise_blocked(deleted, blocked)
+        return deleted
 
     async def _all_ids(self, scope: MemoryIdentity, *, include_held: bool) -> list[str]:
         ids: list[str] = []
@@ -658,38 +720,70 @@ class Memory:
 
     async def _delete(
         self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
-    ) -> int:
-        dependents = await self._invalidate(scope, roots, reason, now)
-        held: set[str] = set()
-        if dependents:  # a derived entry under legal hold stays (excluded through its lineage)
-            found = await self.vector_store.get_entries(scope, list(dependents))
-            held = {r.id for r in found if r.legal_hold}
-        doomed = [*roots, *(d for d in dependents if d not in held)]
+    ) -> tuple[int, list[str]]:
+        """Delete ``roots`` and their dependents, one transaction per batch of roots.
+
+        A batch whose lineage is over the caps is retried root by root; roots still over the caps
+        are left in place and returned as blocked, so one wide source never stops a sweep.
+        """
         deleted = 0
-        for start in range(0, len(doomed), self.limits.delete_batch):
-            batch = doomed[start : start + self.limits.delete_batch]
-            deleted += await self.vector_store.delete_entries(scope, batch)
-        return deleted
+        blocked: list[str] = []
+        hook_error: Exception | None = None
+        step = self.limits.delete_batch
+        batches = [list(roots[i : i + step]) for i in range(0, len(roots), step)]
+        while batches:
+            batch = batches.pop(0)
+            try:
+                dependents = await self._dependents(scope, batch)
+            except CapExceededError:
+                if len(batch) == 1:
+                    blocked.extend(batch)
+                else:
+                    batches[:0] = [[root] for root in batch]
+                continue
+            held: set[str] = set()
+            if dependents:  # a derived entry under legal hold stays (excluded by its tombstone)
+                found = await self.vector_store.get_entries(scope, list(dependents))
+                held = {r.id for r in found if r.legal_hold}
+            change = GovernanceChange(
+                tombstones=_tombstones(batch, dependents, reason, now),
+                delete=(*batch, *(d for d in dependents if d not in held)),
+            )
+            deleted += (await self.vector_store.apply_governance(scope, change, now=now)).deleted
+            try:
+                await self._notify([*batch, *dependents])
+            except Exception as exc:  # noqa: BLE001 - the sweep goes on; re-raised below
+                hook_error = hook_error or exc
+        if hook_error is not None:
+            raise hook_error
+        return deleted, blocked
 
     async def forget_before(self, occurred_before: datetime) -> int:
         """Delete entries that *occurred* before ``occurred_before`` (not when they were written).
 
-        Entries under legal hold stay; dependents of deleted entries go too. Returns the count.
+        Entries under legal hold stay; dependents of deleted entries go too. Returns the count. An
+        entry whose lineage is over the caps stays; after deleting everything else the call raises
+        :class:`~prism_memory.errors.LineageCapError` naming those entries.
         """
         if not isinstance(occurred_before, datetime) or occurred_before.utcoffset() is None:
             raise ValidationError("occurred_before must be a timezone-aware datetime")
         scope = self.identity
         total = 0
+        blocked: list[str] = []
         while True:
             page = await self.vector_store.list_oldest(
                 scope,
-                limit=self.limits.delete_batch * 4,
+                limit=self.limits.delete_batch * 4 + len(blocked),
                 occurred_before=occurred_before,
                 include_held=False,
             )
-            if not page:
+            due = [r.id for r in page if r.id not in blocked]
+            if not due:
+                _raise_blocked(total, blocked)
                 return total
-            total += await self._delete(scope, [r.id for r in page], "forgotten", self._clock())
+            deleted, stuck = await self._delete(scope, due, "forgotten", self._clock())
+            total += deleted
+            blocked.extend(stuck)
 
     async def apply_retention(
         self,
@@ -702,6 +796,7 @@ class Memory:
 
         Deletes what occurred more than ``max_age_days`` ago (default: the memory's
         ``retention_days``) and, with ``max_entries``, the oldest entries beyond that count.
+        Entries whose lineage is over the caps stay and are listed in ``blocked``.
         """
         days = max_age_days if max_age_days is not None else self._retention_days()
         if days is not None and (
@@ -711,6 +806,8 @@ class Memory:
             or not math.isfinite(days)
         ):
             raise ValidationError("max_age_days must be a positive number")
+        if days is not None and days > MAX_RETENTION_DAYS:
+            raise CapExceededError(f"max_age_days is over the ceiling {MAX_RETENTION_DAYS}")
         if max_entries is not None and (
             isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0
         ):
@@ -735,8 +832,8 @@ class Memory:
                     break
                 if record.id not in doomed:
                     doomed.append(record.id)
-        deleted = await self._delete(scope, doomed, "retention", now) if doomed else 0
-        return RetentionResult(deleted=deleted, scanned=len(scanned))
+        deleted, blocked = await self._delete(scope, doomed, "retention", now)
+        return RetentionResult(deleted=deleted, scanned=len(scanned), blocked=tuple(blocked))
 
     def _retention_days(self) -> float | None:
         return None if self._retention is None else self._retention / timedelta(days=1)
@@ -883,6 +980,24 @@ class Memory:
         return RebuildPage(rebuilt, encode_cursor("rebuild", (page[-1].sequence, page[-1].id)))
 
 
+def _tombstones(
+    roots: Sequence[str], dependents: Mapping[str, str], reason: TombstoneReason, now: datetime
+) -> tuple[Tombstone, ...]:
+    """The tombstones of one governance call: each root by itself, each dependent by its root."""
+    own = [Tombstone(root, root, reason, now) for root in roots]
+    return (*own, *(Tombstone(dep, origin, reason, now) for dep, origin in dependents.items()))
+
+
+def _raise_blocked(deleted: int, blocked: Sequence[str]) -> None:
+    if blocked:
+        raise LineageCapError(
+            f"deleted {deleted} entries; {len(blocked)} were left because their lineage is over "
+            f"the caps: {sorted(blocked)[:10]}",
+            deleted=deleted,
+            blocked=tuple(blocked),
+        )
+
+
 def _export_page(
     entries: list[dict[str, Any]], size: int, position: tuple[int, str] | None
 ) -> ExportPage:
@@ -947,6 +1062,8 @@ def create_memory(
         or retention_days <= 0
     ):
         raise ValidationError("retention_days must be a positive number")
+    if retention_days is not None and retention_days > MAX_RETENTION_DAYS:
+        raise CapExceededError(f"retention_days is over the ceiling {MAX_RETENTION_DAYS}")
     if working_memory_template is not None and not isinstance(working_memory_template, str):
         raise ConfigurationError("working_memory_template must be a string")
     for name, hook in (("importance_from", importance_from), ("on_invalidate", on_invalidate)):

@@ -58,6 +58,10 @@ M = TypeVar("M", bound=BaseModel)
 
 _MAX_KEY = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+MAX_JSON_DEPTH = 32
+"""How deeply metadata, reflections and working memory may nest (deeper, or circular, is refused)."""
+_MAX_JSON_NODES = 262_144
 
 
 def _aware(value: datetime | None, name: str) -> datetime | None:
@@ -74,7 +78,56 @@ def check_key(value: object, name: str) -> str:
         raise ValidationError(f"{name} is longer than {_MAX_KEY} characters")
     if _CONTROL.search(value):
         raise ValidationError(f"{name} contains control characters")
+    return check_text(value, name)
+
+
+def check_text(value: str, name: str) -> str:
+    """Refuse text no backend can store: NUL characters and lone UTF-16 surrogates.
+
+    Every backend accepts and rejects the same strings, so this runs before any store sees them.
+    """
+    if _UNSTORABLE.search(value):
+        raise ValidationError(f"{name} contains a NUL character or a lone surrogate")
     return value
+
+
+def check_json(value: object, name: str) -> None:
+    """Refuse a JSON-like value no backend can store, without recursing.
+
+    Strings (keys included) go through :func:`check_text`; keys must be strings; floats must be
+    finite; nesting deeper than :data:`MAX_JSON_DEPTH` (which a circular value always is) is refused.
+    """
+    stack: list[tuple[object, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > _MAX_JSON_NODES:
+            raise ValidationError(f"{name} holds more than {_MAX_JSON_NODES} values")
+        if isinstance(item, str):
+            check_text(item, name)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError(f"{name} holds a non-finite number")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValidationError(f"{name} nests deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        raise ValidationError(f"{name} keys must be strings")
+                    check_text(key, name)
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _describe(exc: pydantic.ValidationError) -> str:
+    """pydantic's errors without the offending input (which may hold a secret)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"])
+        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return "; ".join(parts)
 
 
 def typed_errors(cls: type[BaseModel], data: Any, handler: Any) -> Any:
@@ -82,7 +135,7 @@ def typed_errors(cls: type[BaseModel], data: Any, handler: Any) -> Any:
     try:
         return handler(data)
     except pydantic.ValidationError as exc:
-        raise ValidationError(f"invalid {cls.__name__}: {exc}") from exc
+        raise ValidationError(f"invalid {cls.__name__}: {_describe(exc)}") from None
 
 
 class _Input(BaseModel):
@@ -104,7 +157,7 @@ def parse(model: type[M], value: object, what: str) -> M:
     try:
         return model.model_validate(value)
     except pydantic.ValidationError as exc:
-        raise ValidationError(f"invalid {what}: {exc}") from exc
+        raise ValidationError(f"invalid {what}: {_describe(exc)}") from None
 
 
 class MemoryIdentity(_Input):
@@ -153,6 +206,11 @@ class Lineage(_Input):
             check_key(item, "lineage source id")
         return tuple(dict.fromkeys(value))
 
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "lineage reason")
+
 
 class MemoryEntry(_Input):
     """One thing to remember. ``id`` defaults to a digest of role and (redacted) text."""
@@ -178,6 +236,18 @@ class MemoryEntry(_Input):
     def _text(cls, value: str) -> str:
         if not value.strip():
             raise ValidationError("entry text must not be blank")
+        return check_text(value, "entry text")
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, value: str) -> str:
+        return check_text(value, "role")
+
+    @field_validator("reflection")
+    @classmethod
+    def _reflection(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json(value, "reflection")
         return value
 
     @field_validator("occurred_at")
@@ -195,9 +265,12 @@ class MemoryEntry(_Input):
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json(value, "metadata")
         reserved = [key for key in value if key.startswith("_")]
-        if reserved:
-            raise ValidationError(f"metadata keys starting with '_' are reserved: {reserved}")
+        if reserved:  # the names are not repeated: a key may hold a secret
+            raise ValidationError(
+                f"{len(reserved)} metadata key(s) start with '_', which is reserved"
+            )
         return value
 
 
@@ -408,10 +481,15 @@ class ShareGrant:
 
 @dataclass(frozen=True, slots=True)
 class RetentionResult:
-    """Outcome of one bounded retention sweep."""
+    """Outcome of one bounded retention sweep.
+
+    ``blocked`` lists the due entries left in place because deleting them would touch more lineage
+    than the caps allow; everything else due was deleted.
+    """
 
     deleted: int
     scanned: int
+    blocked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,7 +245,8 @@ def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        # inert, like a memory line: a value cannot open a line, so it cannot forge a header
+        return " ".join(value.split())
     if isinstance(value, int | float):
         return repr(value) if isinstance(value, float) else str(value)
     return canonical_json(value)
@@ -254,7 +255,8 @@ def _format(value: Any) -> str:
 def render_template(template: str, data: Mapping[str, Any]) -> str:
     """Fill ``{{dotted.path}}`` placeholders from ``data`` in one pass (values are never re-expanded).
 
-    A missing path renders as the empty string; objects and lists render as compact JSON.
+    A missing path renders as the empty string; objects and lists render as compact JSON; a string
+    value renders on one line (its whitespace, newlines included, collapses to single spaces).
     """
     return _PLACEHOLDER.sub(
         lambda match: _format(_lookup(data, match.group(1).split("."))), template

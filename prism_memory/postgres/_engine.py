@@ -166,6 +166,8 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
         "connect_args": {"server_settings": dict(SERVER_SETTINGS)},
         **kwargs,
     }
+    # bound values (entry text, metadata) never reach logs or error messages
+    options.setdefault("hide_parameters", True)
     if not pooled:
         options["poolclass"] = NullPool
     engine = create_async_engine(normalize_url(url), **options)

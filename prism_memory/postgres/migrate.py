@@ -2,10 +2,11 @@
 
 The revisions are the one owner of the schema. They run
 
-* by hand: ``alembic -c "$(python -m prism_memory.postgres.migrate ini-path)" -x schema=... upgrade
-  head`` (works from an installed wheel: the revisions ship as ``prism_memory/_migrations``), or
-  ``python -m prism_memory.postgres.migrate upgrade --url ... --schema ...``;
-* inside a host's own Alembic environment as ``prism_memory@head`` (branch label ``prism_memory``);
+* by hand: ``prism-memory migrate upgrade head --url ...``, or ``alembic -c "$(prism-memory migrate
+  ini-path)" -x url=... upgrade prism_memory@head`` (works from an installed wheel, where the
+  revisions ship as the package ``prism_memory.migrations``, and from a checkout or editable install);
+* inside a host's own Alembic history: ``version_locations = ... prism_memory.migrations:versions``
+  (:data:`VERSION_LOCATION`) and ``alembic upgrade heads`` (branch label ``prism_memory``);
 * programmatically, through :func:`upgrade` -- which is what the store factories do unless
   ``skip_migrations=True``.
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BRANCH_LABEL",
     "SETTINGS_KEY",
+    "VERSION_LOCATION",
     "MigrationSettings",
     "alembic_config",
     "build_ddl",
@@ -70,6 +72,9 @@ __all__ = [
 
 BRANCH_LABEL = "prism_memory"
 """The Alembic branch label of every prism_memory revision (``alembic upgrade prism_memory@head``)."""
+
+VERSION_LOCATION = "prism_memory.migrations:versions"
+"""The entry a host adds to its ``version_locations`` (an importlib resource; no filesystem path)."""
 
 SETTINGS_KEY = "prism_memory"
 """Key of :class:`MigrationSettings` in ``alembic.config.Config.attributes``."""
@@ -144,9 +149,9 @@ def revision_settings() -> MigrationSettings:
 
 
 def migrations_dir() -> Path:
-    """The Alembic script directory: ``prism_memory/_migrations`` when installed from a wheel,
-    ``<checkout>/migrations`` in a source checkout."""
-    installed = _PACKAGE_ROOT / "_migrations"
+    """The Alembic script directory: ``prism_memory/migrations`` when installed from a wheel,
+    ``<checkout>/migrations`` in a source checkout or an editable install."""
+    installed = _PACKAGE_ROOT / "migrations"
     if (installed / "env.py").is_file():
         return installed
     checkout = _PACKAGE_ROOT.parent / "migrations"
@@ -159,10 +164,9 @@ def migrations_dir() -> Path:
 
 
 def ini_path() -> Path:
-    """The shipped ``alembic.ini`` (in the wheel: ``prism_memory/_migrations/alembic.ini``)."""
-    folder = migrations_dir()
-    installed = folder / "alembic.ini"
-    return installed if installed.is_file() else folder.parent / "alembic.ini"
+    """The ``alembic.ini`` next to the revisions' ``env.py`` (in the wheel:
+    ``prism_memory/migrations/alembic.ini``; in a checkout: ``migrations/alembic.ini``)."""
+    return migrations_dir() / "alembic.ini"
 
 
 def alembic_config(
@@ -200,6 +204,7 @@ def head_revision() -> str:
 async def _with_connection(
     engine_or_url: AsyncEngine | str,
     fn: Callable[[Connection], Any],
+    action: str = "running prism_memory migrations",
 ) -> Any:
     owned = not isinstance(engine_or_url, AsyncEngine)
     engine = (
@@ -208,7 +213,7 @@ async def _with_connection(
         else create_engine(engine_or_url, pooled=False)
     )
     try:
-        with wrap_db_errors("running prism_memory migrations"):
+        with wrap_db_errors(action):
             conn: AsyncConnection
             async with engine.connect() as conn:
                 return await conn.run_sync(fn)
@@ -253,9 +258,9 @@ async def downgrade(
     schema: str = DEFAULT_SCHEMA,
     table: str = DEFAULT_TABLE,
     dimension: int | None = None,
-    revision: str = "base",
+    revision: str,
 ) -> None:
-    """Downgrade the schema to ``revision`` (default: ``base``, which drops prism_memory's tables)."""
+    """Downgrade the schema to ``revision`` (required; ``base`` drops every prism_memory table)."""
     config = alembic_config(schema=schema, table=table, dimension=dimension, stdout=io.StringIO())
     await _with_connection(engine_or_url, _run_command(config, "downgrade", _qualify(revision)))
 
@@ -290,7 +295,7 @@ async def current_revision(
         found = list(rows)
         return found[0] if len(found) == 1 else None
 
-    result = await _with_connection(engine_or_url, read)
+    result = await _with_connection(engine_or_url, read, "reading the schema revision")
     return result if isinstance(result, str) or result is None else None
 
 
@@ -366,8 +371,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--schema", default=DEFAULT_SCHEMA)
         cmd.add_argument("--table", default=DEFAULT_TABLE)
         cmd.add_argument("--dimension", type=int, default=None)
-        if action in ("upgrade", "downgrade"):
-            cmd.add_argument("--revision", default="head" if action == "upgrade" else "base")
+        if action == "upgrade":
+            cmd.add_argument("--revision", default="head")
+        elif action == "downgrade":
+            # No default: a downgrade to ``base`` drops every table, so it is never implied.
+            cmd.add_argument("--revision", required=True, help="a revision id, or base")
     sub.add_parser("ini-path", help="print the path of the shipped alembic.ini")
     sub.add_parser("script-location", help="print the path of the Alembic script directory")
     return parser

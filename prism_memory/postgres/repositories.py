@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Table, Text, any_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -231,8 +232,9 @@ class EntrySql:
         """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
 
         Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
-        before the retention window; and no tombstone on any lineage source in the row's own thread
-        that invalidates it (any reason, except ``corrected`` only when newer than ``written_at``).
+        before the retention window; and no tombstone on the row itself or on any lineage source in
+        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
+        than ``written_at``).
         """
         e = alias
         parts = [
@@ -254,6 +256,14 @@ class EntrySql:
             f"AND t.entry_id IN (SELECT jsonb_array_elements_text("
             f"(({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text))) "
             f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at)))"
+        )
+        # the row's own tombstone excludes it too (fail closed: a crash or a failing hook between
+        # a tombstone and its data change can never leave the entry recallable)
+        parts.append(
+            f"NOT EXISTS (SELECT 1 FROM {self.invalidation} o "
+            f"WHERE o.tenant_id = {e}.tenant_id AND o.resource_id = {e}.resource_id "
+            f"AND o.thread_id = {e}.thread_id AND o.entry_id = {e}.id "
+            f"AND (o.reason <> 'corrected' OR o.created_at > {e}.written_at))"
         )
         return " AND ".join(parts)
 
@@ -347,11 +357,14 @@ class EntrySql:
         )
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - bounded
-    def claim(self, *, scoped: bool) -> str:
-        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers)."""
+    def claim(self, *, scoped: bool, tenant: bool = False) -> str:
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED`` (never one row to two workers);
+        of one thread (``scoped``), one tenant (``tenant``, the service worker's turns) or any."""
         scope = (
             "AND tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
             if scoped
+            else "AND tenant_id = :tenant "
+            if tenant
             else ""
         )
         return (
@@ -537,21 +550,6 @@ class EntryRepository(_Repository):
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
         )
 
-    async def get_for_update(
-        self, scope: MemoryIdentity, ids: Sequence[str]
-    ) -> dict[str, MemoryRecord]:
-        """The records of ``ids`` in scope, row-locked for the rest of the transaction."""
-        if not ids:
-            return {}
-        t = self.tables.entries
-        stmt = (
-            self._record_select()
-            .where(self._scoped(scope), t.c.id.in_(list(dict.fromkeys(ids))))
-            .with_for_update()
-        )
-        rows = (await self.session.execute(stmt)).mappings()
-        return {row["id"]: record_from_row(row) for row in rows}
-
     async def max_sequence(self, scope: MemoryIdentity) -> int:
         """The largest sequence in the thread, ``-1`` when it is empty."""
         t = self.tables.entries
@@ -564,56 +562,6 @@ class EntryRepository(_Repository):
             await self.session.execute(
                 insert(self.tables.entries), [entry_values(record) for record in records]
             )
-
-    async def update_many(self, records: Sequence[MemoryRecord], *, text_changed: bool) -> None:
-        """Rewrite existing rows (batched). ``text_changed`` also drops vector and lease."""
-        if not records:
-            return
-        t = self.tables.entries
-        fields = [
-            "role",
-            "metadata",
-            "consent_explicit",
-            "consent_source",
-            "consent_scope",
-            "consent_visible",
-            "consent_granted_at",
-            "consent_revoked_at",
-            "sequence",
-            "occurred_at",
-            "importance",
-            "written_at",
-        ]
-        if text_changed:
-            fields += ["text", "revision", "status", "attempts", "last_error"]
-        values: dict[str, Any] = {
-            name: bindparam(f"v_{name}", type_=t.c[name].type) for name in fields
-        }
-        if text_changed:
-            values.update(embedding=None, next_attempt_at=None, claimed_by=None, claimed_until=None)
-        stmt = (
-            update(t)
-            .where(
-                t.c.tenant_id == bindparam("k_tenant"),
-                t.c.resource_id == bindparam("k_resource"),
-                t.c.thread_id == bindparam("k_thread"),
-                t.c.id == bindparam("k_id"),
-            )
-            .values(values)
-        )
-        params = []
-        for record in records:
-            row = entry_values(record)
-            params.append(
-                {
-                    "k_tenant": record.tenant_id,
-                    "k_resource": record.resource_id,
-                    "k_thread": record.thread_id,
-                    "k_id": record.id,
-                    **{f"v_{name}": row[name] for name in fields},
-                }
-            )
-        await self.session.execute(stmt, params)
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
@@ -628,18 +576,12 @@ class EntryRepository(_Repository):
         return [found[i] for i in wanted if i in found]
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist as entries or as tombstoned entry ids in scope."""
+        """Those of ``ids`` that exist as entries in scope."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return set()
-        e, t = self.tables.entries, self.tables.invalidation
-        in_tombstones = select(t.c.entry_id).where(
-            t.c.tenant_id == scope.tenant_id,
-            t.c.resource_id == scope.resource_id,
-            t.c.thread_id == scope.thread_id,
-            t.c.entry_id.in_(wanted),
-        )
-        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted)).union(in_tombstones)
+        e = self.tables.entries
+        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted))
         return set((await self.session.execute(stmt)).scalars())
 
     async def set_consent(
@@ -767,13 +709,13 @@ class TombstoneRepository(_Repository):
     __slots__ = ()
 
     async def upsert(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time.
+        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time.
 
         One ORM-enabled ``INSERT ... ON CONFLICT DO UPDATE`` for the whole batch.
         """
-        latest: dict[tuple[str, str], Tombstone] = {}
+        latest: dict[tuple[str, str, str], Tombstone] = {}
         for tombstone in tombstones:
-            latest[(tombstone.entry_id, tombstone.cause_id)] = tombstone
+            latest[(tombstone.entry_id, tombstone.cause_id, tombstone.reason)] = tombstone
         if not latest:
             return
         model = self.tables.orm.Tombstone
@@ -793,9 +735,20 @@ class TombstoneRepository(_Repository):
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=_primary_key(model.__table__),
-            set_={"reason": stmt.excluded.reason, "created_at": stmt.excluded.created_at},
+            set_={"created_at": stmt.excluded.created_at},
         )
         await self.session.execute(stmt)
+
+    async def remove_on_entries(self, scope: MemoryIdentity, entry_ids: Sequence[str]) -> int:
+        """Delete every tombstone on ``entry_ids`` (new entries reusing a forgotten id)."""
+        model = self.tables.orm.Tombstone
+        stmt = delete(model).where(
+            model.tenant_id == scope.tenant_id,
+            model.resource_id == scope.resource_id,
+            model.thread_id == scope.thread_id,
+            model.entry_id.in_(list(dict.fromkeys(entry_ids))),
+        )
+        return _rowcount(await self.session.execute(stmt))
 
     async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""
@@ -884,8 +837,10 @@ class IndexingRepository(_Repository):
         worker_id: str,
         lease_seconds: float,
         now: datetime,
+        tenant_id: str | None = None,
     ) -> list[ClaimedEntry]:
-        """Lease up to ``limit`` due pending rows, ordered by sequence then id."""
+        """Lease up to ``limit`` due pending rows (of ``scope``, else of ``tenant_id``, else of any
+        scope), ordered by sequence then id."""
         if limit == 0:
             return []
         params: dict[str, Any] = {
@@ -896,7 +851,12 @@ class IndexingRepository(_Repository):
         }
         if scope is not None:
             params.update(_scope_params(scope))
-        result = await self.session.execute(text(self.sql.claim(scoped=scope is not None)), params)
+        elif tenant_id is not None:
+            params["tenant"] = tenant_id
+        sql = self.sql.claim(
+            scoped=scope is not None, tenant=scope is None and tenant_id is not None
+        )
+        result = await self.session.execute(text(sql), params)
         rows = sorted(
             result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
         )
@@ -999,7 +959,8 @@ class IndexingRepository(_Repository):
             t.c.tenant_id == scope.tenant_id,
             t.c.resource_id == scope.resource_id,
             t.c.thread_id == scope.thread_id,
-            t.c.id.in_(wanted),
+            # one array parameter, however many ids are watched (no bind-parameter limit)
+            t.c.id == any_(bindparam("ids", wanted, type_=ARRAY(Text))),
         )
         return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
 

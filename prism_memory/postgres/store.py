@@ -41,6 +41,8 @@ from ..models import (
 )
 from ..stores.base import (
     ClaimedEntry,
+    GovernanceChange,
+    GovernanceResult,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -229,63 +231,50 @@ class PostgresVectorStore(_Adapter, VectorStore):
     async def put_entries(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
     ) -> list[MemoryRecord]:
-        """Upsert ``entries`` by id, atomically (see :meth:`VectorStore.put_entries`).
+        """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
         Writers of one thread are serialised by a transaction-scoped advisory lock, so sequence
         assignment (``max + 1``, 0 in an empty thread, in input order) never collides; new rows go
-        in one batched ``INSERT``, changed rows in batched ``UPDATE``\\ s.
+        in one batched ``INSERT``. An existing id is returned as stored and never rewritten.
         """
         if not entries:
             return []
         async with self._unit("put_entries") as session:
             repo = EntryRepository(session, self._tables)
             await repo.lock_thread(scope)
-            existing = await repo.get_for_update(scope, [entry.id for entry in entries])
-            needs_top = any(e.sequence is None and e.id not in existing for e in entries)
+            existing = await repo.get(scope, [entry.id for entry in entries])
+            staged: dict[str, MemoryRecord] = {record.id: record for record in existing}
+            needs_top = any(e.sequence is None and e.id not in staged for e in entries)
             top = await repo.max_sequence(scope) if needs_top else -1
-            staged: dict[str, MemoryRecord] = {}
-            kind: dict[str, str | None] = {}
+            new: list[MemoryRecord] = []
             for entry in entries:
-                metadata = _normalised_metadata(entry.metadata)
-                current = staged.get(entry.id) or existing.get(entry.id)
-                if current is None:
-                    record = MemoryRecord(
-                        tenant_id=scope.tenant_id,
-                        resource_id=scope.resource_id,
-                        thread_id=scope.thread_id,
-                        id=entry.id,
-                        text=entry.text,
-                        role=entry.role,
-                        metadata=metadata,
-                        consent=entry.consent,
-                        sequence=top + 1 if entry.sequence is None else entry.sequence,
-                        occurred_at=entry.occurred_at,
-                        created_at=now,
-                        written_at=now,
-                        importance=entry.importance,
-                        lineage=entry.lineage,
-                    )
-                    kind[entry.id] = "insert"
-                else:
-                    record, text_changed = _updated(current, entry, metadata, now)
-                    previous = kind.get(entry.id)
-                    if previous == "insert":
-                        pass
-                    elif text_changed or previous == "text":
-                        kind[entry.id] = "text"
-                    elif record is not current or previous == "meta":
-                        kind[entry.id] = "meta"
-                    else:
-                        kind[entry.id] = None
+                if entry.id in staged:
+                    continue  # an existing id is never rewritten (governance holds)
+                record = MemoryRecord(
+                    tenant_id=scope.tenant_id,
+                    resource_id=scope.resource_id,
+                    thread_id=scope.thread_id,
+                    id=entry.id,
+                    text=entry.text,
+                    role=entry.role,
+                    metadata=_normalised_metadata(entry.metadata),
+                    consent=entry.consent,
+                    sequence=top + 1 if entry.sequence is None else entry.sequence,
+                    occurred_at=entry.occurred_at,
+                    created_at=now,
+                    written_at=now,
+                    importance=entry.importance,
+                    lineage=entry.lineage,
+                )
                 top = max(top, record.sequence)
                 staged[entry.id] = record
-            by_kind = {
-                name: [staged[i] for i, k in kind.items() if k == name]
-                for name in ("insert", "meta", "text")
-            }
-            await repo.insert_many(by_kind["insert"])
-            await repo.update_many(by_kind["meta"], text_changed=False)
-            await repo.update_many(by_kind["text"], text_changed=True)
+                new.append(record)
+            if new:
+                await repo.insert_many(new)
+                # tombstones an earlier, forgotten entry of the same id left behind
+                await TombstoneRepository(session, self._tables).remove_on_entries(
+                    scope, [record.id for record in new]
+                )
         return [staged[entry.id] for entry in entries]
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
@@ -294,7 +283,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
             return await EntryRepository(session, self._tables).get(scope, ids)
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
         async with self._unit("known_ids") as session:
             return await EntryRepository(session, self._tables).known_ids(scope, ids)
 
@@ -426,7 +415,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
     # ---- tombstones and grants -------------------------------------------------------------
 
     async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time."""
         if not tombstones:
             return
         async with self._unit("add_tombstones") as session:
@@ -438,6 +427,42 @@ class PostgresVectorStore(_Adapter, VectorStore):
         """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
         async with self._unit("remove_tombstones") as session:
             return await TombstoneRepository(session, self._tables).remove(scope, cause_id, reason)
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` in one transaction, serialised with the thread's writers.
+
+        See :meth:`VectorStore.apply_governance`; a failure (or a lost connection) at any step
+        rolls every step back.
+        """
+        async with self._unit("apply_governance") as session:
+            entries = EntryRepository(session, self._tables)
+            tombstones = TombstoneRepository(session, self._tables)
+            await entries.lock_thread(scope)
+            await tombstones.upsert(scope, change.tombstones)
+            record: MemoryRecord | None = None
+            width: int | None = None
+            if change.consent is not None:
+                entry_id, consent = change.consent
+                record = await entries.set_consent(scope, entry_id, consent)
+                if record is None:
+                    raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+            if change.text is not None:
+                entry_id, new_text, vector = change.text
+                width = await self._known_width(session)
+                (checked,), width = self._check_vectors(
+                    [(vector, f"vector of {entry_id!r}")], width
+                )
+                record = await entries.replace_text(scope, entry_id, new_text, checked, now)
+                if record is None:
+                    raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+            held = await entries.set_legal_hold(scope, change.hold, True)
+            deleted = await entries.delete(scope, change.delete)
+            if change.untombstone is not None:
+                await tombstones.remove(scope, *change.untombstone)
+        self._remember_width(width)
+        return GovernanceResult(record=record, held=held, deleted=deleted)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""
@@ -562,42 +587,6 @@ class PostgresVectorStore(_Adapter, VectorStore):
         if stored:
             self._remember_width(width)
         return stored
-
-
-def _updated(
-    current: MemoryRecord, entry: NewEntry, metadata: dict[str, Any], now: datetime
-) -> tuple[MemoryRecord, bool]:
-    """The upsert rule of :meth:`VectorStore.put_entries` for an existing row."""
-    sequence = current.sequence if entry.sequence is None else entry.sequence
-    if (
-        entry.text == current.text
-        and entry.role == current.role
-        and metadata == current.metadata
-        and entry.consent == current.consent
-        and sequence == current.sequence
-        and entry.occurred_at == current.occurred_at
-        and entry.importance == current.importance
-        and entry.lineage == current.lineage
-    ):
-        return current, False
-    text_changed = entry.text != current.text
-    record = replace(
-        current,
-        text=entry.text,
-        role=entry.role,
-        metadata=metadata,
-        consent=entry.consent,
-        sequence=sequence,
-        occurred_at=entry.occurred_at,
-        importance=entry.importance,
-        lineage=entry.lineage,
-        written_at=now if text_changed or entry.lineage != current.lineage else current.written_at,
-    )
-    if text_changed:
-        record = replace(
-            record, revision=current.revision + 1, status="pending", attempts=0, last_error=None
-        )
-    return record, text_changed
 
 
 class PostgresWorkingStore(_Adapter, WorkingStore):

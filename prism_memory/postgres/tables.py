@@ -328,6 +328,7 @@ def build_metadata(
             "thread_id",
             "entry_id",
             "cause_id",
+            "reason",
             name=f"{names.invalidation}_pkey",
         ),
     )

@@ -14,7 +14,9 @@ Division of labour
 * Every method is scoped: a row of another tenant, resource or thread is never read, written or
   deleted, whatever ids a caller passes.
 * Times are timezone-aware and are passed in by the facade (``now``) so every backend agrees.
-* Every write method is atomic: it applies entirely or not at all.
+* Every write method is atomic: it applies entirely or not at all. A governance call's whole effect
+  goes through one :meth:`VectorStore.apply_governance`, so its tombstones and its data change
+  commit together (see the invariants in :mod:`prism_memory.stores.rules`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from ..models import (
 
 __all__ = [
     "ClaimedEntry",
+    "GovernanceChange",
+    "GovernanceResult",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
@@ -134,6 +138,35 @@ class Tombstone:
 
 
 @dataclass(frozen=True, slots=True)
+class GovernanceChange:
+    """The whole effect of one governance call, which a store applies all-or-nothing.
+
+    Applied in this order inside one unit of work: add ``tombstones``, change ``consent`` or
+    ``text`` of one entry, set legal hold on ``hold``, delete ``delete``, then remove the
+    tombstones ``untombstone = (cause_id, reason)`` caused (a re-grant).
+    """
+
+    tombstones: tuple[Tombstone, ...] = ()
+    consent: tuple[str, MemoryConsent] | None = None
+    """``(entry_id, consent)``: replace that entry's consent (no re-embed)."""
+    text: tuple[str, str, Vector] | None = None
+    """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
+    hold: tuple[str, ...] = ()
+    delete: tuple[str, ...] = ()
+    untombstone: tuple[str, TombstoneReason] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GovernanceResult:
+    """What :meth:`VectorStore.apply_governance` changed."""
+
+    record: MemoryRecord | None
+    """The entry whose consent or text changed, as stored afterwards."""
+    held: int = 0
+    deleted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedEntry:
     """A pending entry a worker has leased for embedding."""
 
@@ -188,13 +221,13 @@ class VectorStore(abc.ABC):
     async def put_entries(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
     ) -> list[MemoryRecord]:
-        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+        """Insert the ``entries`` whose id is new, atomically; return the stored records in input order.
 
-        A new row is ``pending``, revision 1, ``created_at = written_at = now``. Re-putting an
-        identical entry changes nothing (a retried write does not duplicate). A changed entry keeps
-        its sequence unless one is given; if its text changed, the revision is bumped, the vector
-        dropped and the row is ``pending`` again (attempts and error reset); ``written_at`` becomes
-        ``now`` when text or lineage changed.
+        A new row is ``pending``, revision 1, ``created_at = written_at = now``, and any tombstones
+        left on its id by an earlier (forgotten) entry are dropped. An id that exists is left
+        exactly as stored (``ON CONFLICT DO NOTHING``): a retry or replay never changes consent,
+        text, ``occurred_at`` or anything else a governance call decided. The first occurrence of an
+        id within one call wins.
         """
 
     @abc.abstractmethod
@@ -203,7 +236,7 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
 
     @abc.abstractmethod
     async def set_consent(
@@ -288,13 +321,36 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; one that exists for ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; one that exists for ``(entry_id, cause_id, reason)`` takes the new time."""
 
     @abc.abstractmethod
     async def remove_tombstones(
         self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
     ) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` all-or-nothing; :class:`NotFoundError` (nothing changed) if its
+        ``consent`` or ``text`` entry is absent.
+
+        Both shipped adapters override this with one transaction. This default composes the
+        primitives in a fail-closed order (tombstones first, tombstone removal last), which an
+        adapter without transactions may keep: a failure part-way leaves the entries excluded.
+        """
+        await self.add_tombstones(scope, change.tombstones)
+        record: MemoryRecord | None = None
+        if change.consent is not None:
+            record = await self.set_consent(scope, *change.consent, now=now)
+        if change.text is not None:
+            entry_id, new_text, vector = change.text
+            record = await self.replace_text(scope, entry_id, new_text, vector, now=now)
+        held = await self.set_legal_hold(scope, change.hold, True) if change.hold else 0
+        deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
+        if change.untombstone is not None:
+            await self.remove_tombstones(scope, *change.untombstone)
+        return GovernanceResult(record=record, held=held, deleted=deleted)
 
     @abc.abstractmethod
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:

@@ -40,6 +40,8 @@ from ..models import (
 from ..ranking import query_terms
 from .base import (
     ClaimedEntry,
+    GovernanceChange,
+    GovernanceResult,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -230,8 +232,10 @@ class _Thread:
     """Everything one ``(tenant, resource, thread)`` scope holds."""
 
     rows: dict[str, _Row] = field(default_factory=dict)
-    tombstones: dict[str, dict[str, Tombstone]] = field(default_factory=dict)
-    """``entry_id -> cause_id -> tombstone``."""
+    tombstones: dict[str, dict[tuple[str, TombstoneReason], Tombstone]] = field(
+        default_factory=dict
+    )
+    """``entry_id -> (cause_id, reason) -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
     top: int | None = None
@@ -275,7 +279,8 @@ class _Thread:
 
     def recallable(self, record: MemoryRecord, recall_filter: RecallFilter) -> bool:
         """:func:`is_recallable` with this thread's tombstones."""
-        return is_recallable(record, recall_filter, self.source_tombstones(record))
+        own = self.tombstones.get(record.id, {}).values()
+        return is_recallable(record, recall_filter, self.source_tombstones(record), own)
 
     def sorted_keys(self) -> list[tuple[int, str]]:
         """``(sequence, id)`` of every row, ascending (cached until the next write)."""
@@ -388,11 +393,11 @@ class InMemoryVectorStore(VectorStore):
     async def put_entries(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
     ) -> list[MemoryRecord]:
-        """Upsert ``entries`` by id, atomically, and return the stored records in input order.
+        """Insert the entries whose id is new, atomically; return the stored records in input order.
 
         A new row is ``pending``, revision 1, ``created_at = written_at = now``; a new row without a
         sequence gets ``max(sequence in thread) + 1`` (0 in an empty thread), counting the rows this
-        call wrote before it. See :meth:`VectorStore.put_entries` for the update rules.
+        call wrote before it. An existing id is left as stored (see :meth:`VectorStore.put_entries`).
         """
         key = _key(scope)
         thread = self._thread(key)
@@ -401,8 +406,8 @@ class InMemoryVectorStore(VectorStore):
         top = -1 if thread is None else thread.max_sequence()
         for entry in entries:
             current = staged.get(entry.id) or existing.get(entry.id)
-            metadata = copy.deepcopy(dict(entry.metadata))
             if current is None:
+                metadata = copy.deepcopy(dict(entry.metadata))
                 sequence = top + 1 if entry.sequence is None else entry.sequence
                 row = _Row(
                     MemoryRecord(
@@ -423,50 +428,16 @@ class InMemoryVectorStore(VectorStore):
                     )
                 )
             else:
-                row = self._updated(current, entry, metadata, now)
+                row = current  # an existing id is never rewritten (governance holds)
             top = max(top, row.record.sequence)
             staged[entry.id] = row
         changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
         if changed:
             thread = self._thread_for_write(key)
             for row in changed:
+                thread.tombstones.pop(row.record.id, None)  # an earlier, forgotten entry's
                 self._set_row(key, thread, row)
         return [_export(staged[entry.id].record) for entry in entries]
-
-    @staticmethod
-    def _updated(current: _Row, entry: NewEntry, metadata: dict[str, Any], now: datetime) -> _Row:
-        old = current.record
-        sequence = old.sequence if entry.sequence is None else entry.sequence
-        if (
-            entry.text == old.text
-            and entry.role == old.role
-            and metadata == old.metadata
-            and entry.consent == old.consent
-            and sequence == old.sequence
-            and entry.occurred_at == old.occurred_at
-            and entry.importance == old.importance
-            and entry.lineage == old.lineage
-        ):
-            return current
-        text_changed = entry.text != old.text
-        record = replace(
-            old,
-            text=entry.text,
-            role=entry.role,
-            metadata=metadata,
-            consent=entry.consent,
-            sequence=sequence,
-            occurred_at=entry.occurred_at,
-            importance=entry.importance,
-            lineage=entry.lineage,
-            written_at=now if text_changed or entry.lineage != old.lineage else old.written_at,
-        )
-        if not text_changed:
-            return replace(current, record=record)
-        record = replace(
-            record, revision=old.revision + 1, status="pending", attempts=0, last_error=None
-        )
-        return _Row(record)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
@@ -477,11 +448,11 @@ class InMemoryVectorStore(VectorStore):
         return [_export(row.record) for row in rows if row is not None]
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that exist in scope as entries or as tombstoned entry ids."""
+        """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
         thread = self._thread(_key(scope))
         if thread is None:
             return set()
-        return {i for i in ids if i in thread.rows or i in thread.tombstones}
+        return {i for i in ids if i in thread.rows}
 
     async def set_consent(
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
@@ -724,12 +695,13 @@ class InMemoryVectorStore(VectorStore):
     # ---- tombstones and grants -------------------------------------------------------------
 
     async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id)`` takes the new reason and time."""
+        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time."""
         if not tombstones:
             return
         thread = self._thread_for_write(_key(scope))
         for tombstone in tombstones:
-            thread.tombstones.setdefault(tombstone.entry_id, {})[tombstone.cause_id] = tombstone
+            key = (tombstone.cause_id, tombstone.reason)
+            thread.tombstones.setdefault(tombstone.entry_id, {})[key] = tombstone
         thread.touch()
 
     async def remove_tombstones(
@@ -741,15 +713,26 @@ class InMemoryVectorStore(VectorStore):
             return 0
         removed = 0
         for entry_id, by_cause in list(thread.tombstones.items()):
-            tombstone = by_cause.get(cause_id)
-            if tombstone is not None and tombstone.reason == reason:
-                del by_cause[cause_id]
+            if by_cause.pop((cause_id, reason), None) is not None:
                 removed += 1
                 if not by_cause:
                     del thread.tombstones[entry_id]
         if removed:
             thread.touch()
         return removed
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` all-or-nothing: everything that can fail is checked first, then the
+        primitives run without yielding to the event loop (see :meth:`VectorStore.apply_governance`).
+        """
+        for target in (change.consent, change.text):
+            if target is not None:
+                self._row(scope, target[0])  # NotFoundError before anything changed
+        if change.text is not None:
+            self._check_vectors([(change.text[2], f"vector of {change.text[0]!r}")])
+        return await super().apply_governance(scope, change, now=now)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""

@@ -1,7 +1,20 @@
-"""The exclusion rules of recall, stated once in Python.
+"""The exclusion rules of recall and the governance invariants, stated once.
 
 SQL backends translate :func:`is_recallable` into their query; the in-memory store calls it. The
 conformance suite proves both agree.
+
+Governance invariants every backend keeps (``docs/semantics.md`` states the same, one line each):
+
+1. A re-put of an existing id changes nothing: not consent, text, ``occurred_at``, lineage or any
+   other field (a retry or replay cannot undo ``set_consent``, ``correct``, a hold or time).
+2. A governance call (correct, revoke, grant, hold, forget) is all-or-nothing: its tombstones and
+   its data change commit together (:meth:`~prism_memory.stores.base.VectorStore.apply_governance`).
+3. An entry is excluded by its own tombstone, not only by its sources' (fail closed).
+4. Tombstones of different causes and reasons coexist; a re-grant removes only its own.
+5. A new entry reusing a forgotten id starts without the old id's tombstones, and lineage may only
+   name entries that exist.
+6. The host's ``on_invalidate`` hook runs after the change is committed; its failure cannot undo or
+   block it.
 """
 
 from __future__ import annotations
@@ -33,11 +46,13 @@ def is_recallable(
     record: MemoryRecord,
     recall_filter: RecallFilter,
     source_tombstones: Iterable[Tombstone] = (),
+    own_tombstones: Iterable[Tombstone] = (),
 ) -> bool:
     """Whether ``record`` may be recalled, injected or shown as adjacent.
 
     ``source_tombstones`` are the tombstones whose ``entry_id`` is one of the record's lineage
-    sources (in the record's own thread).
+    sources (in the record's own thread); ``own_tombstones`` those whose ``entry_id`` is the
+    record's id. Both exclude by the same rule (:func:`invalidates`).
     """
     if record.status != "indexed":
         return False
@@ -47,5 +62,7 @@ def is_recallable(
         recall_filter.occurred_after is not None
         and record.occurred_at < recall_filter.occurred_after
     ):
+        return False
+    if any(invalidates(tombstone, record) for tombstone in own_tombstones):
         return False
     return not any(invalidates(tombstone, record) for tombstone in source_tombstones)

@@ -544,16 +544,14 @@ async def lineage_invalidation_and_correction(kit: ConformanceKit) -> None:
     _check(ids == ["other", "src"], f"dependents of a corrected source drop out: {ids}")
     _check((await memory.get("src")).text == "Ada works at Initech", "corrected text stored")
     _check(sorted(invalidated) == ["both", "deep", "sum"], f"on_invalidate told: {invalidated}")
+    # a replayed write changes nothing; correcting the dependent regenerates it
     await memory.remember(
-        [
-            {
-                "id": "sum",
-                "text": "Summary: Ada, Initech employee",
-                "lineage": {"source_ids": ["src"]},
-            }
-        ],
+        {"id": "sum", "text": "Summary: Ada, Initech employee", "lineage": {"source_ids": ["src"]}},
         wait=True,
     )
+    ids = sorted(await _ids(memory, "Ada Acme Initech tea", top_k=10))
+    _check(ids == ["other", "src"], f"a re-remembered dependent stays invalid: {ids}")
+    await memory.correct("sum", "Summary: Ada, Initech employee")
     ids = sorted(await _ids(memory, "Ada Acme Initech tea", top_k=10))
     _check(ids == ["other", "src", "sum"], f"a regenerated dependent is valid again: {ids}")
     await memory.set_consent("other", visible=False)

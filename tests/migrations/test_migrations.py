@@ -77,7 +77,9 @@ async def test_upgrade_downgrade_upgrade(engine, schema, dimension):
     # idempotent: a second upgrade is a no-op
     await migrate.upgrade(engine, schema=schema, table="memories", dimension=dimension)
 
-    await migrate.downgrade(engine, schema=schema, table="memories", dimension=dimension)
+    await migrate.downgrade(
+        engine, schema=schema, table="memories", dimension=dimension, revision="base"
+    )
     assert await _tables(engine, schema) == {names.version_table}
     assert await migrate.current_revision(engine, schema=schema, table="memories") is None
 
@@ -109,7 +111,7 @@ async def test_schemas_and_tables_are_independent(engine, schema):
         await migrate.upgrade(engine, schema=other, table="alpha")
         await _check(engine, schema, "alpha", None)
         await _check(engine, schema, "beta", 4)
-        await migrate.downgrade(engine, schema=schema, table="alpha")
+        await migrate.downgrade(engine, schema=schema, table="alpha", revision="base")
         assert names_for(schema, "beta").entries in await _tables(engine, schema)
         assert names_for(other, "alpha").entries in await _tables(engine, other)
     finally:
@@ -156,8 +158,10 @@ def test_build_ddl_is_what_the_revisions_emit():
         "USING hnsw (embedding vector_cosine_ops)" in pinned
     )
     # every primary key starts with tenant_id (Alembic's own version table aside)
-    assert pinned.count("PRIMARY KEY (tenant_id") == 6
-    assert pinned.count("PRIMARY KEY (") == 6 + pinned.count("PRIMARY KEY (version_num)")
+    # (six tables, plus revision 0003 re-keying the invalidation table with its reason)
+    assert pinned.count("PRIMARY KEY (tenant_id") == 7
+    assert pinned.count("PRIMARY KEY (") == 7 + pinned.count("PRIMARY KEY (version_num)")
+    assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
     assert search != pinned

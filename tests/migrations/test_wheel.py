@@ -7,14 +7,9 @@ unrelated working directory -- so only the files the wheel ships can be used.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-import sysconfig
 import textwrap
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -28,56 +23,6 @@ from prism_memory.postgres.tables import names_for
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _run(args: list[str], cwd: Path, timeout: float = 300) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
-    done = subprocess.run(
-        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, f"{args}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    return done.stdout
-
-
-@pytest.fixture(scope="module")
-def wheel_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv's python with only the prism_memory wheel installed (deps borrowed)."""
-    root = tmp_path_factory.mktemp("wheel")
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(root / "dist")]
-    if importlib.util.find_spec("hatchling") is not None:
-        build.append("--no-build-isolation")
-    _run([*build, str(REPO)], cwd=root)
-    (wheel,) = (root / "dist").glob("prism_memory-*.whl")
-    venv = root / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root)
-    python = venv / "bin" / "python"
-    site = Path(
-        _run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            cwd=root,
-        ).strip()
-    )
-    borrowed = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "_prism_test_deps.pth").write_text("\n".join(sorted(borrowed)) + "\n")
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
-        cwd=root,
-    )
-    located = _run(
-        [str(python), "-c", "import prism_memory; print(prism_memory.__file__)"], cwd=root
-    )
-    assert located.strip().startswith(str(site)), located
-    return python
 
 
 @pytest.fixture
@@ -104,38 +49,46 @@ async def _drop(engine: AsyncEngine, *schemas: str, tables: tuple[str, ...] = ()
 
 
 async def test_alembic_upgrade_head_from_installed_wheel(
-    wheel_python: Path, postgres_url: str, engine: AsyncEngine, tmp_path: Path
+    run: Callable[..., str],
+    wheel_python: Path,
+    postgres_url: str,
+    engine: AsyncEngine,
+    tmp_path: Path,
 ) -> None:
     schema = f"pm_whl_{uuid.uuid4().hex[:10]}"
     try:
-        ini = _run(
+        ini = run(
             [str(wheel_python), "-m", "prism_memory.postgres.migrate", "ini-path"], cwd=tmp_path
         ).strip()
-        assert "/_migrations/alembic.ini" in ini
+        assert ini.endswith("/prism_memory/migrations/alembic.ini")
         assert str(REPO) not in ini
         alembic = [str(wheel_python), "-m", "alembic", "-c", ini]
         xs = ["-x", f"url={postgres_url}", "-x", f"schema={schema}", "-x", "dimension=16"]
-        _run([*alembic, *xs, "upgrade", "head"], cwd=tmp_path)
+        run([*alembic, *xs, "upgrade", "head"], cwd=tmp_path)
         names = names_for(schema, "semantic_memory")
         assert await _tables(engine, schema) == {*names.tables, names.version_table}
         assert await migrate.current_revision(engine, schema=schema) == migrate.head_revision()
-        _run([*alembic, *xs, "check"], cwd=tmp_path)
-        _run([*alembic, *xs, "downgrade", "base"], cwd=tmp_path)
+        run([*alembic, *xs, "check"], cwd=tmp_path)
+        run([*alembic, *xs, "downgrade", "base"], cwd=tmp_path)
         assert await _tables(engine, schema) == {names.version_table}
         # the module CLI does the same without an ini path
         cli = [str(wheel_python), "-m", "prism_memory.postgres.migrate", "upgrade"]
-        _run([*cli, "--url", postgres_url, "--schema", schema, "--dimension", "16"], cwd=tmp_path)
+        run([*cli, "--url", postgres_url, "--schema", schema, "--dimension", "16"], cwd=tmp_path)
         assert await migrate.current_revision(engine, schema=schema) == migrate.head_revision()
     finally:
         await _drop(engine, schema)
 
 
 async def test_prism_memory_head_inside_a_hosts_alembic(
-    wheel_python: Path, postgres_url: str, engine: AsyncEngine, tmp_path: Path
+    run: Callable[..., str],
+    wheel_python: Path,
+    postgres_url: str,
+    engine: AsyncEngine,
+    tmp_path: Path,
 ) -> None:
     schema = f"pm_host_{uuid.uuid4().hex[:10]}"
     version_table = f"host_version_{uuid.uuid4().hex[:8]}"
-    versions = _run(
+    versions = run(
         [str(wheel_python), "-m", "prism_memory.postgres.migrate", "script-location"], cwd=tmp_path
     ).strip()
     host = tmp_path / "host_migrations"
@@ -178,7 +131,7 @@ async def test_prism_memory_head_inside_a_hosts_alembic(
         )
     )
     try:
-        _run(
+        run(
             [
                 str(wheel_python),
                 "-m",

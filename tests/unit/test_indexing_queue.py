@@ -207,7 +207,8 @@ async def test_remember_wait_returns_once_indexed():
     embedder = CountingEmbedder(delay=0.01)
     async with memory(store, embedder) as mem:
         result = await mem.remember([{"text": "one"}, {"text": "two"}], wait=True)
-        assert set((await statuses(store, result.pending)).values()) == {"indexed"}
+        assert result.pending == ()  # nothing it waited for is still pending
+        assert set((await statuses(store, result.accepted)).values()) == {"indexed"}
     assert Counter(embedder.texts) == Counter(["one", "two"])
 
 

@@ -122,48 +122,34 @@ async def test_identical_put_changes_nothing():
     assert await store.claim_pending(None, limit=10, worker_id="w", lease_seconds=5, now=T0) == []
 
 
-async def test_metadata_change_keeps_sequence_status_and_written_at():
+async def test_a_reput_of_an_existing_id_changes_nothing():
+    """Governance invariant 1: a retry or replay never rewrites a stored entry."""
     store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a"), entry("b")], now=T0)
-    await index_all(store)
+    await store.put_entries(SCOPE, [entry("a", "alpha"), entry("b")], now=T0)
+    await index_all(store, vectors={"a": unit(0), "b": unit(1)})
+    await store.set_consent(SCOPE, "a", MemoryConsent(visible=False), now=T0)
+    (before,) = await store.get_entries(SCOPE, ["a"])
     later = T0 + timedelta(hours=1)
-    (rec,) = await store.put_entries(SCOPE, [entry("b", metadata={"x": 1})], now=later)
-    assert (rec.sequence, rec.status, rec.revision, rec.written_at) == (1, "indexed", 1, T0)
-    assert rec.metadata == {"x": 1}
-    assert rec.created_at == T0
-
-
-async def test_text_change_bumps_revision_and_drops_vector():
-    store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a", "alpha")], now=T0)
-    (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=5, now=T0)
-    await store.fail_indexing(claim, worker_id="w", error="boom", retry_at=None, now=T0)
-    assert await store.requeue_failed(SCOPE) == 1
-    (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=5, now=T0)
-    await store.fail_indexing(claim, worker_id="w", error="again", retry_at=T0, now=T0)
-    assert (await store.get_entries(SCOPE, ["a"]))[0].attempts == 1
-    await index_all(store, vectors={"a": unit(0)})
-    assert await search_ids(store, SCOPE, request(unit(0))) == {"a"}
-    later = T0 + timedelta(hours=1)
-    (rec,) = await store.put_entries(SCOPE, [entry("a", "beta", sequence=7)], now=later)
-    assert (rec.revision, rec.status, rec.attempts, rec.last_error) == (2, "pending", 0, None)
-    assert rec.written_at == later
-    assert rec.created_at == T0
-    assert rec.sequence == 7
-    assert await search_ids(store, SCOPE, request(unit(0), terms={"beta"})) == set()
-    (claim,) = await store.claim_pending(SCOPE, limit=5, worker_id="w", lease_seconds=5, now=later)
-    assert (claim.revision, claim.text) == (2, "beta")
-
-
-async def test_lineage_change_moves_written_at_without_reembedding():
-    store = InMemoryVectorStore()
-    await store.put_entries(SCOPE, [entry("a")], now=T0)
-    await index_all(store)
-    later = T0 + timedelta(minutes=5)
     (rec,) = await store.put_entries(
-        SCOPE, [entry("a", lineage=Lineage(source_ids=("s",)))], now=later
+        SCOPE,
+        [
+            entry(
+                "a",
+                "beta",
+                sequence=7,
+                metadata={"x": 1},
+                consent=MemoryConsent(visible=True),
+                lineage=Lineage(source_ids=("b",)),
+            )
+        ],
+        now=later,
     )
-    assert (rec.written_at, rec.revision, rec.status) == (later, 1, "indexed")
+    assert rec == before
+    assert (rec.text, rec.revision, rec.status, rec.written_at) == ("alpha", 1, "indexed", T0)
+    assert rec.consent == MemoryConsent(visible=False)
+    assert (
+        await store.claim_pending(SCOPE, limit=5, worker_id="w", lease_seconds=5, now=later) == []
+    )
 
 
 async def test_metadata_is_copied_in_and_out():
@@ -176,10 +162,10 @@ async def test_metadata_is_copied_in_and_out():
     assert stored.metadata == {"nested": {"k": 1}}
 
 
-async def test_same_id_twice_in_one_batch_upserts():
+async def test_same_id_twice_in_one_batch_keeps_the_first():
     store = InMemoryVectorStore()
     records = await store.put_entries(SCOPE, [entry("a", "one"), entry("a", "two")], now=T0)
-    assert [r.text for r in records] == ["two", "two"]
+    assert [r.text for r in records] == ["one", "one"]
     assert await store.count_by_thread(SCOPE) == 1
 
 
@@ -198,7 +184,7 @@ async def test_nothing_crosses_scopes(other):
     await store.add_tombstones(other, [Tombstone("a", "a", "forgotten", T0 + timedelta(1))])
 
     assert await store.get_entries(other, ["a", "b"]) == []
-    assert await store.known_ids(other, ["a", "b"]) == {"a"}  # only its own tombstone
+    assert await store.known_ids(other, ["a", "b"]) == set()  # a tombstone is not an entry
     assert await store.list_by_thread(other, after=None, limit=10) == []
     assert await store.count_by_thread(other) == 0
     assert await store.list_oldest(other, limit=10) == []
@@ -298,7 +284,8 @@ def _brute(records, truth, tombstones, req, thread_id, allowed=None):
             continue
         sources = set(rec.lineage.source_ids) if rec.lineage else set()
         stones = [t for t in tombstones[thread_id] if t.entry_id in sources]
-        if is_recallable(rec, req.filter, stones):
+        own = [t for t in tombstones[thread_id] if t.entry_id == rec.id]
+        if is_recallable(rec, req.filter, stones, own):
             pool.append(rec)
     q = req.vector.astype(np.float64)
     scored = []
@@ -395,8 +382,9 @@ async def test_shared_entries_use_parent_tombstones_and_rules():
     req = request(unit(0), limit=10, shared=shared)
     assert await search_ids(store, child, req) == {"c1", "p1", "p2", "src"}
     await store.add_tombstones(parent, [Tombstone("src", "src", "forgotten", T0)])
-    # parent's tombstone invalidates p1 (and not the child's c1, whose "src" is its own thread's)
-    assert await search_ids(store, child, req) == {"c1", "p2", "src"}
+    # parent's tombstone invalidates p1 and src itself (not the child's c1, whose "src" is its
+    # own thread's)
+    assert await search_ids(store, child, req) == {"c1", "p2"}
     only_named = SharedSource("parent", ("p2",))
     assert await search_ids(store, child, request(unit(0), shared=only_named)) == {"c1", "p2"}
 
@@ -496,7 +484,7 @@ async def test_any_tombstone_on_a_source_invalidates(reason):
     )
     await index_all(store, vectors={"src": vec(1, 0), "d": vec(1, 0)})
     await store.add_tombstones(SCOPE, [Tombstone("src", "c", reason, T0 - timedelta(days=1))])
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src"}  # own tombstone: no rule
+    assert await search_ids(store, SCOPE, request(vec(1, 0))) == set()  # own tombstone too
     assert await store.remove_tombstones(SCOPE, "c", "corrected") == 0
     assert await store.remove_tombstones(SCOPE, "c", reason) == 1
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "d"}
@@ -508,28 +496,17 @@ async def test_corrected_tombstone_only_invalidates_records_written_before_it():
     await store.put_entries(SCOPE, [entry("src"), entry("old", lineage=lineage)], now=T0)
     await store.put_entries(SCOPE, [entry("new", lineage=lineage)], now=T0 + timedelta(hours=2))
     await index_all(store, vectors={k: vec(1, 0) for k in ("src", "old", "new")})
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=1))]
-    )
+    fixed = T0 + timedelta(hours=1)
+    await store.replace_text(SCOPE, "src", "src, corrected", vec(1, 0), now=fixed)
+    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "corrected", fixed)])
+    # equal times do not invalidate (src itself), strictly later ones do (old, not new)
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "new"}
-    # equal times do not invalidate (strictly after is required)
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=2))]
-    )
+    # a tombstone of another reason coexists with the correction ...
+    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "revoked", T0)])
+    assert await search_ids(store, SCOPE, request(vec(1, 0))) == set()
+    # ... and removing it leaves the correction in force
+    assert await store.remove_tombstones(SCOPE, "src", "revoked") == 1
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "new"}
-    # the same (entry, cause) pair takes the new reason: now it invalidates everything derived
-    await store.add_tombstones(SCOPE, [Tombstone("src", "src", "forgotten", T0)])
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src"}
-    # rewriting lineage moves written_at: a later correction-only tombstone no longer applies
-    await store.add_tombstones(
-        SCOPE, [Tombstone("src", "src", "corrected", T0 + timedelta(hours=3))]
-    )
-    await store.put_entries(
-        SCOPE,
-        [entry("old", lineage=Lineage(source_ids=("src", "other")))],
-        now=T0 + timedelta(hours=4),
-    )
-    assert await search_ids(store, SCOPE, request(vec(1, 0))) == {"src", "old"}
 
 
 async def test_search_validates_query_vector():
@@ -622,7 +599,7 @@ async def test_dependents_known_ids_and_delete():
     ]
     assert await store.dependents(SCOPE, ["s1"], limit=1) == [("d1", ("s2", "s1"))]
     await store.add_tombstones(SCOPE, [Tombstone("gone", "gone", "forgotten", T0)])
-    assert await store.known_ids(SCOPE, ["s1", "gone", "never"]) == {"s1", "gone"}
+    assert await store.known_ids(SCOPE, ["s1", "gone", "never"]) == {"s1"}
     assert await store.delete_entries(SCOPE, ["s1", "never"]) == 1
     got = await store.get_entries(SCOPE, ["d1", "s1", "s2", "d1"])
     assert [r.id for r in got] == ["d1", "s2"]
@@ -728,14 +705,11 @@ async def test_complete_with_stale_revision_is_ignored():
     store = InMemoryVectorStore()
     await store.put_entries(SCOPE, [entry("a", "one")], now=T0)
     (claim,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0)
-    await store.put_entries(SCOPE, [entry("a", "two")], now=T0)
+    await store.replace_text(SCOPE, "a", "two", unit(1), now=T0)  # a correction: revision 2
     assert await store.complete_indexing([(claim, unit(0))], worker_id="w", now=T0) == 0
-    assert (await store.index_status(SCOPE, ["a"]))["a"] == ("pending", None)
-    (fresh,) = await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0)
-    assert fresh.revision == 2
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="other", now=T0) == 0
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="w", now=T0) == 1
-    assert await store.complete_indexing([(fresh, unit(0))], worker_id="w", now=T0) == 0
+    (rec,) = await store.get_entries(SCOPE, ["a"])
+    assert (rec.text, rec.revision, rec.status) == ("two", 2, "indexed")
+    assert await store.claim_pending(SCOPE, limit=1, worker_id="w", lease_seconds=60, now=T0) == []
 
 
 async def test_fail_retry_and_requeue():

@@ -1,0 +1,268 @@
+"""Health checks and statistics of a prism_memory schema, for ``prism-memory doctor`` / ``stats``.
+
+Read-only: every function here only runs ``SELECT``\\s against the catalog and the tables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import ConfigurationError
+from ._engine import create_engine
+from ._errors import wrap_db_errors
+from .migrate import head_revision
+from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, build_metadata, names_for
+
+__all__ = ["Diagnosis", "SchemaStats", "diagnose", "schema_stats"]
+
+_PINNED = re.compile(r"^vector\((\d+)\)$")
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """What :func:`diagnose` found: ``problems`` (one line each; empty when healthy) and ``facts``."""
+
+    problems: list[str] = field(default_factory=list)
+    facts: dict[str, str] = field(default_factory=dict)
+
+
+async def _scalar(conn: AsyncConnection, sql: str, **params: object) -> object:
+    return (await conn.execute(text(sql), params)).scalar()
+
+
+async def diagnose(
+    url: str,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    embedder_width: int | None = None,
+    max_pending_age_seconds: float = 600.0,
+) -> Diagnosis:
+    """Check the vector extension, the version table, the pinned width against ``embedder_width``,
+    every index the revisions create, and the pending and failed backlog."""
+    names = names_for(schema, table)
+    found = Diagnosis()
+    engine = create_engine(url, pooled=False)
+    try:
+        with wrap_db_errors("connecting to PostgreSQL"):
+            async with engine.connect() as conn:
+                await _check(conn, names, found, embedder_width, max_pending_age_seconds)
+    finally:
+        await engine.dispose()
+    return found
+
+
+async def _check(
+    conn: AsyncConnection,
+    names: Names,
+    found: Diagnosis,
+    embedder_width: int | None,
+    max_pending_age_seconds: float,
+) -> None:
+    schema, table = names.schema, names.entries
+    qualified = f'"{schema}"."{table}"'
+
+    version = await _scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    if version is None:
+        found.problems.append(
+            "the vector extension is not installed in this database (CREATE EXTENSION vector)"
+        )
+    else:
+        found.facts["pgvector"] = str(version)
+
+    head = head_revision()
+    has_version_table = await _scalar(
+        conn,
+        "SELECT to_regclass(:name) IS NOT NULL",
+        name=f'"{schema}"."{names.version_table}"',
+    )
+    if not has_version_table:
+        found.problems.append(
+            f"no version table {schema}.{names.version_table}: run "
+            f"`prism-memory migrate upgrade head` (or your Alembic's `upgrade heads`)"
+        )
+    else:
+        rows = (
+            await conn.execute(
+                text(f'SELECT version_num FROM "{schema}"."{names.version_table}"')  # noqa: S608
+            )
+        ).scalars()
+        current = list(rows)
+        found.facts["revision"] = ", ".join(current) or "(none)"
+        if current != [head]:
+            found.problems.append(
+                f"schema is at {found.facts['revision']}, the installed prism_memory's head is "
+                f"{head}: run `prism-memory migrate upgrade head`"
+            )
+
+    if not await _scalar(conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified):
+        found.problems.append(f"table {schema}.{table} does not exist")
+        return
+
+    column_type = await _scalar(
+        conn,
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = to_regclass(:name) AND attname = 'embedding' AND NOT attisdropped",
+        name=qualified,
+    )
+    pinned_match = _PINNED.match(str(column_type or ""))
+    pinned = int(pinned_match.group(1)) if pinned_match else None
+    found.facts["embedding"] = str(column_type)
+    if embedder_width is not None:
+        found.facts["embedder width"] = str(embedder_width)
+        if pinned is not None and pinned != embedder_width:
+            found.problems.append(
+                f"width mismatch: {schema}.{table}.embedding is vector({pinned}) but the "
+                f"embedder is {embedder_width} wide"
+            )
+        elif pinned is None:
+            stored = await _scalar(
+                conn,
+                f"SELECT vector_dims(embedding) FROM {qualified} "  # noqa: S608
+                "WHERE embedding IS NOT NULL LIMIT 1",
+            )
+            if stored is not None and int(str(stored)) != embedder_width:
+                found.problems.append(
+                    f"width mismatch: stored vectors are {stored} wide but the embedder is "
+                    f"{embedder_width} wide"
+                )
+
+    expected = {
+        str(index.name)
+        for tbl in build_metadata(schema, names.table, pinned).metadata.tables.values()
+        for index in tbl.indexes
+    }
+    present = set(
+        (
+            await conn.execute(
+                text("SELECT indexname FROM pg_indexes WHERE schemaname = :schema"),
+                {"schema": schema},
+            )
+        ).scalars()
+    )
+    for missing in sorted(expected - present):
+        found.problems.append(f"index {schema}.{missing} is missing")
+    invalid = (
+        await conn.execute(
+            text(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = :schema AND NOT i.indisvalid ORDER BY 1"
+            ),
+            {"schema": schema},
+        )
+    ).scalars()
+    for name in invalid:
+        found.problems.append(f"index {schema}.{name} is invalid (a failed CONCURRENTLY build)")
+
+    backlog = (
+        await conn.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE status = 'pending') AS pending, "  # noqa: S608
+                "count(*) FILTER (WHERE status = 'failed') AS failed, "
+                "min(written_at) FILTER (WHERE status = 'pending') AS oldest "
+                f"FROM {qualified}"
+            )
+        )
+    ).one()
+    found.facts["pending"] = str(backlog.pending)
+    found.facts["failed"] = str(backlog.failed)
+    if backlog.failed:
+        found.problems.append(
+            f"{backlog.failed} entries failed to embed (see last_error; requeue with "
+            "VectorStore.requeue_failed once the embedder is fixed)"
+        )
+    if backlog.oldest is not None:
+        age = (datetime.now(UTC) - backlog.oldest).total_seconds()
+        if age > max_pending_age_seconds:
+            found.problems.append(
+                f"{backlog.pending} entries pending, the oldest for {age:.0f}s: is a worker "
+                "running (`prism-memory worker`)?"
+            )
+
+
+@dataclass(slots=True)
+class SchemaStats:
+    """Row counts of one prism_memory schema (:func:`schema_stats`)."""
+
+    by_status: dict[str, int]
+    tenants: list[tuple[str, int, int, int]]  # tenant, entries, pending, failed (biggest first)
+    tenant_count: int
+    working_documents: int
+    total_bytes: int
+
+
+async def schema_stats(
+    url: str, *, schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE, top: int = 10
+) -> SchemaStats:
+    """Entries per status, the ``top`` tenants by size, working documents and the on-disk size."""
+    names = names_for(schema, table)
+    qualified = f'"{schema}"."{names.entries}"'
+    engine = create_engine(url, pooled=False)
+    try:
+        with wrap_db_errors("reading statistics"):
+            async with engine.connect() as conn:
+                exists = await _scalar(
+                    conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified
+                )
+                if not exists:
+                    raise ConfigurationError(
+                        f"table {schema}.{names.entries} does not exist: run "
+                        "`prism-memory migrate upgrade head`"
+                    )
+                by_status = {
+                    str(row.status): int(row.n)
+                    for row in await conn.execute(
+                        text(
+                            f"SELECT status, count(*) AS n FROM {qualified} GROUP BY status"  # noqa: S608
+                        )
+                    )
+                }
+                tenants = [
+                    (str(r.tenant_id), int(r.n), int(r.pending), int(r.failed))
+                    for r in await conn.execute(
+                        text(
+                            "SELECT tenant_id, count(*) AS n, "  # noqa: S608
+                            "count(*) FILTER (WHERE status = 'pending') AS pending, "
+                            "count(*) FILTER (WHERE status = 'failed') AS failed "
+                            f"FROM {qualified} GROUP BY tenant_id ORDER BY n DESC, tenant_id "
+                            "LIMIT :top"
+                        ),
+                        {"top": top},
+                    )
+                ]
+                tenant_count = int(
+                    str(
+                        await _scalar(
+                            conn,
+                            f"SELECT count(DISTINCT tenant_id) FROM {qualified}",  # noqa: S608
+                        )
+                    )
+                )
+                working = int(
+                    str(
+                        await _scalar(
+                            conn,
+                            f'SELECT count(*) FROM "{schema}"."{names.working}"',  # noqa: S608
+                        )
+                    )
+                )
+                size = 0
+                for name in names.tables:
+                    size += int(
+                        str(
+                            await _scalar(
+                                conn,
+                                "SELECT coalesce(pg_total_relation_size(to_regclass(:n)), 0)",
+                                n=f'"{schema}"."{name}"',
+                            )
+                        )
+                    )
+    finally:
+        await engine.dispose()
+    return SchemaStats(by_status, tenants, tenant_count, working, size)

@@ -1,0 +1,237 @@
+"""The all-scopes indexing worker as a service: ``prism-memory worker --url …``.
+
+One :class:`IndexingWorker` embeds every tenant's pending rows of one ``schema``/``table``:
+
+* **fair across tenants** -- it takes turns: one claim (up to ``batch_size`` × ``CLAIM_BATCHES``
+  rows) per tenant with due work, round-robin, so one tenant's backlog cannot starve another's;
+* **several per database** -- claims are ``FOR UPDATE SKIP LOCKED`` leases, so workers in any number
+  of processes share the work and never embed a row twice;
+* **wakes on new work** -- it ``LISTEN``\\s on ``prism_memory_pending`` (revision
+  ``prism_memory_0007`` notifies on every statement that leaves rows pending) and otherwise polls
+  only every ``poll_seconds`` (for due retries);
+* **stops gracefully** -- :meth:`IndexingWorker.stop` lets the batch in hand finish and releases
+  every lease the worker still holds;
+* logs one line per batch and keeps :class:`WorkerCounts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from ..embedding import Embedder
+from ..indexing import IndexingPolicy, IndexingQueue
+from ..stores.base import ClaimedEntry
+from .repositories import IndexingRepository
+from .store import PostgresVectorStore
+
+__all__ = ["NOTIFY_CHANNEL", "IndexingWorker", "WorkerCounts"]
+
+logger = logging.getLogger("prism_memory.worker")
+
+NOTIFY_CHANNEL = "prism_memory_pending"
+"""The channel revision ``prism_memory_0007`` notifies; the payload is ``<schema>.<table>``."""
+
+_TENANTS_PER_ROUND = 1000
+
+
+@dataclass(slots=True)
+class WorkerCounts:
+    """What one worker has done since it started."""
+
+    batches: int = 0
+    claimed: int = 0
+    indexed: int = 0
+    failed: int = 0
+    wakeups: int = 0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _FairQueue(IndexingQueue):
+    """An all-scopes :class:`IndexingQueue` whose claims take turns between tenants."""
+
+    def __init__(self, worker: IndexingWorker, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._worker = worker
+        self._turns: deque[str] = deque()
+
+    async def _claim(self, limit: int) -> list[ClaimedEntry]:
+        if not self._turns:
+            self._turns.extend(await self._worker.due_tenants())
+        while self._turns:
+            tenant = self._turns.popleft()
+            claimed = await self._worker.claim_for_tenant(tenant, limit=limit)
+            if claimed:
+                return claimed
+        return []
+
+    async def _process_batch(self) -> tuple[int, int]:
+        started = time.monotonic()
+        failed_before = self._worker.counts.failed
+        indexed, claimed = await super()._process_batch()
+        if claimed:
+            counts = self._worker.counts
+            counts.batches += 1
+            counts.claimed += claimed
+            counts.indexed += indexed
+            logger.info(
+                "batch %d: claimed %d, indexed %d, failed %d in %.2fs (totals: %d indexed, %d failed)",
+                counts.batches,
+                claimed,
+                indexed,
+                counts.failed - failed_before,
+                time.monotonic() - started,
+                counts.indexed,
+                counts.failed,
+            )
+            self._worker.write_status()
+        return indexed, claimed
+
+    async def _fail(self, item: ClaimedEntry, exc: BaseException) -> None:
+        await super()._fail(item, exc)
+        self._worker.counts.failed += 1
+
+
+class IndexingWorker:
+    """Embed every tenant's pending rows of one store until :meth:`stop` (see the module docs)."""
+
+    def __init__(
+        self,
+        store: PostgresVectorStore,
+        embedder: Embedder,
+        *,
+        batch_size: int = 32,
+        poll_seconds: float = 30.0,
+        policy: IndexingPolicy | None = None,
+        name: str = "prism-worker",
+        status_file: str | Path | None = None,
+    ) -> None:
+        base = policy or IndexingPolicy()
+        self.store = store
+        self.counts = WorkerCounts()
+        self._status_file = Path(status_file) if status_file is not None else None
+        self._queue = _FairQueue(
+            self,
+            store=store,
+            embedder=embedder,
+            scope=None,
+            batch_size=batch_size,
+            clock=_utcnow,
+            policy=IndexingPolicy(
+                lease_seconds=base.lease_seconds,
+                max_attempts=base.max_attempts,
+                retry_base_seconds=base.retry_base_seconds,
+                retry_max_seconds=base.retry_max_seconds,
+                busy_poll_seconds=base.busy_poll_seconds,
+                idle_poll_seconds=poll_seconds,
+                drain_seconds=base.drain_seconds,
+            ),
+            name=name,
+        )
+        names = store.tables.names
+        self._payload = f"{names.schema}.{names.entries}"
+        self._listener: Any = None
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's lease owner id (``claimed_by`` on the rows it holds)."""
+        return self._queue.worker_id
+
+    async def due_tenants(self) -> list[str]:
+        """Tenants that have rows due for embedding now, in order (at most 1,000 per round)."""
+        entries = self.store.tables.entries
+        now = _utcnow()
+        stmt = (
+            select(entries.c.tenant_id)
+            .where(
+                entries.c.status == "pending",
+                (entries.c.next_attempt_at.is_(None)) | (entries.c.next_attempt_at <= now),
+                (entries.c.claimed_until.is_(None)) | (entries.c.claimed_until <= now),
+            )
+            .distinct()
+            .order_by(entries.c.tenant_id)
+            .limit(_TENANTS_PER_ROUND)
+        )
+        async with self.store._unit("listing tenants with pending rows") as session:
+            return list((await session.scalars(stmt)).all())
+
+    async def claim_for_tenant(self, tenant_id: str, *, limit: int) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` of ``tenant_id``'s due rows for this worker."""
+        now = _utcnow()
+        async with self.store._unit("claim_pending") as session:
+            return await IndexingRepository(session, self.store.tables).claim(
+                None,
+                tenant_id=tenant_id,
+                limit=limit,
+                worker_id=self.worker_id,
+                lease_seconds=self._queue._policy.lease_seconds,
+                now=now,
+            )
+
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == self._payload:
+            self.counts.wakeups += 1
+            self._queue.wake()
+
+    async def start(self) -> None:
+        """Listen for new work and start the indexing task."""
+        connection = await self.store.engine.connect()
+        try:
+            raw: Any = await connection.get_raw_connection()
+            await raw.driver_connection.add_listener(NOTIFY_CHANNEL, self._notified)
+        except BaseException:
+            await connection.close()
+            raise
+        self._listener = connection
+        logger.info(
+            "worker %s listening on %s for %s", self.worker_id, NOTIFY_CHANNEL, self._payload
+        )
+        await self._queue.start()
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, release every lease still held, stop listening."""
+        await self._queue.aclose(drain=False)
+        if self._listener is not None:
+            connection, self._listener = self._listener, None
+            with contextlib.suppress(Exception):
+                raw: Any = await connection.get_raw_connection()
+                await raw.driver_connection.remove_listener(NOTIFY_CHANNEL, self._notified)
+            await connection.close()
+        self.write_status()
+        logger.info(
+            "worker %s stopped: %d batches, %d indexed, %d failed",
+            self.worker_id,
+            self.counts.batches,
+            self.counts.indexed,
+            self.counts.failed,
+        )
+
+    async def run(self, stop: asyncio.Event) -> WorkerCounts:
+        """Run until ``stop`` is set, then stop gracefully; return the counts."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+        return self.counts
+
+    def write_status(self) -> None:
+        """Write the counts as JSON to ``status_file`` (when given), atomically."""
+        if self._status_file is None:
+            return
+        temporary = self._status_file.with_suffix(self._status_file.suffix + ".tmp")
+        temporary.write_text(json.dumps({"worker_id": self.worker_id, **asdict(self.counts)}))
+        temporary.replace(self._status_file)

@@ -1,0 +1,234 @@
+"""``prism-memory worker``: several processes share the work, stop on SIGTERM without losing or
+repeating a row, take turns between tenants and wake on NOTIFY instead of polling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from prism_memory import HashEmbedder, MemoryIdentity
+from prism_memory.postgres import PostgresMemoryStores
+from prism_memory.postgres.worker import IndexingWorker
+from prism_memory.stores.base import NewEntry
+
+pytestmark = pytest.mark.postgres
+
+EMBEDDER_MODULE = textwrap.dedent(
+    """
+    import asyncio, os
+    from prism_memory import HashEmbedder
+
+    class Recording:
+        dimensions = 16
+
+        def __init__(self):
+            self._inner = HashEmbedder(dimensions=16)
+
+        async def embed(self, texts):
+            with open(os.environ["PRISM_TEST_EMBED_LOG"], "a", encoding="utf-8") as log:
+                log.write("".join(text + "\\n" for text in texts))
+            await asyncio.sleep(float(os.environ.get("PRISM_TEST_EMBED_DELAY", "0")))
+            return await self._inner.embed(texts)
+
+    def factory():
+        return Recording()
+    """
+)
+
+
+def _entries(prefix: str, count: int, first_sequence: int | None = None) -> list[NewEntry]:
+    now = datetime.now(UTC)
+    return [
+        NewEntry(
+            id=f"{prefix}-{i}",
+            text=f"{prefix} entry {i}",
+            role="user",
+            metadata={},
+            consent=None,
+            sequence=None if first_sequence is None else first_sequence + i,
+            occurred_at=now,
+            importance=1.0,
+            lineage=None,
+        )
+        for i in range(count)
+    ]
+
+
+async def _write(stores: PostgresMemoryStores, tenant: str, entries: Sequence[NewEntry]) -> None:
+    scope = MemoryIdentity(tenant_id=tenant, resource_id="user", thread_id="thread")
+    await stores.vector_store.put_entries(scope, entries, now=datetime.now(UTC))
+
+
+async def _count(stores: PostgresMemoryStores, status: str) -> int:
+    entries = stores.vector_store.tables.entries
+    async with stores.vector_store.engine.connect() as conn:
+        query = select(func.count()).where(entries.c.status == status)
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def _wait_for(predicate: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _start_worker(
+    url: str, schema: str, tmp_path: Path, name: str, env: dict[str, str]
+) -> tuple[asyncio.subprocess.Process, Path]:
+    status = tmp_path / f"{name}.json"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "prism_memory",
+        "worker",
+        "--url",
+        url,
+        "--schema",
+        schema,
+        "--embedder",
+        "recording_embedder:factory",
+        "--batch-size",
+        "4",
+        "--poll-seconds",
+        "120",  # only NOTIFY can wake the workers within this test
+        "--status-file",
+        str(status),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert process.stderr is not None
+    while True:  # wait until it listens
+        line = (await asyncio.wait_for(process.stderr.readline(), timeout=60)).decode()
+        assert line, "the worker exited before listening"
+        if "listening on prism_memory_pending" in line:
+            return process, status
+
+
+@pytest.mark.slow
+async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
+    make_postgres_stores, postgres_url, tmp_path
+):
+    schema = f"pm_svc_{uuid.uuid4().hex[:10]}"
+    stores = await make_postgres_stores(dimension=16, schema=schema)
+    (tmp_path / "recording_embedder.py").write_text(EMBEDDER_MODULE)
+    log = tmp_path / "embedded.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "PRISM_TEST_EMBED_LOG": str(log),
+        "PRISM_TEST_EMBED_DELAY": "0.05",
+        "PYTHONUNBUFFERED": "1",
+    }
+    first, first_status = await _start_worker(postgres_url, schema, tmp_path, "first", env)
+    second, second_status = await _start_worker(postgres_url, schema, tmp_path, "second", env)
+    try:
+        tenants = ("acme", "globex", "initech")
+        for tenant in tenants:
+            await _write(stores, tenant, _entries(tenant, 40))
+        expected = sorted(f"{tenant} entry {i}" for tenant in tenants for i in range(40))
+
+        async def some_embedded() -> bool:
+            return log.exists() and len(log.read_text().splitlines()) >= 30
+
+        await _wait_for(some_embedded, 60, "the workers to start embedding (woken by NOTIFY)")
+        first.send_signal(signal.SIGTERM)  # mid-batch: the embedder sleeps 50 ms per batch
+        assert await asyncio.wait_for(first.wait(), timeout=60) == 0
+
+        async def all_indexed() -> bool:
+            return await _count(stores, "indexed") == len(expected)
+
+        await _wait_for(all_indexed, 60, "every row to be indexed")
+        second.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(second.wait(), timeout=60) == 0
+    finally:
+        for process in (first, second):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert sorted(log.read_text().splitlines()) == expected, "a row was embedded twice or never"
+    assert await _count(stores, "pending") == 0
+    counts = [json.loads(path.read_text()) for path in (first_status, second_status)]
+    assert all(count["indexed"] > 0 for count in counts), counts
+    assert sum(count["indexed"] for count in counts) == len(expected)
+    assert second.stderr is not None
+    logged = (await second.stderr.read()).decode()
+    assert "batch " in logged
+    assert "stopped:" in logged
+
+
+class _Recording:
+    def __init__(self) -> None:
+        self._inner = HashEmbedder(dimensions=16)
+        self.texts: list[str] = []
+
+    @property
+    def dimensions(self) -> int:
+        return 16
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        return await self._inner.embed(texts)
+
+
+async def test_a_tenants_backlog_does_not_starve_another_tenant(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=16)
+    await _write(stores, "big", _entries("big", 200, first_sequence=1))
+    # written later and sequenced after every row of "big": a global oldest-first claim would
+    # reach them only after all 200
+    await _write(stores, "small", _entries("small", 4, first_sequence=10_000))
+    embedder = _Recording()
+    worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=60)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+
+    async def all_indexed() -> bool:
+        return await _count(stores, "indexed") == 204
+
+    try:
+        await _wait_for(all_indexed, 60, "every row to be indexed")
+    finally:
+        stop.set()
+        await task
+    small_positions = [i for i, text in enumerate(embedder.texts) if text.startswith("small")]
+    assert len(small_positions) == 4
+    # one claim (4 batches of 4) of "big", then "small"'s turn
+    assert max(small_positions) < 40, small_positions
+    assert worker.counts.indexed == 204
+    assert worker.counts.batches >= 13
+
+
+async def test_the_worker_wakes_on_notify_not_on_its_poll(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=16)
+    embedder = _Recording()
+    worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=600)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        await asyncio.sleep(0.5)  # it has looked once, found nothing and now waits (600 s poll)
+        await _write(stores, "acme", _entries("late", 6))
+
+        async def all_indexed() -> bool:
+            return await _count(stores, "indexed") == 6
+
+        await _wait_for(all_indexed, 30, "a NOTIFY to wake the worker")
+    finally:
+        stop.set()
+        await task
+    assert worker.counts.wakeups >= 1
+    assert sorted(embedder.texts) == sorted(f"late entry {i}" for i in range(6))
