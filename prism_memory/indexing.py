@@ -13,14 +13,15 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .embedding import Embedder, embed_batched
 from .errors import IndexingError, InvalidVectorError, PrismMemoryError
-from .models import IndexingReport, MemoryIdentity, Vector
-from .stores.base import ClaimedEntry, VectorStore
+from .models import IndexingReport, IndexStatus, MemoryIdentity, Vector
+from .stores.base import ClaimedEntry, EntryLease, VectorStore
 
 __all__ = ["CLAIM_BATCHES", "IndexingPolicy", "IndexingQueue"]
 
@@ -104,6 +105,9 @@ class IndexingQueue:
         self._draining = False
         self._batch_lock = asyncio.Lock()
         self._waiters: list[_Waiter] = []
+        self._adopted: deque[ClaimedEntry] = deque()
+        self._settled: dict[str, tuple[IndexStatus, str | None]] = {}
+        """Ids this queue indexed itself, so a waiter resolves without asking the store."""
         self.indexed_total = 0
         """Rows this queue has indexed since it was created."""
 
@@ -126,6 +130,24 @@ class IndexingQueue:
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+    def lease(self, ids: Iterable[str]) -> EntryLease:
+        """A lease on the first of ``ids`` -- as many as one claim takes -- for rows written now and
+        handed to :meth:`adopt` (see :meth:`VectorStore.put_entries`); the rest stay free for any
+        worker to claim, so other workers still share a large write."""
+        first = list(dict.fromkeys(ids))[: self._batch_size * CLAIM_BATCHES]
+        return EntryLease(
+            worker_id=self.worker_id,
+            until=self._clock() + timedelta(seconds=self._policy.lease_seconds),
+            ids=frozenset(first),
+        )
+
+    def adopt(self, items: Iterable[ClaimedEntry]) -> None:
+        """Embed ``items`` -- rows stored leased to this worker -- next, without claiming them."""
+        before = len(self._adopted)
+        self._adopted.extend(items)
+        if len(self._adopted) > before:
+            self.wake()
 
     def wake(self) -> None:
         """Tell the worker new rows are pending."""
@@ -216,7 +238,10 @@ class IndexingQueue:
         """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
         statement; return ``(indexed, claimed)``."""
         async with self._batch_lock:
-            claimed = await self._claim(self._batch_size * CLAIM_BATCHES)
+            limit = self._batch_size * CLAIM_BATCHES
+            claimed = [self._adopted.popleft() for _ in range(min(limit, len(self._adopted)))]
+            if not claimed:
+                claimed = await self._claim(limit)
             if not claimed:
                 return 0, 0
             done: list[tuple[ClaimedEntry, Vector]] = []
@@ -228,6 +253,8 @@ class IndexingQueue:
                     done, worker_id=self.worker_id, now=self._clock()
                 )
                 self.indexed_total += indexed
+                if indexed == len(done) and self._waiters:
+                    self._settled.update((item.id, ("indexed", None)) for item, _ in done)
             return indexed, len(claimed)
 
     async def _claim(self, limit: int) -> list[ClaimedEntry]:
@@ -285,8 +312,11 @@ class IndexingQueue:
     async def _resolve_waiters(self) -> None:
         if not self._waiters or self._scope is None:
             return
-        wanted = sorted(set().union(*(waiter.ids for waiter in self._waiters)))
-        status = await self._store.index_status(self._scope, wanted)
+        wanted = set().union(*(waiter.ids for waiter in self._waiters))
+        status = {i: self._settled[i] for i in wanted if i in self._settled}
+        unknown = sorted(wanted - status.keys())
+        if unknown:
+            status.update(await self._store.index_status(self._scope, unknown))
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if waiter.future.done():
@@ -306,3 +336,5 @@ class IndexingQueue:
                 )
             )
         self._waiters = remaining
+        still = set().union(*(waiter.ids for waiter in remaining))
+        self._settled = {i: s for i, s in self._settled.items() if i in still}

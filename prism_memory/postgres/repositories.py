@@ -50,7 +50,7 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, Tombstone
+from ..stores.base import ClaimedEntry, EntryLease, RecallFilter, SearchRequest, Tombstone
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import PrismTables
@@ -556,12 +556,17 @@ class EntryRepository(_Repository):
         stmt = select(func.coalesce(func.max(t.c.sequence), -1)).where(self._scoped(scope))
         return int((await self.session.execute(stmt)).scalar_one())
 
-    async def insert_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert new rows in one batched statement (insertmanyvalues)."""
+    async def insert_many(
+        self, records: Sequence[MemoryRecord], *, lease: EntryLease | None = None
+    ) -> None:
+        """Insert new rows in one batched statement (insertmanyvalues), leased when ``lease``."""
         if records:
-            await self.session.execute(
-                insert(self.tables.entries), [entry_values(record) for record in records]
-            )
+            rows = [entry_values(record) for record in records]
+            for row in rows:
+                leased = lease is not None and lease.covers(row["id"])
+                row["claimed_by"] = lease.worker_id if lease is not None and leased else None
+                row["claimed_until"] = lease.until if lease is not None and leased else None
+            await self.session.execute(insert(self.tables.entries), rows)
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""

@@ -41,6 +41,7 @@ from ..models import (
 )
 from ..stores.base import (
     ClaimedEntry,
+    EntryLease,
     GovernanceChange,
     GovernanceResult,
     NewEntry,
@@ -53,7 +54,7 @@ from ..stores.base import (
     check_limit,
 )
 from ._engine import create_engine, install_vector_codec, sets_plans
-from ._errors import wrap_db_errors
+from ._errors import sqlstate_of, wrap_db_errors
 from .repositories import (
     EntryRepository,
     EntrySql,
@@ -70,6 +71,7 @@ from .repositories import (
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
+    MAX_HNSW_DIMENSION,
     Names,
     PrismTables,
     build_metadata,
@@ -144,10 +146,14 @@ class _Adapter:
                     driver: Any = (await conn.get_raw_connection()).driver_connection
                     try:
                         return list(await driver.fetch(positional, *args))
-                    except _DEAD_CONNECTION as exc:
+                    except Exception as exc:
+                        if not _connection_lost(exc, driver):
+                            raise
                         await conn.invalidate()
                         if attempt == 2:
                             raise StorageError(f"{action} failed: connection lost") from exc
+                # the server restarted or failed over: every pooled connection is suspect
+                await self._engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _dispose(self) -> None:
@@ -156,11 +162,19 @@ class _Adapter:
             await self._engine.dispose()
 
 
-_DEAD_CONNECTION = (
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-    asyncpg.exceptions.InterfaceError,
-    ConnectionError,
-)
+def _connection_lost(exc: BaseException, driver: Any) -> bool:
+    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
+    if driver is None or driver.is_closed():
+        return True
+    if isinstance(
+        exc,
+        asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.InternalClientError
+        | ConnectionError,
+    ):
+        return True
+    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
+    return (sqlstate_of(exc) or "").startswith(("08", "57P"))
 
 
 def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,6 +219,42 @@ class PostgresVectorStore(_Adapter, VectorStore):
         """Dispose of the engine if this store created it (a host's engine is left alone)."""
         await self._dispose()
 
+    @asynccontextmanager
+    async def deferred_vector_index(self) -> AsyncIterator[None]:
+        """For bulk loads: no HNSW maintenance while the body runs, one index build afterwards.
+
+        On entry the HNSW index of revision ``prism_memory_0002`` is dropped (``DROP INDEX
+        CONCURRENTLY``); on exit -- also when the body raises -- it is rebuilt with the exact
+        statement of that revision (``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING hnsw
+        (embedding vector_cosine_ops)``), outside any transaction, so readers and writers are
+        never blocked. Recall stays exact meanwhile: per-thread recall never uses the HNSW index
+        (it sorts exactly over the thread's B-tree range). Maintaining HNSW costs about a
+        millisecond per vector written; building it once afterwards costs far less. A table
+        without an HNSW index (unpinned, or wider than 2,000) is left alone.
+        """
+        names = self._tables.names
+        hnsw = self._dimension is not None and self._dimension <= MAX_HNSW_DIMENSION
+        index = f'"{names.schema}"."{names.ix_hnsw}"'
+        if hnsw:
+            await self._autocommit(
+                "deferring the HNSW index", f"DROP INDEX CONCURRENTLY IF EXISTS {index}"
+            )
+        try:
+            yield
+        finally:
+            if hnsw:
+                await self._autocommit(
+                    "building the HNSW index",
+                    f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{names.ix_hnsw}" ON '
+                    f'"{names.schema}"."{names.entries}" USING hnsw (embedding vector_cosine_ops)',
+                )
+
+    async def _autocommit(self, action: str, statement: str) -> None:
+        with wrap_db_errors(action):
+            async with self._engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await auto.execute(text(statement))
+
     # ---- helpers -------------------------------------------------------------------------
 
     async def _known_width(self, session: AsyncSession) -> int | None:
@@ -229,7 +279,12 @@ class PostgresVectorStore(_Adapter, VectorStore):
     # ---- entries -------------------------------------------------------------------------
 
     async def put_entries(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
@@ -270,7 +325,7 @@ class PostgresVectorStore(_Adapter, VectorStore):
                 staged[entry.id] = record
                 new.append(record)
             if new:
-                await repo.insert_many(new)
+                await repo.insert_many(new, lease=lease)
                 # tombstones an earlier, forgotten entry of the same id left behind
                 await TombstoneRepository(session, self._tables).remove_on_entries(
                     scope, [record.id for record in new]

@@ -40,6 +40,7 @@ from ..models import (
 from ..ranking import query_terms
 from .base import (
     ClaimedEntry,
+    EntryLease,
     GovernanceChange,
     GovernanceResult,
     NewEntry,
@@ -391,7 +392,12 @@ class InMemoryVectorStore(VectorStore):
     # ---- entries ---------------------------------------------------------------------------
 
     async def put_entries(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically; return the stored records in input order.
 
@@ -427,6 +433,8 @@ class InMemoryVectorStore(VectorStore):
                         lineage=entry.lineage,
                     )
                 )
+                if lease is not None and lease.covers(entry.id):
+                    row.claimed_by, row.claimed_until = lease.worker_id, lease.until
             else:
                 row = current  # an existing id is never rewritten (governance holds)
             top = max(top, row.record.sequence)
