@@ -106,6 +106,7 @@ class IndexingQueue:
         self._batch_lock = asyncio.Lock()
         self._waiters: list[_Waiter] = []
         self._adopted: deque[ClaimedEntry] = deque()
+        self._took_adopted = False
         self._settled: dict[str, tuple[IndexStatus, str | None]] = {}
         """Ids this queue indexed itself, so a waiter resolves without asking the store."""
         self.indexed_total = 0
@@ -226,7 +227,9 @@ class IndexingQueue:
                 await asyncio.sleep(self._policy.busy_poll_seconds)
             if self._stop.is_set() and (not self._draining or claimed == 0):
                 return
-            if claimed:
+            # after a batch handed over by remember() nothing else is known to be due: wait for
+            # the next wake-up instead of spending a claim round trip on an empty queue
+            if claimed and (self._adopted or self._waiters or not self._took_adopted):
                 continue
             timeout = (
                 self._policy.busy_poll_seconds if self._waiters else self._policy.idle_poll_seconds
@@ -240,6 +243,7 @@ class IndexingQueue:
         async with self._batch_lock:
             limit = self._batch_size * CLAIM_BATCHES
             claimed = [self._adopted.popleft() for _ in range(min(limit, len(self._adopted)))]
+            self._took_adopted = bool(claimed)
             if not claimed:
                 claimed = await self._claim(limit)
             if not claimed:
