@@ -29,6 +29,23 @@ def types(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """mkdocs build --strict (the examples themselves run in tests/docs)."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session(python="3.11")
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the pure modules (minutes; not in the default sessions or .ci/run).
+
+    ``nox -s mutation -- --module limits`` runs one module; see CONTRIBUTING.md.
+    """
+    session.install("-e", ".[test]")
+    session.run("python", "tools/mutate.py", *session.posargs)
+
+
+@nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """The speed suite (benchmarks/speed.py), on demand only: ``nox -s bench -- --rows 100000``."""
     session.install("-e", ".[bench]")

@@ -501,8 +501,8 @@ async def in_memory_targets(
     embedder: LookupEmbedder, table: dict[str, np.ndarray]
 ) -> dict[str, Any]:
     """A 100-row thread's store search, and remember-then-recall on a 13,000-row thread."""
+    from prism_memory.lexical import query_terms
     from prism_memory.models import MemoryIdentity
-    from prism_memory.ranking import query_terms
     from prism_memory.stores.base import RecallFilter, SearchRequest
 
     rng = np.random.default_rng(SEED + 2)

@@ -141,8 +141,14 @@ def load_embedder(spec: str | None, width: int | None) -> Embedder:
             raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
         target = getattr(target, part)
     if (callable(target) and not hasattr(target, "embed")) or isinstance(target, type):
-        accepts = "dimensions" in inspect.signature(target).parameters
-        target = target(dimensions=width) if accepts and width is not None else target()
+        try:
+            accepts = "dimensions" in inspect.signature(target).parameters
+        except (TypeError, ValueError):
+            accepts = False
+        try:
+            target = target(dimensions=width) if accepts and width is not None else target()
+        except Exception as exc:
+            raise ConfigurationError(f"--embedder {spec!r} failed to build: {exc}") from exc
     if not hasattr(target, "embed") or not hasattr(target, "dimensions"):
         raise ConfigurationError(f"--embedder {spec!r} did not give an Embedder")
     embedder: Embedder = target

@@ -448,7 +448,7 @@ class Memory:
         now = self._clock()
         recall_filter = self._filter(now, require_consent=consent)
         shared = await self._shared_source(scope, shared_thread, now)
-        candidates = await self.vector_store.search(
+        found = await self.vector_store.search(
             scope,
             SearchRequest(
                 vector=vector,
@@ -459,11 +459,12 @@ class Memory:
             ),
         )
         hits = rerank(
-            candidates,
+            found.candidates,
             query_vector=vector,
             query_text=query,
             top_k=k,
             now=now,
+            stats=found.stats,
             scoring=rules,
             shared_thread_id=shared_thread if shared else None,
         )

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .errors import ValidationError
 
 __all__ = [
+    "DEFAULT_LEXICAL_WEIGHT",
     "Candidate",
     "ConsentScope",
     "ConsentSource",
@@ -48,6 +49,10 @@ __all__ = [
 
 Vector = npt.NDArray[np.float32]
 """A one-dimensional float32 embedding."""
+
+DEFAULT_LEXICAL_WEIGHT = 0.5
+"""Default λ of the recall fusion: dense and lexical signals, each scaled to its best candidate,
+count equally."""
 
 ConsentSource = Literal["user", "agent", "system"]
 ConsentScope = Literal["thread", "profile", "user"]
@@ -284,8 +289,11 @@ class RecallScoring(_Input):
     recency_weight: float = 0.0
     importance_weight: float = 0.0
     half_life_ms: float | None = None
-    lexical_weight: float = 0.2
-    """Share of the lexical match inside ``similarity`` (the rest is cosine similarity)."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """λ: share of the normalised BM25 inside ``similarity``; the rest is the normalised cosine.
+
+    The default, 0.5, weighs the two scale-free signals equally (see :mod:`prism_memory.ranking`).
+    """
 
     @field_validator("recency_weight", "importance_weight", "lexical_weight")
     @classmethod
@@ -419,16 +427,22 @@ class RecallHit:
 
     record: MemoryRecord
     similarity: float
-    """Blend of cosine similarity and lexical match, in [0, 1]."""
+    """Fusion of cosine and BM25, each divided by its best candidate value: at most 1."""
     semantic: float
-    """Cosine similarity, clamped to [0, 1]."""
+    """True cosine similarity of query and entry, in [−1, 1] (never clamped)."""
     lexical: float
-    """Share of distinct query terms found in the text, in [0, 1]."""
+    """BM25 divided by the best BM25 among the candidates, in [0, 1]."""
     recency: float
     importance: float
     score: float
     shared: bool = False
     """True when the hit came from a parent thread through a share grant."""
+    bm25: float = 0.0
+    """Raw BM25 of the entry for the query, over the recall scope's statistics."""
+    semantic_scale: float = 1.0
+    """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
+    bm25_scale: float = 1.0
+    """The best candidate BM25 ``bm25`` was divided by (1 when no candidate matched a term)."""
 
     @property
     def id(self) -> str:
@@ -455,6 +469,13 @@ class RecallExplanation:
     importance: float
     weights: tuple[float, float, float]
     """Normalised ``(similarity, recency, importance)`` weights used."""
+    bm25: float = 0.0
+    """Raw BM25 behind ``lexical``."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """λ of the fusion that produced ``similarity``."""
+    how: Mapping[str, str] = field(default_factory=dict)
+    """How each component was computed, with the numbers used (keys: semantic, lexical,
+    similarity, score)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,28 @@
 """The one pure re-rank every backend shares.
 
-Stores only *select* candidates (``top_k × 4`` by vector distance, plus lexical matches) and hand
-back each candidate's stored vector. Everything that decides order happens here, in float64 over
-those vectors, so every backend orders identically by construction.
+Stores only *select* candidates — the nearest by cosine and the best lexical matches — and hand back
+each candidate's stored vector and text plus the recall scope's :class:`~prism_memory.lexical.CorpusStats`.
+Everything that decides order happens here, in float64, so every backend orders identically by
+construction. :func:`fuse` is the hybrid fusion (recall and the RAG store's ``hybrid_query`` both
+use it); :func:`rerank` adds the opt-in recency and importance blend and the cut.
 
-``similarity = (1 − λ)·cosine + λ·lexical`` (λ = ``lexical_weight``, 0.2 by default), and with
-normalised weights ``r`` (recency) and ``i`` (importance)::
+Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``)::
+
+    semantic(d)   = cos(q, d)                                   # true cosine, in [−1, 1]
+    bm25(d)       = BM25 of d for the query's distinct terms    # prism_memory.lexical, scope statistics
+    similarity(d) = (1 − λ)·semantic(d) / max_C |semantic|  +  λ·bm25(d) / max_C bm25
+
+Each signal is divided by its largest magnitude among the candidates, so the blend is scale-free: the
+best cosine and the best BM25 both count 1, whatever their raw ranges (MiniLM cosines of related
+text sit around 0.3–0.7, BM25 grows with idf and query length), a candidate without any query term
+keeps lexical 0, and cosine order is kept exactly (no clamp: a negative cosine stays below a smaller
+negative one). An all-zero signal is left as it is. The normalisers are the extreme candidates'
+values, so adding an entry that is neither the nearest (nor the farthest) nor the best lexical match
+changes no other candidate's score except through the corpus statistics (idf, average length) it
+shifts. Only the candidate set — never the whole scope — is normalised, so the stores need not scan
+anything beyond what they select.
+
+With normalised weights ``r`` (recency) and ``i`` (importance)::
 
     score = (1 − r − i)·similarity + r·recency + i·importance
     recency = 0.5 ** (age_ms / half_life_ms)        # clamped to [0, 1]; future timestamps count as age 0
@@ -16,57 +33,151 @@ Ties break on score descending, then sequence ascending, then id ascending.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 import numpy as np
 
-from .models import Candidate, MemoryRecord, RecallExplanation, RecallHit, RecallScoring, Vector
+from .lexical import CorpusStats, bm25, corpus_stats, query_terms, term_counts
+from .models import (
+    DEFAULT_LEXICAL_WEIGHT,
+    Candidate,
+    MemoryRecord,
+    RecallExplanation,
+    RecallHit,
+    RecallScoring,
+    Vector,
+)
 
 __all__ = [
+    "DEFAULT_LEXICAL_WEIGHT",
     "DEFAULT_SCORING",
+    "Fused",
+    "FusionCandidate",
     "chronological",
     "cosine",
     "explain",
-    "lexical_score",
+    "fuse",
     "query_terms",
     "recency_score",
     "rerank",
 ]
 
 DEFAULT_SCORING = RecallScoring()
-"""Scoring used when a recall names none: similarity (cosine blended with lexical) alone."""
+"""Scoring used when a recall names none: similarity (the cosine + BM25 fusion) alone."""
 
-_TERM = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(text: str) -> frozenset[str]:
-    """Distinct lower-cased word terms of ``text`` (the lexical leg's vocabulary)."""
-    return frozenset(_TERM.findall(text.lower()))
-
-
-def lexical_score(terms: frozenset[str], text: str) -> float:
-    """Share of the distinct query ``terms`` that occur as words in ``text``, in [0, 1]."""
-    if not terms:
-        return 0.0
-    return len(terms & query_terms(text)) / len(terms)
+T = TypeVar("T")
 
 
 def cosine(query: Vector, vector: Vector) -> float:
-    """Cosine similarity in float64, clamped to [0, 1] (opposite directions count as unrelated)."""
+    """True cosine similarity in float64, in [−1, 1]; 0.0 when either vector is zero."""
     q = query.astype(np.float64, copy=False)
     v = vector.astype(np.float64, copy=False)
     denominator = float(np.linalg.norm(q) * np.linalg.norm(v))
     if denominator == 0.0:
         return 0.0
-    return min(1.0, max(0.0, float(np.dot(q, v)) / denominator))
+    return min(1.0, max(-1.0, float(np.dot(q, v)) / denominator))
 
 
 def recency_score(occurred_at: datetime, now: datetime, half_life_ms: float) -> float:
     """``0.5 ** (age_ms / half_life_ms)`` clamped to [0, 1]; a future timestamp is age 0."""
     age_ms = max(0.0, (now - occurred_at).total_seconds() * 1000.0)
     return min(1.0, max(0.0, math.pow(0.5, age_ms / half_life_ms)))
+
+
+@dataclass(frozen=True, slots=True)
+class FusionCandidate(Generic[T]):
+    """One candidate of a hybrid query: any ``item`` plus what the fusion reads from it.
+
+    ``id`` and ``sequence`` only break ties (sequence ascending, then id); ``text`` is tokenized
+    for term frequencies and length; ``vector`` is the stored embedding.
+    """
+
+    item: T
+    id: str
+    sequence: int
+    vector: Vector
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fused(Generic[T]):
+    """A candidate with its fused scores (see the module doc for the formula)."""
+
+    item: T
+    id: str
+    sequence: int
+    semantic: float
+    """True cosine of query and candidate, in [−1, 1]."""
+    bm25: float
+    """Raw BM25 (≥ 0) against the scope statistics."""
+    lexical: float
+    """``bm25 / max bm25`` over the candidates, in [0, 1]."""
+    similarity: float
+    """``(1 − λ)·semantic / max semantic + λ·lexical``: at most 1."""
+    semantic_scale: float
+    """The divisor applied to ``semantic``: the largest ``|cosine|`` among the candidates (1 if 0)."""
+    bm25_scale: float
+    """The divisor applied to ``bm25`` (the best candidate BM25, or 1 when 0)."""
+
+
+def _scale(largest: float) -> float:
+    return largest if largest > 0.0 else 1.0
+
+
+def fuse(
+    candidates: Sequence[FusionCandidate[T]],
+    *,
+    query_vector: Vector,
+    query_text: str,
+    stats: CorpusStats | None = None,
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+) -> list[Fused[T]]:
+    """Score ``candidates`` by the hybrid fusion and return them best first.
+
+    Pure and deterministic: the result depends only on the arguments, and ties break on sequence
+    ascending, then id ascending. ``stats`` are the corpus statistics of the scope the candidates
+    were drawn from (the store returns them with the candidates); ``None`` takes the candidates
+    themselves as the corpus. Candidate ids should be unique.
+    """
+    if not candidates:
+        return []
+    terms = query_terms(query_text)
+    if stats is None:
+        stats = corpus_stats((c.text for c in candidates), terms)
+    semantic: list[float] = []
+    lexical_raw: list[float] = []
+    for candidate in candidates:
+        semantic.append(cosine(query_vector, candidate.vector))
+        if terms:
+            counts = term_counts(candidate.text)
+            lexical_raw.append(bm25(terms, counts, sum(counts.values()), stats))
+        else:
+            lexical_raw.append(0.0)
+    semantic_scale = _scale(max(abs(value) for value in semantic))
+    bm25_scale = _scale(max(lexical_raw))
+    fused: list[Fused[T]] = []
+    for candidate, cos, raw in zip(candidates, semantic, lexical_raw, strict=True):
+        lexical = raw / bm25_scale
+        blend = (1.0 - lexical_weight) * (cos / semantic_scale) + lexical_weight * lexical
+        similarity = min(1.0, max(-1.0, blend))  # both parts are ≤ 1: this only removes an ulp
+        fused.append(
+            Fused(
+                item=candidate.item,
+                id=candidate.id,
+                sequence=candidate.sequence,
+                semantic=cos,
+                bm25=raw,
+                lexical=lexical,
+                similarity=similarity,
+                semantic_scale=semantic_scale,
+                bm25_scale=bm25_scale,
+            )
+        )
+    fused.sort(key=lambda f: (-f.similarity, f.sequence, f.id))
+    return fused
 
 
 def _order_key(hit: RecallHit) -> tuple[float, int, str]:
@@ -80,46 +191,57 @@ def rerank(
     query_text: str,
     top_k: int,
     now: datetime,
+    stats: CorpusStats | None = None,
     scoring: RecallScoring | None = None,
     shared_thread_id: str | None = None,
 ) -> list[RecallHit]:
-    """Score ``candidates`` and return the best ``top_k`` hits, deterministically ordered.
+    """Fuse, blend and return the best ``top_k`` recall hits, deterministically ordered.
 
     Duplicate candidates (same thread and id) are scored once. ``shared_thread_id`` marks hits that
-    came from a parent thread through a share grant.
+    came from a parent thread through a share grant. ``stats`` are the statistics the store
+    returned with the candidates.
     """
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
-    terms = query_terms(query_text)
-    seen: set[tuple[str, str]] = set()
-    hits: list[RecallHit] = []
+    unique: dict[tuple[str, str], FusionCandidate[MemoryRecord]] = {}
     for candidate in candidates:
         record = candidate.record
         key = (record.thread_id, record.id)
-        if key in seen:
-            continue
-        seen.add(key)
-        semantic = cosine(query_vector, candidate.vector)
-        lexical = lexical_score(terms, record.text)
-        similarity = (1.0 - rules.lexical_weight) * semantic + rules.lexical_weight * lexical
+        if key not in unique:
+            unique[key] = FusionCandidate(
+                record, record.id, record.sequence, candidate.vector, record.text
+            )
+    fused = fuse(
+        list(unique.values()),
+        query_vector=query_vector,
+        query_text=query_text,
+        stats=stats,
+        lexical_weight=rules.lexical_weight,
+    )
+    hits: list[RecallHit] = []
+    for scored in fused:
+        record = scored.item
         recency = (
             recency_score(record.occurred_at, now, rules.half_life_ms)
             if rules.half_life_ms is not None
             else 1.0
         )
         importance = min(1.0, max(0.0, record.importance))
-        blend = w_similarity * similarity + w_recency * recency + w_importance * importance
-        score = min(1.0, max(0.0, blend))  # normalised weights may sum to 1 + 1 ulp
+        blend = w_similarity * scored.similarity + w_recency * recency + w_importance * importance
+        score = min(1.0, max(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
         hits.append(
             RecallHit(
                 record=record,
-                similarity=similarity,
-                semantic=semantic,
-                lexical=lexical,
+                similarity=scored.similarity,
+                semantic=scored.semantic,
+                lexical=scored.lexical,
                 recency=recency,
                 importance=importance,
                 score=score,
                 shared=shared_thread_id is not None and record.thread_id == shared_thread_id,
+                bm25=scored.bm25,
+                semantic_scale=scored.semantic_scale,
+                bm25_scale=scored.bm25_scale,
             )
         )
     hits.sort(key=_order_key)
@@ -130,7 +252,9 @@ def explain(
     hits: Sequence[RecallHit], scoring: RecallScoring | None
 ) -> tuple[RecallExplanation, ...]:
     """One :class:`RecallExplanation` per hit, in rank order."""
-    weights = (scoring if scoring is not None else DEFAULT_SCORING).weights()
+    rules = scoring if scoring is not None else DEFAULT_SCORING
+    weights = rules.weights()
+    lam = rules.lexical_weight
     return tuple(
         RecallExplanation(
             id=hit.id,
@@ -142,6 +266,22 @@ def explain(
             recency=hit.recency,
             importance=hit.importance,
             weights=weights,
+            bm25=hit.bm25,
+            lexical_weight=lam,
+            how={
+                "semantic": "cosine(query vector, entry vector), float64, in [-1, 1]",
+                "lexical": (
+                    f"bm25 / best candidate bm25 = {hit.bm25:.6g} / {hit.bm25_scale:.6g} "
+                    "(BM25 k1=0.9 b=0.4 over the recall scope's statistics)"
+                ),
+                "similarity": (
+                    f"(1 - {lam:g}) * semantic / {hit.semantic_scale:.6g} + {lam:g} * lexical"
+                ),
+                "score": (
+                    f"{weights[0]:.6g} * similarity + {weights[1]:.6g} * recency "
+                    f"+ {weights[2]:.6g} * importance"
+                ),
+            },
         )
         for rank, hit in enumerate(hits, start=1)
     )

@@ -40,7 +40,9 @@ def build_memory_ddl(
     primary keys and checks, every index of ``prism_memory_0001`` (scope B-tree, pending partial
     index, lineage GIN, ``text_tsv`` GIN, invalidation and ACL B-trees), then -- only when
     ``dimension`` is pinned and at most 2,000 -- the HNSW index of ``prism_memory_0002`` (``CREATE
-    INDEX CONCURRENTLY`` in its own autocommit block), and the version-table bookkeeping
+    INDEX CONCURRENTLY`` in its own autocommit block), the RAG chunks table of
+    ``prism_memory_0006`` (with its ``text_tsv`` GIN and, when pinned, its own HNSW index) and the
+    source-ACL key rebuilt per RAG scope, and the version-table bookkeeping
     (``<table>_alembic_version``) throughout. A superset of :func:`build_vector_search_ddl`.
 
     Nothing connects to a database. Identifiers are validated first

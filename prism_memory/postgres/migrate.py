@@ -34,7 +34,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, PrismMemoryError
 from ._engine import create_engine, normalize_url
 from ._errors import wrap_db_errors
 from .tables import (
@@ -396,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(found or "")
         else:
             run = upgrade if args.action == "upgrade" else downgrade
+            before = asyncio.run(current_revision(args.url, schema=args.schema, table=args.table))
             asyncio.run(
                 run(
                     args.url,
@@ -405,9 +406,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     revision=args.revision,
                 )
             )
+            after = asyncio.run(current_revision(args.url, schema=args.schema, table=args.table))
+            verb = "upgraded" if args.action == "upgrade" else "downgraded"
+            done = (
+                f"{verb} {args.schema}.{args.table}: {before or '(empty)'} -> {after or '(empty)'}"
+            )
+            print(done if before != after else f"{args.schema}.{args.table} is already at {after}")
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except PrismMemoryError as exc:  # a refused connection, a failed statement: one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -81,11 +81,15 @@ async def _check(
         "SELECT to_regclass(:name) IS NOT NULL",
         name=f'"{schema}"."{names.version_table}"',
     )
+    table_exists = await _scalar(conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified)
     if not has_version_table:
-        found.problems.append(
-            f"no version table {schema}.{names.version_table}: run "
-            f"`prism-memory migrate upgrade head` (or your Alembic's `upgrade heads`)"
-        )
+        if table_exists:  # a host's own Alembic history ran the revisions (docs/alembic.md)
+            found.facts["revision"] = "(recorded in your own Alembic version table)"
+        else:
+            found.problems.append(
+                f"no version table {schema}.{names.version_table}: run "
+                f"`prism-memory migrate upgrade head` (or your Alembic's `upgrade heads`)"
+            )
     else:
         rows = (
             await conn.execute(
@@ -100,7 +104,7 @@ async def _check(
                 f"{head}: run `prism-memory migrate upgrade head`"
             )
 
-    if not await _scalar(conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified):
+    if not table_exists:
         found.problems.append(f"table {schema}.{table} does not exist")
         return
 

@@ -28,16 +28,17 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, Text, any_, bindparam, delete, func, select, text, update
+from sqlalchemy import Table, Text, any_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -50,7 +51,14 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..stores.base import ClaimedEntry, EntryLease, RecallFilter, SearchRequest, Tombstone
+from ..stores.base import (
+    ClaimedEntry,
+    EntryLease,
+    RecallFilter,
+    SearchRequest,
+    SearchResult,
+    Tombstone,
+)
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import PrismTables
@@ -63,11 +71,11 @@ __all__ = [
     "ShareGrantRepository",
     "TombstoneRepository",
     "WorkingRepository",
-    "candidates_from_rows",
     "entry_values",
     "lineage_metadata",
     "neighbors_statement",
     "record_from_row",
+    "search_result",
     "search_statement",
     "to_positional",
 ]
@@ -195,6 +203,16 @@ def entry_values(record: MemoryRecord) -> dict[str, Any]:
     }
 
 
+def lexical_values(body: str) -> dict[str, Any]:
+    """``lexical_terms`` (distinct terms, sorted) and ``term_count`` of a text, for ``text_tsv``."""
+    terms = tokenize(body)
+    return {"lexical_terms": sorted(set(terms)), "term_count": len(terms)}
+
+
+_TERMS_TSVECTOR = func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
+"""``text_tsv`` of a written row: exactly the library's terms (no parser of the database's own)."""
+
+
 def _scope_params(scope: MemoryIdentity) -> dict[str, str]:
     return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
 
@@ -271,11 +289,16 @@ class EntrySql:
     def search(
         self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
     ) -> str:
-        """Candidate selection: nearest ``:limit`` by exact cosine distance plus lexical matches.
+        """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
 
-        The distance is wrapped (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated),
-        which also keeps the HNSW index out of per-thread recall: the sort is exact, over the
-        scope's B-tree range, so a filter can never make it under-return.
+        ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
+        exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
+        the ordinals of the terms the row's ``text_tsv`` holds. Both legs and the statistics read
+        it, so the scope is scanned once. The distance is wrapped
+        (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated), which also keeps the HNSW
+        index out of per-thread recall: the sort is exact, so a filter can never make it
+        under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
+        here operation by operation in float8 so that both backends select the same rows.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
@@ -285,54 +308,61 @@ class EntrySql:
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
         pools = [own, parent] if shared else [own]
-
-        def leg(key: str, pool: str, extra: str, order: str) -> str:
-            # ``OFFSET 0`` fences the filtered scan: the exclusion rules (the NOT EXISTS above all)
-            # run first and only four narrow columns reach the sort, so it is a small top-N
-            # heapsort. Without the fence the planner sorts whole rows (vector, metadata) first and
-            # filters afterwards, which spills to disk on large threads.
-            return (
-                f"(SELECT thread_id, id, sequence, key FROM ("
-                f"SELECT e.thread_id, e.id, e.sequence, {key} AS key FROM {self.entries} e "
-                f"WHERE {pool} AND e.embedding IS NOT NULL{extra} AND {where} OFFSET 0"
-                f") AS eligible ORDER BY {order}, sequence, id LIMIT :limit)"
-            )
-
-        nearest = " UNION ALL ".join(leg(distance, pool, "", "4") for pool in pools)
+        # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
+        # rows without any (most of them) skip the per-term probes.
+        matched = (
+            ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
+            "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
+            "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
+            if lexical
+            else ""
+        )
+        eligible = " UNION ALL ".join(
+            f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
+            f"FROM {self.entries} e WHERE {pool} AND e.embedding IS NOT NULL AND {where}"
+            for pool in pools
+        )
         ctes = [
-            f"nearest AS ({nearest})",
-            "nearest_top AS (SELECT thread_id, id FROM nearest "
-            "ORDER BY key, sequence, id LIMIT :limit)",
+            f"eligible AS MATERIALIZED ({eligible})",
+            "stats AS (SELECT count(*) AS documents, "
+            "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
+            "nearest_top AS (SELECT thread_id, id FROM eligible "
+            "ORDER BY distance, sequence, id LIMIT :limit)",
         ]
         chosen = "SELECT thread_id, id FROM nearest_top"
+        frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
-            matched = (
-                "(SELECT count(*) FROM unnest(CAST(:terms AS text[])) AS term(word) "
-                "WHERE e.text_tsv @@ plainto_tsquery('simple'::regconfig, term.word))"
+            k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
+            idf = (
+                "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
+                " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
             )
-            query = (
-                "(SELECT to_tsquery('simple'::regconfig, string_agg('(' || q::text || ')', ' | ')) "
-                "FROM unnest(CAST(:terms AS text[])) AS term(word), "
-                "LATERAL plainto_tsquery('simple'::regconfig, term.word) AS q "
-                "WHERE numnode(q) > 0)"
-            )
-            lexical_legs = " UNION ALL ".join(
-                leg(f"-{matched}", pool, f" AND e.text_tsv @@ {query}", "4") for pool in pools
-            )
+            average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
             ctes += [
-                f"lexical AS ({lexical_legs})",
-                "lexical_top AS (SELECT thread_id, id FROM lexical "
-                "ORDER BY key, sequence, id LIMIT :limit)",
+                "frequencies AS (SELECT m.ord, count(*) AS df FROM eligible, "
+                "unnest(eligible.matched) AS m(ord) GROUP BY m.ord)",
+                f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
+                "lexical_top AS (SELECT el.thread_id, el.id FROM eligible el CROSS JOIN stats s "
+                "WHERE cardinality(el.matched) > 0 ORDER BY "
+                "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
+                f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
+                f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
+                "el.sequence, el.id LIMIT :limit)",
             ]
             chosen += " UNION SELECT thread_id, id FROM lexical_top"
+            frequencies = (
+                "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
+                "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
+            )
         # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
         # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
         # ``id``, so every candidate cost a scan of the whole thread.
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding FROM ({chosen}) AS c "
-            f"JOIN {self.entries} e ON e.tenant_id = :tenant AND e.resource_id = :resource "
-            "AND e.thread_id = c.thread_id AND e.id = c.id"
+            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
+            f"FROM ({chosen}) AS c JOIN {self.entries} e ON e.tenant_id = :tenant "
+            "AND e.resource_id = :resource AND e.thread_id = c.thread_id AND e.id = c.id "
+            "CROSS JOIN stats s"
         )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -429,6 +459,8 @@ class EntrySql:
         """New text and its vector at once: revision + 1, indexed, ``written_at = now``."""
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
+            "text_tsv = array_to_tsvector(CAST(:lexical_terms AS text[])), "
+            "term_count = :term_count, "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
             "next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL, written_at = :now "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
@@ -463,12 +495,14 @@ _BIND = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
 def search_statement(
     sql: EntrySql, scope: MemoryIdentity, request: SearchRequest
-) -> tuple[str, dict[str, Any]]:
-    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`) and its bound values."""
+) -> tuple[str, dict[str, Any], list[str]]:
+    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
+    query terms in the order the statement numbers them."""
     flt = request.filter
     shared = request.shared
     use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
-    terms = sorted(request.terms)
+    # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
+    terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
     statement = sql.search(
         require_consent=flt.require_consent,
         occurred_after=flt.occurred_after is not None,
@@ -486,13 +520,26 @@ def search_statement(
         params["parent"] = shared.thread_id
         params["shared_ids"] = list(dict.fromkeys(shared.ids))
     if terms:
-        params["terms"] = terms
-    return statement, params
+        # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
+        queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+        params["term_queries"] = queries
+        params["any_term"] = " | ".join(queries)
+    return statement, params, terms
 
 
-def candidates_from_rows(rows: Iterable[Mapping[Any, Any]]) -> list[Candidate]:
-    """Candidates (record and stored vector) from rows of :meth:`EntrySql.search`."""
-    return [Candidate(record_from_row(row), row["embedding"]) for row in rows]
+def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
+    """Candidates (record and stored vector) and corpus statistics from rows of
+    :meth:`EntrySql.search`."""
+    if not rows:
+        return SearchResult([], CorpusStats())
+    first = rows[0]
+    ords, counts = first["df_ords"] or [], first["df_counts"] or []
+    stats = CorpusStats(
+        int(first["documents"]),
+        int(first["total_length"]),
+        {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
+    )
+    return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
 
 
 def neighbors_statement(
@@ -559,31 +606,23 @@ class EntryRepository(_Repository):
     async def insert_many(
         self, records: Sequence[MemoryRecord], *, lease: EntryLease | None = None
     ) -> None:
-        """Insert new rows with one ``COPY`` (leased when ``lease``), inside the transaction.
-
-        One statement for the batch: the server parses nothing per row and statement-level
-        triggers (the pending NOTIFY) fire once. The caller has excluded existing ids under the
-        thread's advisory lock, so there is no conflict to handle.
-        """
+        """Insert new rows in one batched statement (insertmanyvalues), with their terms, leased
+        to ``lease.worker_id`` where ``lease`` covers them."""
         if not records:
             return
-        rows = [entry_values(record) for record in records]
-        for row in rows:
-            leased = lease is not None and lease.covers(row["id"])
-            row["claimed_by"] = lease.worker_id if lease is not None and leased else None
-            row["claimed_until"] = lease.until if lease is not None and leased else None
-        for row in rows:  # the connection's jsonb codec (SQLAlchemy's) takes JSON text
-            row["metadata"] = json.dumps(row["metadata"])
-        columns = list(rows[0])
-        connection = await self.session.connection()
-        driver: Any = (await connection.get_raw_connection()).driver_connection
-        names = self.tables.names
-        await driver.copy_records_to_table(
-            names.entries,
-            schema_name=names.schema,
-            columns=columns,
-            records=[tuple(row[c] for c in columns) for row in rows],
-        )
+        stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
+        rows = []
+        for record in records:
+            leased = lease is not None and lease.covers(record.id)
+            rows.append(
+                {
+                    **entry_values(record),
+                    **lexical_values(record.text),
+                    "claimed_by": lease.worker_id if lease is not None and leased else None,
+                    "claimed_until": lease.until if lease is not None and leased else None,
+                }
+            )
+        await self.session.execute(stmt, rows)
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
@@ -632,6 +671,7 @@ class EntryRepository(_Repository):
             "text": new_text,
             "embedding": vector,
             "now": now,
+            **lexical_values(new_text),
         }
         result = await self.session.execute(text(self.sql.replace_text), params)
         row = result.mappings().one_or_none()
@@ -666,11 +706,11 @@ class EntryRepository(_Repository):
         rows = (await self.session.execute(text(self.sql.dependents), params)).all()
         return [(row[0], tuple(row[1] or ())) for row in rows]
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Candidate selection for recall (see :meth:`EntrySql.search`)."""
-        statement, params = search_statement(self.sql, scope, request)
-        rows = (await self.session.execute(text(statement), params)).mappings()
-        return candidates_from_rows(rows)
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`)."""
+        statement, params, terms = search_statement(self.sql, scope, request)
+        rows = (await self.session.execute(text(statement), params)).mappings().all()
+        return search_result(rows, terms)
 
     async def neighbors(
         self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter

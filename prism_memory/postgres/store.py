@@ -28,8 +28,8 @@ from ..errors import (
     NotFoundError,
     StorageError,
 )
+from ..lexical import CorpusStats
 from ..models import (
-    Candidate,
     IndexStatus,
     MemoryConsent,
     MemoryIdentity,
@@ -47,6 +47,7 @@ from ..stores.base import (
     NewEntry,
     RecallFilter,
     SearchRequest,
+    SearchResult,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -55,6 +56,7 @@ from ..stores.base import (
 )
 from ._engine import create_engine, install_vector_codec, sets_plans
 from ._errors import sqlstate_of, wrap_db_errors
+from .rag_store import PostgresRagOperations
 from .repositories import (
     EntryRepository,
     EntrySql,
@@ -62,9 +64,9 @@ from .repositories import (
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
-    candidates_from_rows,
     neighbors_statement,
     record_from_row,
+    search_result,
     search_statement,
     to_positional,
 )
@@ -182,10 +184,13 @@ def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return dict(loaded)
 
 
-class PostgresVectorStore(_Adapter, VectorStore):
-    """:class:`~prism_memory.stores.base.VectorStore` on PostgreSQL + pgvector.
+class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
+    """:class:`~prism_memory.stores.base.VectorStore` and
+    :class:`~prism_memory.stores.rag_base.RagStore` on PostgreSQL + pgvector.
 
     Open it with :func:`create_postgres_vector_store` or :func:`create_postgres_memory_stores`.
+    The RAG operations (``upsert``, ``query``, ``lexical_query``, ``transaction()``, ...) work on
+    ``<table>_rag_chunks`` and are documented in :mod:`prism_memory.postgres.rag_store`.
     """
 
     def __init__(
@@ -389,22 +394,22 @@ class PostgresVectorStore(_Adapter, VectorStore):
 
     # ---- reads -----------------------------------------------------------------------------
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Exact per-thread candidate selection (see :meth:`EntrySql.search`)."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Exact per-thread candidate selection and statistics (see :meth:`EntrySql.search`)."""
         check_limit(request.limit)
         if self._direct_reads:
             width = self._width if self._width is not None else await self._read_width()
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
             if request.limit == 0:
-                return []
+                return SearchResult([], CorpusStats())
             sql = EntrySql.for_tables(self._tables)
-            statement, params = search_statement(sql, scope, replace(request, vector=query))
-            return candidates_from_rows(await self._fetch("search", statement, params))
+            statement, params, terms = search_statement(sql, scope, replace(request, vector=query))
+            return search_result(await self._fetch("search", statement, params), terms)
         async with self._unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
             if request.limit == 0:
-                return []
+                return SearchResult([], CorpusStats())
             return await EntryRepository(session, self._tables).search(
                 scope, replace(request, vector=query)
             )

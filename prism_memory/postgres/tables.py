@@ -12,8 +12,9 @@ Tables, for a base name ``t``:
 * ``t`` -- semantic-memory entries, their vectors and the indexing ledger;
 * ``t_invalidation`` -- lineage tombstones (query-time indexed ``NOT EXISTS``);
 * ``t_share_grant`` -- parent -> child thread share grants;
-* ``t_rag_source_acl`` -- RAG source grants to principals and groups;
+* ``t_rag_source_acl`` -- RAG source grants to principals and groups, per RAG scope;
 * ``t_rag_scope_generations`` -- the current generation of each RAG scope;
+* ``t_rag_chunks`` -- RAG document chunks by scope, generation and source, with their vectors;
 * ``t_working`` -- versioned working-memory documents.
 
 Each table set also carries typed ORM classes mapped onto these same ``Table`` objects
@@ -34,7 +35,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Computed,
     DateTime,
     Double,
     Index,
@@ -117,15 +117,19 @@ class Names:
     share_grant: str
     rag_source_acl: str
     rag_scope_generations: str
+    rag_chunks: str
     working: str
     version_table: str
     ix_scope: str
     ix_pending: str
+    ix_pending_tenant: str
     ix_lineage: str
     ix_tsv: str
     ix_hnsw: str
     ix_invalidation_cause: str
     ix_acl_principal: str
+    ix_rag_chunks_tsv: str
+    ix_rag_chunks_hnsw: str
 
     def all_identifiers(self) -> tuple[str, ...]:
         """Every derived name, constraint names included (each must fit in 63 characters)."""
@@ -146,6 +150,7 @@ class Names:
             self.share_grant,
             self.rag_source_acl,
             self.rag_scope_generations,
+            self.rag_chunks,
             self.working,
         )
 
@@ -167,15 +172,19 @@ def names_for(schema: str, table: str) -> Names:
         share_grant=f"{table}_share_grant",
         rag_source_acl=f"{table}_rag_source_acl",
         rag_scope_generations=f"{table}_rag_scope_generations",
+        rag_chunks=f"{table}_rag_chunks",
         working=f"{table}_working",
         version_table=f"{table}_alembic_version",
         ix_scope=f"{table}_scope_seq_idx",
         ix_pending=f"{table}_pending_idx",
+        ix_pending_tenant=f"{table}_pending_tenant_idx",
         ix_lineage=f"{table}_lineage_gin",
         ix_tsv=f"{table}_text_tsv_gin",
         ix_hnsw=f"{table}_embedding_hnsw",
         ix_invalidation_cause=f"{table}_invalidation_cause_idx",
         ix_acl_principal=f"{table}_rag_source_acl_principal_idx",
+        ix_rag_chunks_tsv=f"{table}_rag_chunks_tsv_gin",
+        ix_rag_chunks_hnsw=f"{table}_rag_chunks_hnsw",
     )
     too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
     if too_long:
@@ -211,7 +220,7 @@ class PrismTables:
     """The metadata, the tables and the ORM classes of one ``(schema, table, dimension)``.
 
     ``orm`` holds one mapped class per table (``orm.Entry``, ``orm.Tombstone``, ``orm.ShareGrant``,
-    ``orm.RagSourceAcl``, ``orm.RagScopeGeneration``, ``orm.WorkingMemory``), each mapping the
+    ``orm.RagSourceAcl``, ``orm.RagScopeGeneration``, ``orm.RagChunk``, ``orm.WorkingMemory``), each mapping the
     ``Table`` beside it here (``tables.orm.ShareGrant.__table__ is tables.share_grant``).
     """
 
@@ -223,6 +232,7 @@ class PrismTables:
     share_grant: Table
     rag_source_acl: Table
     rag_scope_generations: Table
+    rag_chunks: Table
     working: Table
     orm: PrismModels
 
@@ -275,12 +285,11 @@ def build_metadata(
         Column("claimed_by", Text, nullable=True),
         _timestamp("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
-        Column(
-            "text_tsv",
-            TSVECTOR,
-            Computed("to_tsvector('simple'::regconfig, text)", persisted=True),
-            nullable=True,
-        ),
+        # The lexical leg's terms: ``array_to_tsvector`` of prism_memory.lexical.tokenize(text)
+        # (distinct terms, no positions) and the number of terms, written by the library with the
+        # text, so both backends share one tokenizer (revision prism_memory_0004).
+        Column("text_tsv", TSVECTOR, nullable=True),
+        Column("term_count", Integer, nullable=False),
         PrimaryKeyConstraint(
             "tenant_id", "resource_id", "thread_id", "id", name=f"{names.entries}_pkey"
         ),
@@ -299,6 +308,15 @@ def build_metadata(
     )
     Index(
         names.ix_pending,
+        entries.c.sequence,
+        entries.c.id,
+        postgresql_where=text("status = 'pending'::text"),
+    )
+    # The service worker's turns: which tenants have pending rows, and one tenant's oldest rows
+    # (revision prism_memory_0007).
+    Index(
+        names.ix_pending_tenant,
+        entries.c.tenant_id,
         entries.c.sequence,
         entries.c.id,
         postgresql_where=text("status = 'pending'::text"),
@@ -363,6 +381,7 @@ def build_metadata(
         names.rag_source_acl,
         metadata,
         Column("tenant_id", Text, nullable=False),
+        Column("scope", Text, nullable=False),
         Column("source_id", Text, nullable=False),
         Column("principal_kind", Text, nullable=False),
         Column("principal_id", Text, nullable=False),
@@ -370,6 +389,7 @@ def build_metadata(
         _timestamp("created_at"),
         PrimaryKeyConstraint(
             "tenant_id",
+            "scope",
             "source_id",
             "principal_kind",
             "principal_id",
@@ -383,6 +403,7 @@ def build_metadata(
     Index(
         names.ix_acl_principal,
         rag_source_acl.c.tenant_id,
+        rag_source_acl.c.scope,
         rag_source_acl.c.principal_kind,
         rag_source_acl.c.principal_id,
         rag_source_acl.c.source_id,
@@ -397,6 +418,43 @@ def build_metadata(
         _timestamp("updated_at"),
         PrimaryKeyConstraint("tenant_id", "scope", name=f"{names.rag_scope_generations}_pkey"),
     )
+
+    # Revision prism_memory_0006: chunks live in a table of their own (not in the entries table),
+    # so the RAG corpus gets its own HNSW graph and memory's per-thread scans never wade through it.
+    rag_chunks = Table(
+        names.rag_chunks,
+        metadata,
+        Column("tenant_id", Text, nullable=False),
+        Column("scope", Text, nullable=False),
+        Column("generation", BigInteger, nullable=False),
+        Column("source_id", Text, nullable=False),
+        Column("chunk_index", Integer, nullable=False),
+        Column("text", Text, nullable=False),
+        Column("metadata", JSONB, nullable=False),
+        Column("digest", Text, nullable=False),
+        Column("embedding", BinaryVector(dimension), nullable=False),
+        # Written from prism_memory.lexical.tokenize (stems with their positions), not computed by
+        # a text-search configuration: every backend counts the same terms.
+        Column("text_tsv", TSVECTOR, nullable=False),
+        Column("term_count", Integer, nullable=False),
+        _timestamp("created_at"),
+        PrimaryKeyConstraint(
+            "tenant_id",
+            "scope",
+            "generation",
+            "source_id",
+            "chunk_index",
+            name=f"{names.rag_chunks}_pkey",
+        ),
+    )
+    Index(names.ix_rag_chunks_tsv, rag_chunks.c.text_tsv, postgresql_using="gin")
+    if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
+        Index(
+            names.ix_rag_chunks_hnsw,
+            rag_chunks.c.embedding,
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        )
 
     working = Table(
         names.working,
@@ -421,6 +479,7 @@ def build_metadata(
         share_grant=share_grant,
         rag_source_acl=rag_source_acl,
         rag_scope_generations=rag_scope_generations,
+        rag_chunks=rag_chunks,
         working=working,
         orm=map_models(
             metadata,
@@ -429,6 +488,7 @@ def build_metadata(
             share_grant=share_grant,
             rag_source_acl=rag_source_acl,
             rag_scope_generations=rag_scope_generations,
+            rag_chunks=rag_chunks,
             working=working,
         ),
     )

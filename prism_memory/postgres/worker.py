@@ -22,12 +22,12 @@ import json
 import logging
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import text
 
 from ..embedding import Embedder
 from ..indexing import IndexingPolicy, IndexingQueue
@@ -120,6 +120,7 @@ class IndexingWorker:
         status_file: str | Path | None = None,
     ) -> None:
         base = policy or IndexingPolicy()
+        self._lease_seconds = base.lease_seconds
         self.store = store
         self.counts = WorkerCounts()
         self._status_file = Path(status_file) if status_file is not None else None
@@ -130,15 +131,7 @@ class IndexingWorker:
             scope=None,
             batch_size=batch_size,
             clock=_utcnow,
-            policy=IndexingPolicy(
-                lease_seconds=base.lease_seconds,
-                max_attempts=base.max_attempts,
-                retry_base_seconds=base.retry_base_seconds,
-                retry_max_seconds=base.retry_max_seconds,
-                busy_poll_seconds=base.busy_poll_seconds,
-                idle_poll_seconds=poll_seconds,
-                drain_seconds=base.drain_seconds,
-            ),
+            policy=replace(base, idle_poll_seconds=poll_seconds),
             name=name,
         )
         names = store.tables.names
@@ -151,22 +144,27 @@ class IndexingWorker:
         return self._queue.worker_id
 
     async def due_tenants(self) -> list[str]:
-        """Tenants that have rows due for embedding now, in order (at most 1,000 per round)."""
-        entries = self.store.tables.entries
-        now = _utcnow()
-        stmt = (
-            select(entries.c.tenant_id)
-            .where(
-                entries.c.status == "pending",
-                (entries.c.next_attempt_at.is_(None)) | (entries.c.next_attempt_at <= now),
-                (entries.c.claimed_until.is_(None)) | (entries.c.claimed_until <= now),
-            )
-            .distinct()
-            .order_by(entries.c.tenant_id)
-            .limit(_TENANTS_PER_ROUND)
+        """Tenants with pending rows, in order (at most 1,000 per round).
+
+        A loose index scan over ``<table>_pending_tenant_idx``: one index probe per tenant, however
+        long any tenant's backlog is. A tenant whose rows are all leased or waiting for a retry is
+        listed too; its claim simply comes back empty.
+        """
+        names = self.store.tables.names
+        entries = f'"{names.schema}"."{names.entries}"'
+        sql = (
+            "WITH RECURSIVE turn(tenant_id) AS ("  # noqa: S608 - validated identifiers only
+            f"(SELECT tenant_id FROM {entries} WHERE status = 'pending' "
+            "ORDER BY tenant_id LIMIT 1) "
+            "UNION ALL "
+            f"SELECT (SELECT e.tenant_id FROM {entries} e WHERE e.status = 'pending' "
+            "AND e.tenant_id > turn.tenant_id ORDER BY e.tenant_id LIMIT 1) "
+            "FROM turn WHERE turn.tenant_id IS NOT NULL) "
+            "SELECT tenant_id FROM turn WHERE tenant_id IS NOT NULL LIMIT :limit"
         )
         async with self.store._unit("listing tenants with pending rows") as session:
-            return list((await session.scalars(stmt)).all())
+            rows = await session.execute(text(sql), {"limit": _TENANTS_PER_ROUND})
+            return [str(tenant) for tenant in rows.scalars()]
 
     async def claim_for_tenant(self, tenant_id: str, *, limit: int) -> list[ClaimedEntry]:
         """Lease up to ``limit`` of ``tenant_id``'s due rows for this worker."""
@@ -177,7 +175,7 @@ class IndexingWorker:
                 tenant_id=tenant_id,
                 limit=limit,
                 worker_id=self.worker_id,
-                lease_seconds=self._queue._policy.lease_seconds,
+                lease_seconds=self._lease_seconds,
                 now=now,
             )
 

@@ -7,7 +7,10 @@ The :class:`~prism_memory.Memory` facade talks to storage only through :class:`V
 Division of labour
 ------------------
 * Stores **select and persist**. They never rank: :meth:`VectorStore.search` returns candidates with
-  their stored vectors and :mod:`prism_memory.ranking` orders them, identically for every backend.
+  their stored vectors, plus the corpus statistics of the recall scope, and
+  :mod:`prism_memory.ranking` orders them, identically for every backend.
+* Stores tokenize only with :func:`prism_memory.lexical.tokenize`, so a term, a document length and a
+  document frequency mean the same on every backend.
 * Stores **enforce the exclusion rules** of :class:`RecallFilter` inside the query (so SQL backends
   never ship excluded rows), using the rule :func:`prism_memory.stores.rules.is_recallable` states
   in Python.
@@ -28,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ValidationError
+from ..lexical import CorpusStats
 from ..models import (
     Candidate,
     IndexStatus,
@@ -49,6 +53,7 @@ __all__ = [
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
+    "SearchResult",
     "SharedSource",
     "Tombstone",
     "VectorStore",
@@ -115,10 +120,20 @@ class SharedSource:
 class SearchRequest:
     """One recall's candidate selection.
 
-    The store returns the union of (a) the ``limit`` recallable records nearest to ``vector`` by
-    cosine distance and (b) up to ``limit`` recallable records whose text contains at least one of
-    ``terms`` as a word, from the scope's thread plus, when ``shared`` is set, the named entries of
-    the parent thread (same tenant and resource). Order of the result does not matter.
+    The *corpus* is every recallable record of the scope's thread plus, when ``shared`` is set, the
+    named entries of the parent thread (same tenant and resource) that are recallable. The store
+    returns a :class:`SearchResult`: the union of two legs over the corpus and its statistics.
+
+    * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
+      at distance 1), ties by sequence then id.
+    * **Lexical leg**: up to ``limit`` records containing at least one of ``terms`` (terms of
+      :func:`prism_memory.lexical.tokenize`), best first by :func:`prism_memory.lexical.leg_score`
+      — BM25 with every term frequency taken as 1, since stores index term *sets* — then sequence,
+      then id.
+    * **Statistics**: :class:`~prism_memory.lexical.CorpusStats` of the corpus — how many records,
+      their total term count, and for each of ``terms`` how many records contain it.
+
+    Order of the candidates does not matter; :mod:`prism_memory.ranking` orders them.
     """
 
     vector: Vector
@@ -126,6 +141,14 @@ class SearchRequest:
     limit: int
     filter: RecallFilter
     shared: SharedSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What :meth:`VectorStore.search` returns: candidates of both legs and the corpus statistics."""
+
+    candidates: list[Candidate]
+    stats: CorpusStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,8 +320,8 @@ class VectorStore(abc.ABC):
     # ---- reads -----------------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
-        """Candidate selection for recall; see :class:`SearchRequest`."""
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall, with the corpus statistics; see :class:`SearchRequest`."""
 
     @abc.abstractmethod
     async def neighbors(

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
+from ..lexical import CorpusStats, leg_score, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -37,7 +38,6 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..ranking import query_terms
 from .base import (
     ClaimedEntry,
     EntryLease,
@@ -46,6 +46,7 @@ from .base import (
     NewEntry,
     RecallFilter,
     SearchRequest,
+    SearchResult,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -113,6 +114,7 @@ class _SearchIndex:
         "alive",
         "dead",
         "explicit_consent",
+        "lengths",
         "occurred_us",
         "positions",
         "postings",
@@ -133,10 +135,13 @@ class _SearchIndex:
         like the stored vectors, which halves the matrix product (the re-rank is in float64)."""
         self.occurred_us: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.sequence: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.lengths: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """How many terms each slot's text has (its BM25 length)."""
         self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.postings: dict[str, list[int]] = {}
-        """Word term -> slots whose text contains it (dead slots included, masked by ``alive``)."""
+        """Term -> ascending slots whose text contains it (dead slots included, masked by the
+        eligible positions a search intersects them with)."""
         self.size = 0
         self.dead = 0
 
@@ -146,7 +151,7 @@ class _SearchIndex:
         if self.unit.shape[1] == width:
             unit[: self.size] = self.unit[: self.size]
         self.unit = unit
-        for name in ("occurred_us", "sequence", "explicit_consent", "alive"):
+        for name in ("occurred_us", "sequence", "lengths", "explicit_consent", "alive"):
             old = getattr(self, name)
             grown = np.zeros(capacity, dtype=old.dtype)
             grown[: self.size] = old[: self.size]
@@ -162,12 +167,14 @@ class _SearchIndex:
         self.unit[at] = row / norm if norm > 0.0 else row
         self.occurred_us[at] = _micros(record.occurred_at)
         self.sequence[at] = record.sequence
+        terms = tokenize(record.text)
+        self.lengths[at] = len(terms)
         self.explicit_consent[at] = record.consent is not None
         self.alive[at] = True
         self.records.append(record)
         self.vectors.append(vector)
         self.positions[record.id] = at
-        for term in query_terms(record.text):
+        for term in dict.fromkeys(terms):
             self.postings.setdefault(term, []).append(at)
         self.size += 1
 
@@ -186,15 +193,6 @@ class _SearchIndex:
         if recall_filter.occurred_after is not None:
             mask &= self.occurred_us[: self.size] >= _micros(recall_filter.occurred_after)
         return mask
-
-    def term_counts(self, terms: Iterable[str]) -> npt.NDArray[np.int64]:
-        """How many of ``terms`` each slot's text contains as a word."""
-        counts = np.zeros(self.size, dtype=np.int64)
-        for term in terms:
-            hit = self.postings.get(term)
-            if hit is not None:
-                counts[np.asarray(hit, dtype=np.intp)] += 1
-        return counts
 
     def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
         """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
@@ -443,7 +441,8 @@ class InMemoryVectorStore(VectorStore):
         if changed:
             thread = self._thread_for_write(key)
             for row in changed:
-                thread.tombstones.pop(row.record.id, None)  # an earlier, forgotten entry's
+                if thread.tombstones.pop(row.record.id, None) is not None:
+                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
                 self._set_row(key, thread, row)
         return [_export(staged[entry.id].record) for entry in entries]
 
@@ -540,29 +539,45 @@ class InMemoryVectorStore(VectorStore):
 
     # ---- reads -----------------------------------------------------------------------------
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> list[Candidate]:
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
 
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
-        (most matched terms first, then sequence, then id), deduplicated.
+        by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
+        the statistics of every eligible record of the pools.
         """
         check_limit(request.limit)
         query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
         if request.limit == 0:
-            return []
+            return SearchResult([], CorpusStats())
         pools = self._pools(scope, request)
         if not pools:
-            return []
+            return SearchResult([], CorpusStats())
         norm = float(np.linalg.norm(query.astype(np.float64)))
         unit_query = (query.astype(np.float64) / (norm if norm > 0.0 else 1.0)).astype(np.float32)
-        terms = frozenset(term.lower() for term in request.terms)
+        terms = sorted(request.terms)
 
-        if len(pools) == 1:
-            return self._search_one(pools[0], unit_query, terms, request.limit)
+        documents = total_length = 0
+        frequency: dict[str, int] = {}
+        matched: list[dict[int, list[str]]] = []
         nearest: list[tuple[float, int, str, int, int]] = []
-        lexical: list[tuple[int, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
+            documents += int(positions.shape[0])
+            total_length += int(index.lengths[positions].sum())
+            found: dict[int, list[str]] = {}
+            for term in terms:  # sorted, so each record's matched list is sorted too
+                hits = index.postings.get(term)
+                if hits is None:
+                    continue
+                present = np.intersect1d(
+                    np.asarray(hits, dtype=np.intp), positions, assume_unique=True
+                )
+                if present.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
+                    for position in present.tolist():
+                        found.setdefault(position, []).append(term)
+            matched.append(found)
             if 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
@@ -571,13 +586,15 @@ class InMemoryVectorStore(VectorStore):
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
-            if terms:
-                counts = index.term_counts(terms)[positions]
-                matched = np.flatnonzero(counts > 0)
-                for at in matched[index.top(-counts[matched], positions[matched], request.limit)]:
-                    position = int(positions[at])
-                    record = index.records[position]
-                    lexical.append((-int(counts[at]), record.sequence, record.id, number, position))
+        stats = CorpusStats(documents, total_length, frequency)
+
+        lexical: list[tuple[float, int, str, int, int]] = []
+        for number, found in enumerate(matched):
+            index = pools[number].index
+            for position, words in found.items():
+                record = index.records[position]
+                score = leg_score(words, int(index.lengths[position]), stats)
+                lexical.append((-score, record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
@@ -589,27 +606,7 @@ class InMemoryVectorStore(VectorStore):
             candidates.append(
                 Candidate(_export(index.records[position]), index.vectors[position].copy())
             )
-        return candidates
-
-    @staticmethod
-    def _search_one(
-        pool: _Pool, unit_query: npt.NDArray[np.float32], terms: frozenset[str], limit: int
-    ) -> list[Candidate]:
-        """:meth:`search` over one pool (no shared parent): each leg is already in order."""
-        index, positions = pool.index, pool.positions
-        if 2 * positions.shape[0] >= index.size:
-            scores = (index.unit[: index.size] @ unit_query)[positions]
-        else:
-            scores = index.unit[positions] @ unit_query
-        chosen = dict.fromkeys(positions[index.top(-scores, positions, limit)].tolist())
-        if terms:
-            counts = index.term_counts(terms)[positions]
-            matched = np.flatnonzero(counts > 0)
-            if matched.shape[0]:
-                picked = matched[index.top(-counts[matched], positions[matched], limit)]
-                chosen.update(dict.fromkeys(positions[picked].tolist()))
-        records, vectors = index.records, index.vectors
-        return [Candidate(_export(records[p]), vectors[p].copy()) for p in chosen]
+        return SearchResult(candidates, stats)
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
         key = _key(scope)

@@ -1,7 +1,8 @@
 """Conformance checks every store adapter must pass, and helpers for testing with prism_memory.
 
 ``await run_memory_conformance(factory)`` runs every check in :data:`CONFORMANCE_CHECKS` against the
-stores ``factory`` returns and raises :class:`ConformanceError` listing the failures. Checks create
+stores ``factory`` returns and raises :class:`ConformanceError` listing the failures;
+``await run_rag_conformance(factory)`` does the same for a RAG store (:data:`RAG_CONFORMANCE_CHECKS`). Checks create
 memories under fresh random tenant ids, so one pair of stores can serve every check.
 """
 
@@ -14,9 +15,17 @@ from ._conformance import (
     run_memory_conformance,
 )
 from ._fixtures import FlakyEmbedder, GatedEmbedder, ManualClock, NonFiniteEmbedder
+from ._rag_conformance import (
+    RAG_CONFORMANCE_CHECKS,
+    RagConformanceKit,
+    RagKitFactory,
+    run_rag_conformance,
+    run_rag_conformance_check,
+)
 
 __all__ = [
     "CONFORMANCE_CHECKS",
+    "RAG_CONFORMANCE_CHECKS",
     "ConformanceError",
     "ConformanceKit",
     "FlakyEmbedder",
@@ -24,6 +33,10 @@ __all__ = [
     "KitFactory",
     "ManualClock",
     "NonFiniteEmbedder",
+    "RagConformanceKit",
+    "RagKitFactory",
     "run_conformance_check",
     "run_memory_conformance",
+    "run_rag_conformance",
+    "run_rag_conformance_check",
 ]

@@ -119,12 +119,6 @@ async def _ids(memory: Memory, query: str, **options: Any) -> list[str]:
     return [hit.id for hit in (await memory.recall(query, **options)).hits]
 
 
-def _cosine(a: Any, b: Any) -> float:
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    return max(0.0, min(1.0, float(x @ y) / float(np.linalg.norm(x) * np.linalg.norm(y))))
-
-
 # ---- working memory --------------------------------------------------------------------------
 
 
@@ -256,7 +250,11 @@ async def remember_ids_are_idempotent_digests(kit: ConformanceKit) -> None:
 
 
 async def recall_orders_by_independent_similarity(kit: ConformanceKit) -> None:
-    """Default order equals 0.8·cosine + 0.2·lexical computed here; ties by sequence; repeatable."""
+    """Default order equals the cosine + BM25 fusion computed here; ties by sequence; repeatable.
+
+    similarity = 0.5·cosine / max|cosine| + 0.5·BM25 / max BM25 over the candidates (here: every
+    entry), BM25 with k1 = 0.9, b = 0.4 and Lucene's idf over the thread's entries.
+    """
     case = _Case(kit)
     memory = case.memory()
     texts = [
@@ -272,10 +270,28 @@ async def recall_orders_by_independent_similarity(kit: ConformanceKit) -> None:
     query = "coffee with milk"
     vectors = np.asarray(await kit.embedder.embed([query, *texts]), dtype=np.float64)
     terms = set(query.split())
+    docs = [text.lower().split() for text in texts]  # plain words: stemming changes no match here
+    average = sum(len(doc) for doc in docs) / len(docs)
+    df = {t: sum(t in doc for doc in docs) for t in terms}
+
+    def bm25(i: int) -> float:
+        total = 0.0
+        for t in terms:
+            tf = docs[i].count(t)
+            if tf:
+                idf = math.log(1 + (len(docs) - df[t] + 0.5) / (df[t] + 0.5))
+                total += idf * tf * 1.9 / (tf + 0.9 * (1 - 0.4 + 0.4 * len(docs[i]) / average))
+        return total
+
+    def cosine(i: int) -> float:
+        x, y = vectors[0], vectors[i + 1]
+        return float(x @ y) / float(np.linalg.norm(x) * np.linalg.norm(y))
+
+    best_cosine = max(abs(cosine(i)) for i in range(len(texts)))
+    best_bm25 = max(bm25(i) for i in range(len(texts)))
 
     def expected_score(i: int) -> float:
-        words = set(texts[i].lower().split())
-        return 0.8 * _cosine(vectors[0], vectors[i + 1]) + 0.2 * len(terms & words) / len(terms)
+        return 0.5 * cosine(i) / best_cosine + 0.5 * bm25(i) / best_bm25
 
     expected = sorted(range(len(texts)), key=lambda i: (-expected_score(i), i))
     expected_ids = [f"e{i}" for i in expected[:5]]
@@ -899,6 +915,11 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     )
 }
 """Every conformance check by name, in a sensible order."""
+
+# the governance checks live in their own module, which imports this one's helpers
+from ._governance import GOVERNANCE_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(GOVERNANCE_CHECKS)
 
 
 async def _kit(factory: KitFactory) -> ConformanceKit:

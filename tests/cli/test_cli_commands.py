@@ -254,3 +254,17 @@ async def test_rebuild_reembeds_a_thread_and_resumes_from_its_state_file(
     monkeypatch.setattr(Memory, "rebuild_index", original)
     assert await asyncio.to_thread(main, args) == 0
     assert not state.exists()
+
+
+def test_the_module_cli_says_what_it_did_and_a_refused_connection_is_one_line(
+    postgres_url, schema, capsys
+):
+    assert migrate.main(["upgrade", "--url", postgres_url, "--schema", schema]) == 0
+    head = migrate.head_revision()
+    assert (
+        capsys.readouterr().out.strip() == f"upgraded {schema}.semantic_memory: (empty) -> {head}"
+    )
+    assert migrate.main(["current", "--url", REFUSED]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: reading the schema revision failed")

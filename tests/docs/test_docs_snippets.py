@@ -1,6 +1,6 @@
 """Every ``python`` and shell block of README.md and docs/ runs, as pasted.
 
-The convention (also in docs/contributing-docs.md): fences whose language is ``python``/``py`` or
+The convention (also in docs/contributing.md): fences whose language is ``python``/``py`` or
 ``bash``/``sh``/``shell`` are executed, each on its own, in a fresh temporary directory, with
 ``PRISM_MEMORY_DATABASE_URL`` naming a fresh database of its own on the test PostgreSQL. A block is
 skipped only when the line right before its fence is ``<!-- not-run: <reason> -->``.

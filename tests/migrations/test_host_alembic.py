@@ -149,6 +149,8 @@ async def test_a_host_project_follows_the_docs_on_the_installed_wheel(
     prism, public, versions = await _state(database)
     assert "semantic_memory" in prism
     assert versions == {head}
+    healthy = bash(f'prism-memory doctor --url "{database}" --width 384')
+    assert "ok: no problems found" in healthy
 
     # step 3: the host's own revision, on its own branch; the host writes its body
     bash(own_revision)

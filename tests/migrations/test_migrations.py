@@ -141,6 +141,7 @@ def test_build_ddl_is_what_the_revisions_emit():
         "semantic_memory_share_grant",
         "semantic_memory_rag_source_acl",
         "semantic_memory_rag_scope_generations",
+        "semantic_memory_rag_chunks",
         "semantic_memory_working",
     ):
         assert f"CREATE TABLE prism_memory.{name} (" in unpinned
@@ -157,11 +158,14 @@ def test_build_ddl_is_what_the_revisions_emit():
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS mem_embedding_hnsw ON host_schema.mem "
         "USING hnsw (embedding vector_cosine_ops)" in pinned
     )
-    # every primary key starts with tenant_id (Alembic's own version table aside)
-    # (six tables, plus revision 0003 re-keying the invalidation table with its reason)
-    assert pinned.count("PRIMARY KEY (tenant_id") == 7
-    assert pinned.count("PRIMARY KEY (") == 7 + pinned.count("PRIMARY KEY (version_num)")
+    assert "CREATE INDEX mem_rag_chunks_hnsw ON host_schema.mem_rag_chunks USING hnsw" in pinned
+    # every primary key starts with tenant_id (Alembic's own version table aside): seven tables,
+    # plus revision 0003 re-keying the invalidation table with its reason, plus the source-ACL key
+    # prism_memory_0006 rebuilds with the RAG scope
+    assert pinned.count("PRIMARY KEY (tenant_id") == 9
+    assert pinned.count("PRIMARY KEY (") == 9 + pinned.count("PRIMARY KEY (version_num)")
     assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
+    assert "PRIMARY KEY (tenant_id, scope, source_id, principal_kind, principal_id)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
     assert search != pinned

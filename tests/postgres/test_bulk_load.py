@@ -57,10 +57,14 @@ async def test_deferred_vector_index_rebuilds_the_revisions_index(make_postgres_
         await store.put_entries(SCOPE, [_entry(i) for i in range(50)], now=NOW)
         await store.store_vectors(SCOPE, [(k, 1, v) for k, v in vectors.items()], now=NOW)
         query = rng.standard_normal(4).astype(np.float32)
-        found = await store.search(
-            SCOPE,
-            SearchRequest(vector=query, terms=frozenset(), limit=5, filter=RecallFilter(now=NOW)),
-        )
+        found = (
+            await store.search(
+                SCOPE,
+                SearchRequest(
+                    vector=query, terms=frozenset(), limit=5, filter=RecallFilter(now=NOW)
+                ),
+            )
+        ).candidates
         # exact while the index is gone: the five nearest by cosine, computed here
         m = np.stack(list(vectors.values())).astype(np.float64)
         cos = (m @ query) / (np.linalg.norm(m, axis=1) * np.linalg.norm(query))

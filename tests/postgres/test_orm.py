@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism_memory.models import MemoryConsent, MemoryIdentity, ShareGrant
 from prism_memory.postgres.orm import (
     EntryRow,
+    RagChunkRow,
     RagScopeGenerationRow,
     RagSourceAclRow,
     ShareGrantRow,
@@ -20,6 +21,7 @@ from prism_memory.postgres.orm import (
 )
 from prism_memory.postgres.repositories import WorkingRepository
 from prism_memory.postgres.tables import build_metadata
+from prism_memory.rag import AccessConstraint, RagScope
 from prism_memory.stores.base import NewEntry, Tombstone
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -31,6 +33,7 @@ BASES = (
     ShareGrantRow,
     RagSourceAclRow,
     RagScopeGenerationRow,
+    RagChunkRow,
     WorkingMemoryRow,
 )
 
@@ -42,6 +45,7 @@ def _core_tables(tables):
         tables.share_grant,
         tables.rag_source_acl,
         tables.rag_scope_generations,
+        tables.rag_chunks,
         tables.working,
     )
 
@@ -54,7 +58,7 @@ def test_orm_classes_map_exactly_the_core_tables(dimension):
     tables = build_metadata("orm_schema", "mem", dimension)
     orm = tables.orm
     assert orm.registry.metadata is tables.metadata
-    assert len(tables.metadata.tables) == 6  # the ORM added no table of its own
+    assert len(tables.metadata.tables) == 7  # the ORM added no table of its own
     for cls, base, table in zip(orm.classes, BASES, _core_tables(tables), strict=True):
         assert issubclass(cls, base)
         assert cls is not base
@@ -210,6 +214,7 @@ async def test_stores_read_what_the_orm_wrote(make_postgres_stores):
                 ),
                 orm.RagSourceAcl(
                     tenant_id="t",
+                    scope=RagScope("t", "r").key,
                     source_id="doc",
                     principal_kind="group",
                     principal_id="staff",
@@ -233,6 +238,11 @@ async def test_stores_read_what_the_orm_wrote(make_postgres_stores):
     async with AsyncSession(stores.engine) as session:
         acl = (await session.scalars(select(orm.RagSourceAcl))).one()
         assert (acl.principal_kind, acl.principal_id, acl.access_version) == ("group", "staff", 1)
+    rag = stores.vector_store
+    staff = AccessConstraint("ada", ("staff",), access_version=1)
+    assert await rag.check_source_access(RagScope("t", "r"), "doc", staff)
+    assert not await rag.check_source_access(RagScope("t", "r", "other"), "doc", staff)
+    async with AsyncSession(stores.engine) as session:
         generation = await session.get(orm.RagScopeGeneration, ("t", "docs"))
         assert generation is not None
         assert generation.generation == 7

@@ -65,7 +65,7 @@ async def test_a_dead_pooled_connection_is_retried_once(postgres_url):
         vectors = {f"e{i}": rng.standard_normal(4).astype(np.float32) for i in range(3)}
         await store.store_vectors(SCOPE, [(k, 1, v) for k, v in vectors.items()], now=NOW)
         query = vectors["e1"]
-        first = await store.search(SCOPE, _request(query))
+        first = (await store.search(SCOPE, _request(query))).candidates
         assert {c.record.id for c in first} == {"e0", "e1", "e2"}
         # the pooled connection's backend dies (a failover, an idle timeout, an admin)
         async with stores.engine.connect() as conn:
@@ -75,7 +75,7 @@ async def test_a_dead_pooled_connection_is_retried_once(postgres_url):
             assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
         finally:
             await killer.close()
-        again = await store.search(SCOPE, _request(query))
+        again = (await store.search(SCOPE, _request(query))).candidates
         assert [c.record.id for c in again] == [c.record.id for c in first]
         assert again[0].record.metadata == first[0].record.metadata
     finally:
@@ -108,16 +108,17 @@ async def test_refetch_is_planned_on_the_primary_key(make_postgres_stores):
                 f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
                 "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
                 "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
-                "legal_hold, status, revision, attempts, embedding) "
+                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
                 "SELECT 'tenant-a', 'user-1', 'thread-' || (g % 5), 'e' || g, 'text ' || g, 'user', "
                 "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
-                "'indexed', 1, 0, CAST(:v AS vector) FROM generate_series(1, 20000) AS g"
+                "'indexed', 1, 0, CAST(:v AS vector), 2, "
+                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 20000) AS g"
             ),
             {"v": rng.standard_normal(8).astype(np.float32)},
         )
         await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
     scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-3")
-    sql, params = search_statement(
+    sql, params, _ = search_statement(
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
     )
     async with stores.engine.connect() as conn:

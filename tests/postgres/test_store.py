@@ -203,9 +203,11 @@ async def test_search_equals_exact_scan_with_every_exclusion(make_postgres_store
                 expected = sorted(
                     pool, key=lambda i: (-float(vectors[i] @ query), records[i].sequence, i)
                 )
-                found = await store.search(
-                    SCOPE, SearchRequest(vector=query, terms=frozenset(), limit=10, filter=flt)
-                )
+                found = (
+                    await store.search(
+                        SCOPE, SearchRequest(vector=query, terms=frozenset(), limit=10, filter=flt)
+                    )
+                ).candidates
                 assert found
                 assert all(
                     c.record.thread_id == SCOPE.thread_id and c.record.tenant_id == SCOPE.tenant_id
@@ -234,21 +236,25 @@ async def test_lexical_leg_and_shared_parent_entries(make_postgres_stores):
     query = np.array([0, 1, 0, 0], np.float32)
     flt = RecallFilter(now=NOW)
 
-    found = await store.search(
-        SCOPE, SearchRequest(vector=query, terms=frozenset({"cat", "dog"}), limit=1, filter=flt)
-    )
-    # nearest 1 (all tie: lowest sequence) + best lexical 1 (most matched terms)
+    found = (
+        await store.search(
+            SCOPE, SearchRequest(vector=query, terms=frozenset({"cat", "dog"}), limit=1, filter=flt)
+        )
+    ).candidates
+    # nearest 1 (all tie: lowest sequence) + best lexical 1 (both terms: the highest BM25)
     assert {c.record.id for c in found} == {"cat", "both"}
-    found = await store.search(
-        SCOPE,
-        SearchRequest(
-            vector=query,
-            terms=frozenset({"fact", "it's"}),
-            limit=5,
-            filter=flt,
-            shared=SharedSource(thread_id="parent", ids=("p1",)),
-        ),
-    )
+    found = (
+        await store.search(
+            SCOPE,
+            SearchRequest(
+                vector=query,
+                terms=frozenset({"fact", "it's", "back\\slash"}),  # odd terms match nothing
+                limit=5,
+                filter=flt,
+                shared=SharedSource(thread_id="parent", ids=("p1",)),
+            ),
+        )
+    ).candidates
     assert {(c.record.thread_id, c.record.id) for c in found} == {
         ("thread-1", "cat"),
         ("thread-1", "dog"),
@@ -289,7 +295,7 @@ async def test_no_query_path_crosses_tenant_or_thread(make_postgres_stores):
         await store.add_tombstones(scope, [Tombstone("ghost", "ghost", "forgotten", NOW)])
     flt = RecallFilter(now=NOW)
     request = SearchRequest(vector=vector, terms=frozenset({"secret"}), limit=10, filter=flt)
-    assert await store.search(mine, request) == []
+    assert (await store.search(mine, request)).candidates == []
     # a share "from" another tenant's thread id does not cross tenants
     cross = SearchRequest(
         vector=vector,
@@ -299,8 +305,10 @@ async def test_no_query_path_crosses_tenant_or_thread(make_postgres_stores):
         shared=SharedSource(thread_id="thread-2", ids=("shared-id",)),
     )
     other_tenant = scopes[0].model_copy(update={"thread_id": "thread-9"})
-    assert await store.search(mine.model_copy(update={"tenant_id": "tenant-c"}), cross) == []
-    assert len(await store.search(other_tenant, cross)) == 0
+    assert (
+        await store.search(mine.model_copy(update={"tenant_id": "tenant-c"}), cross)
+    ).candidates == []
+    assert len((await store.search(other_tenant, cross)).candidates) == 0
     assert await store.get_entries(mine, ["shared-id"]) == []
     assert await store.known_ids(mine, ["shared-id", "ghost"]) == set()
     assert await store.list_by_thread(mine, after=None, limit=10) == []
@@ -378,11 +386,13 @@ async def test_dimension_drift_fails_closed_and_changes_nothing(make_postgres_st
         assert typmod.scalar_one() == "vector(4)"
         hnsw = await conn.execute(
             text(
-                "SELECT count(*) FROM pg_indexes WHERE schemaname = :s AND indexdef LIKE '%hnsw%'"
+                "SELECT tablename FROM pg_indexes WHERE schemaname = :s AND indexdef LIKE '%hnsw%' "
+                "ORDER BY tablename"
             ),
             {"s": schema},
         )
-        assert hnsw.scalar_one() == 1
+        # one graph for the memory entries, one for the RAG chunks
+        assert list(hnsw.scalars()) == ["semantic_memory", "semantic_memory_rag_chunks"]
 
 
 async def test_unpinned_table_refuses_a_requested_pin(make_postgres_stores):
@@ -671,10 +681,11 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
                 f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
                 "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
                 "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
-                "legal_hold, status, revision, attempts, embedding) "
+                "legal_hold, status, revision, attempts, embedding, text_tsv, term_count) "
                 "SELECT 'tenant-a', 'user-1', 'thread-' || (g % 200), 'e' || g, 'text ' || g, 'user', "
                 "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
-                "'indexed', 1, 0, CAST(:v AS vector) FROM generate_series(1, 20000) AS g"
+                "'indexed', 1, 0, CAST(:v AS vector), array_to_tsvector(ARRAY['text', g::text]), 2 "
+                "FROM generate_series(1, 20000) AS g"
             ),
             {"v": unit(rng, 8)},
         )
@@ -693,7 +704,8 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
                 "thread": "thread-7",
                 "query": unit(rng, 8),
                 "limit": 10,
-                "terms": ["text"],
+                "term_queries": ["'text'"],
+                "any_term": "'text'",
             },
         )
         lines = "\n".join(row[0] for row in plan)

@@ -47,10 +47,12 @@ def _fresh_search(store: InMemoryVectorStore) -> None:
     thread.index = None
 
 
-async def _both(store: InMemoryVectorStore, request: SearchRequest) -> tuple[list, list]:
-    incremental = [(c.record.id, c.record.revision) for c in await store.search(SCOPE, request)]
+async def _both(store: InMemoryVectorStore, request: SearchRequest) -> tuple[object, object]:
+    found = await store.search(SCOPE, request)
+    incremental = ([(c.record.id, c.record.revision) for c in found.candidates], found.stats)
     _fresh_search(store)
-    rebuilt = [(c.record.id, c.record.revision) for c in await store.search(SCOPE, request)]
+    again = await store.search(SCOPE, request)
+    rebuilt = ([(c.record.id, c.record.revision) for c in again.candidates], again.stats)
     return incremental, rebuilt
 
 
@@ -112,14 +114,14 @@ async def test_a_write_updates_the_index_in_place():
         limit=100,
         filter=RecallFilter(now=NOW),
     )
-    assert len(await store.search(SCOPE, request)) == 20
+    assert len((await store.search(SCOPE, request)).candidates) == 20
     thread = store._threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
     built = thread.index
     assert built is not None
     await store.put_entries(SCOPE, [_entry(20, "text 20")], now=NOW)
     await _index_pending(store, rng)
     await store.delete_entries(SCOPE, ["e3"])
-    found = {c.record.id for c in await store.search(SCOPE, request)}
+    found = {c.record.id for c in (await store.search(SCOPE, request)).candidates}
     assert thread.index is built  # the same arrays, appended to, not rebuilt
     assert "e20" in found
     assert "e3" not in found

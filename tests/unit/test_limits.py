@@ -22,6 +22,11 @@ HAND_CEILINGS = {
     "lineage_edges": 256,
     "lineage_source_ids": 32,
     "delete_batch": 64,
+    "remember_batch": 1024,
+    "payload_bytes": 1024 * 1024,
+    "working_memory_bytes": 1024 * 1024,
+    "retention_batch": 1024,
+    "share_ids": 256,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -80,7 +81,7 @@ def request(vector, *, limit=10, terms=(), shared=None, **filter_kw):
 
 
 async def search_ids(store, sc, req):
-    return {c.record.id for c in await store.search(sc, req)}
+    return {c.record.id for c in (await store.search(sc, req)).candidates}
 
 
 # ---- put_entries -----------------------------------------------------------------------------
@@ -190,7 +191,7 @@ async def test_nothing_crosses_scopes(other):
     assert await store.list_oldest(other, limit=10) == []
     assert await store.dependents(other, ["a"], limit=10) == []
     assert await store.index_status(other, ["a"]) == {}
-    assert await store.search(other, request(unit(0), terms={"hello"})) == []
+    assert (await store.search(other, request(unit(0), terms={"hello"}))).candidates == []
     assert await store.neighbors(other, [(0, 100)], RecallFilter(now=T0)) == []
     assert await store.set_legal_hold(other, ["a"], True) == 0
     assert await store.requeue_failed(other) == 0
@@ -276,8 +277,8 @@ async def _random_store(rng, n_threads=3, n_rows=60, dim=8):
     return store, threads, truth, tombstones
 
 
-def _brute(records, truth, tombstones, req, thread_id, allowed=None):
-    """Expected vector-leg and lexical-leg ids by brute force over ``is_recallable``."""
+def _pool(records, tombstones, req, thread_id, allowed=None):
+    """The recallable ``(thread_id, record)`` pairs of one thread, by brute force."""
     pool = []
     for rec in records:
         if allowed is not None and rec.id not in allowed:
@@ -286,18 +287,35 @@ def _brute(records, truth, tombstones, req, thread_id, allowed=None):
         stones = [t for t in tombstones[thread_id] if t.entry_id in sources]
         own = [t for t in tombstones[thread_id] if t.entry_id == rec.id]
         if is_recallable(rec, req.filter, stones, own):
-            pool.append(rec)
+            pool.append((thread_id, rec))
+    return pool
+
+
+def _brute(pool, truth, req):
+    """Expected dense-leg and lexical-leg keys and the corpus statistics, by brute force.
+
+    The lexical key is BM25 (k1 = 0.9, b = 0.4) with every matched term counted once, written out
+    here independently of the store; texts are space-separated words, so a length is a word count.
+    """
+    documents = len(pool)
+    total = sum(len(rec.text.split()) for _, rec in pool)
+    df = {t: sum(t in query_terms(rec.text) for _, rec in pool) for t in req.terms}
+    df = {t: n for t, n in df.items() if n}
     q = req.vector.astype(np.float64)
-    scored = []
-    lexical = []
-    for rec in pool:
+    scored, lexical = [], []
+    for thread_id, rec in pool:
         v = truth[(thread_id, rec.id)].astype(np.float64)
         cos = float(q @ v / (np.linalg.norm(q) * np.linalg.norm(v)))
         scored.append((-cos, rec.sequence, rec.id, thread_id))
-        matched = len(query_terms(rec.text) & req.terms)
+        matched = sorted(query_terms(rec.text) & req.terms)
         if matched:
-            lexical.append((-matched, rec.sequence, rec.id, thread_id))
-    return sorted(scored), sorted(lexical)
+            idf_sum = 0.0
+            for t in matched:
+                idf_sum += math.log(1.0 + (documents - df[t] + 0.5) / (df[t] + 0.5))
+            length = len(rec.text.split())
+            key = idf_sum * 1.9 / (1.0 + 0.9 * (1.0 - 0.4 + 0.4 * length / (total / documents)))
+            lexical.append((-key, rec.sequence, rec.id, thread_id))
+    return sorted(scored), sorted(lexical), (documents, total, df)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -312,11 +330,16 @@ async def test_search_matches_brute_force(seed):
             kw["require_consent"] = True
         if trial % 4 >= 2:
             kw["occurred_after"] = T0 + timedelta(hours=int(rng.integers(0, 100)))
-        terms = set(rng.choice(WORDS, size=int(rng.integers(0, 3)), replace=False))
+        words = rng.choice(WORDS, size=int(rng.integers(0, 3)), replace=False)
+        terms = query_terms(" ".join(words))
         req = request(rng.normal(size=8), limit=int(rng.integers(1, 12)), terms=terms, **kw)
-        scored, lexical = _brute(records, truth, tombstones, req, sc.thread_id)
+        pool = _pool(records, tombstones, req, sc.thread_id)
+        scored, lexical, stats = _brute(pool, truth, req)
         expected = {k[2] for k in scored[: req.limit]} | {k[2] for k in lexical[: req.limit]}
-        got = await store.search(sc, req)
+        result = await store.search(sc, req)
+        got = result.candidates
+        assert (result.stats.documents, result.stats.total_length) == stats[:2]
+        assert dict(result.stats.document_frequency) == stats[2]
         assert len(got) == len({c.record.id for c in got})
         assert {c.record.id for c in got} == expected
         for c in got:
@@ -339,14 +362,18 @@ async def test_search_with_shared_source_matches_brute_force():
             kw["require_consent"] = True
         if trial % 4 >= 2:
             kw["occurred_after"] = T0 + timedelta(hours=int(rng.integers(0, 100)))
-        terms = set(rng.choice(WORDS, size=2, replace=False))
+        terms = query_terms(" ".join(rng.choice(WORDS, size=2, replace=False)))
         limit = int(rng.integers(1, 15))
         req = request(rng.normal(size=8), limit=limit, terms=terms, shared=shared, **kw)
-        s1, l1 = _brute(own, truth, tombstones, req, child.thread_id)
-        s2, l2 = _brute(theirs, truth, tombstones, req, parent.thread_id, allowed=set(named))
-        expected = {(k[3], k[2]) for k in sorted(s1 + s2)[: req.limit]}
-        expected |= {(k[3], k[2]) for k in sorted(l1 + l2)[: req.limit]}
-        got = await store.search(child, req)
+        pool = _pool(own, tombstones, req, child.thread_id)
+        pool += _pool(theirs, tombstones, req, parent.thread_id, allowed=set(named))
+        scored, lexical, stats = _brute(pool, truth, req)  # one corpus: both threads' entries
+        expected = {(k[3], k[2]) for k in scored[: req.limit]}
+        expected |= {(k[3], k[2]) for k in lexical[: req.limit]}
+        result = await store.search(child, req)
+        got = result.candidates
+        assert (result.stats.documents, result.stats.total_length) == stats[:2]
+        assert dict(result.stats.document_frequency) == stats[2]
         assert {(c.record.thread_id, c.record.id) for c in got} == expected
         assert len(got) == len(expected)
         for c in got:
@@ -360,7 +387,7 @@ async def test_shared_source_is_bound_to_tenant_and_resource():
     await store.put_entries(parent_elsewhere, [entry("p", "secret")], now=T0)
     await index_all(store, vectors={"p": unit(0)})
     req = request(unit(0), terms={"secret"}, shared=SharedSource("parent", ("p",)))
-    assert await store.search(scope(thread="child"), req) == []
+    assert (await store.search(scope(thread="child"), req)).candidates == []
 
 
 async def test_shared_entries_use_parent_tombstones_and_rules():
@@ -409,7 +436,7 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
             entry("near", "nothing here"),
             entry("one", "the Pineapple grows"),
             entry("two", "pineapple and mango"),
-            entry("part", "pineapples are plural"),
+            entry("part", "pineapplejuice is another word"),
         ],
         now=T0,
     )
@@ -417,9 +444,12 @@ async def test_lexical_leg_adds_word_matches_beyond_the_vector_leg():
         store,
         vectors={"near": vec(1, 0), "one": vec(0, 1), "two": vec(0, 1), "part": vec(0, 1)},
     )
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms={"pineapple", "mango"}))
-    assert got == {"near", "two"}  # "two" matches two terms; "pineapples" is not the word
-    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=2, terms={"pineapple"}))
+    terms = query_terms("pineapple mango")
+    got = await search_ids(store, SCOPE, request(vec(1, 0), limit=1, terms=terms))
+    assert got == {"near", "two"}  # "two" matches two terms; "pineapplejuice" is not the word
+    got = await search_ids(
+        store, SCOPE, request(vec(1, 0), limit=2, terms=query_terms("Pineapples"))
+    )
     assert got == {"near", "one", "two"}
 
 
@@ -515,7 +545,7 @@ async def test_search_validates_query_vector():
         await store.search(SCOPE, request([float("nan"), 0.0]))
     with pytest.raises(DimensionMismatchError):
         await store.search(SCOPE, request([1.0, 0.0, 0.0]))
-    assert await store.search(SCOPE, request([1.0, 0.0], limit=0)) == []
+    assert (await store.search(SCOPE, request([1.0, 0.0], limit=0))).candidates == []
 
 
 async def test_returned_vectors_cannot_change_the_store():
@@ -524,9 +554,9 @@ async def test_returned_vectors_cannot_change_the_store():
     await store.put_entries(SCOPE, [entry("a")], now=T0)
     await index_all(store, vectors={"a": v})
     v[0] = 99.0  # the caller's array was copied on the way in
-    (c,) = await store.search(SCOPE, request(vec(1, 0)))
+    (c,) = (await store.search(SCOPE, request(vec(1, 0)))).candidates
     c.vector[0] = 42.0
-    (again,) = await store.search(SCOPE, request(vec(1, 0)))
+    (again,) = (await store.search(SCOPE, request(vec(1, 0)))).candidates
     np.testing.assert_array_equal(again.vector, vec(1, 0))
 
 
@@ -624,7 +654,7 @@ async def test_set_consent_and_replace_text():
         later,
     )
     assert (rec.sequence, rec.metadata, rec.consent) == (4, {"m": 1}, MemoryConsent(source="agent"))
-    (c,) = await store.search(SCOPE, request(vec(0, 1), terms={"new"}))
+    (c,) = (await store.search(SCOPE, request(vec(0, 1), terms={"new"}))).candidates
     np.testing.assert_array_equal(c.vector, vec(0, 1))
     assert await search_ids(store, SCOPE, request(vec(0, 1), terms={"old"})) == {"a"}
     with pytest.raises(NotFoundError):
@@ -771,7 +801,9 @@ async def test_store_vectors_reindexes_matching_revisions():
         SCOPE, [("a", 1, vec(0, 1)), ("b", 2, vec(0, 1)), ("zz", 1, vec(0, 1))], now=T0
     )
     assert n == 1
-    got = {c.record.id: c.vector for c in await store.search(SCOPE, request(vec(0, 1)))}
+    got = {
+        c.record.id: c.vector for c in (await store.search(SCOPE, request(vec(0, 1)))).candidates
+    }
     np.testing.assert_array_equal(got["a"], vec(0, 1))
     np.testing.assert_array_equal(got["b"], vec(1, 0))
     assert await store.store_vectors(scope(thread="other"), [("a", 1, vec(0, 1))], now=T0) == 0
@@ -806,7 +838,9 @@ async def test_a_bad_vector_in_a_batch_changes_nothing(bad):
     assert await store.complete_indexing(good, worker_id="w", now=T0) == 3
     with pytest.raises(InvalidVectorError):
         await store.store_vectors(SCOPE, [("a", 1, vec(0, 1)), ("b", 1, bad)], now=T0)
-    got = {c.record.id: c.vector for c in await store.search(SCOPE, request(vec(1, 0)))}
+    got = {
+        c.record.id: c.vector for c in (await store.search(SCOPE, request(vec(1, 0)))).candidates
+    }
     np.testing.assert_array_equal(got["a"], vec(1, 0))
 
 

@@ -16,7 +16,6 @@ from prism_memory.ranking import (
     chronological,
     cosine,
     explain,
-    lexical_score,
     query_terms,
     recency_score,
     rerank,
@@ -72,23 +71,10 @@ def ranked(candidates, *, query=(1.0, 0.0), text="", top_k=32, scoring=None, sha
 # ---- primitives ----------------------------------------------------------------------------------
 
 
-def test_query_terms_are_lowercased_distinct_words():
-    assert query_terms("Alpha, beta! ALPHA gamma_1") == frozenset({"alpha", "beta", "gamma_1"})
-
-
-@pytest.mark.parametrize(
-    ("terms", "text", "expected"),
-    [
-        ({"alpha", "beta"}, "Alpha and gamma", 0.5),
-        ({"alpha", "beta"}, "beta... ALPHA!", 1.0),
-        ({"alpha", "beta", "gamma", "delta"}, "delta", 0.25),
-        ({"alpha"}, "alphabet soup", 0.0),  # whole words only
-        ({"alpha"}, "", 0.0),
-        (set(), "alpha", 0.0),
-    ],
-)
-def test_lexical_score_is_the_share_of_query_terms_present(terms, text, expected):
-    assert lexical_score(frozenset(terms), text) == expected
+def test_query_terms_are_casefolded_stemmed_distinct_words():
+    assert query_terms("Alpha, beta! ALPHA gamma_1 Painting painted") == frozenset(
+        {"alpha", "beta", "gamma_1", "paint"}
+    )
 
 
 def test_cosine_of_known_vectors():
@@ -98,9 +84,10 @@ def test_cosine_of_known_vectors():
     assert cosine(q, np.array([1.0, 1.0], dtype=np.float32)) == pytest.approx(1 / math.sqrt(2))
 
 
-def test_cosine_of_opposite_or_zero_vectors_is_zero():
+def test_cosine_is_not_clamped_and_zero_vectors_are_unrelated():
     q = np.array([1.0, 0.0], dtype=np.float32)
-    assert cosine(q, np.array([-1.0, 0.0], dtype=np.float32)) == 0.0
+    assert cosine(q, np.array([-1.0, 0.0], dtype=np.float32)) == -1.0
+    assert cosine(q, np.array([-1.0, 1.0], dtype=np.float32)) == pytest.approx(-1 / math.sqrt(2))
     assert cosine(q, np.array([0.0, 0.0], dtype=np.float32)) == 0.0
 
 
@@ -180,23 +167,29 @@ def test_composite_score_matches_the_hand_computed_formula():
     b = cand(record("b", "beta alpha", age_ms=3000, importance=1.0), 0.0, 1.0)
     c = cand(record("c", "nothing here", age_ms=-5000, importance=0.0), 1.0, 1.0)
     hits = ranked([b, c, a], text="alpha beta", scoring=scoring)
-    # a: sim = 0.8*1 + 0.2*0.5 = 0.9;  score = 0.5*0.9 + 0.3*0.5 + 0.2*0.4 = 0.68
-    # b: sim = 0.8*0 + 0.2*1 = 0.2;    score = 0.5*0.2 + 0.3*0.125 + 0.2*1.0 = 0.3375
-    # c: sim = 0.8/sqrt(2);            score = 0.5*sim + 0.3*1.0 (future) + 0 = 0.582842...
-    c_sim = 0.8 / math.sqrt(2)
-    assert [h.id for h in hits] == ["a", "c", "b"]
+    # corpus = the three candidates: N = 3, every length 2 = avgdl, so each tf=1 term adds its idf
+    idf_alpha = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    idf_beta = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    best = idf_alpha + idf_beta  # b's BM25, the best candidate's
+    sim_a = 0.5 * 1.0 + 0.5 * idf_alpha / best  # cosine 1 (the best cosine, so scale 1)
+    sim_b = 0.5 * 0.0 + 0.5 * 1.0
+    sim_c = 0.5 / math.sqrt(2) + 0.0
+    assert [h.id for h in hits] == ["a", "b", "c"]
     by_id = {h.id: h for h in hits}
     assert by_id["a"].semantic == pytest.approx(1.0)
-    assert by_id["a"].lexical == pytest.approx(0.5)
-    assert by_id["a"].similarity == pytest.approx(0.9)
+    assert by_id["a"].bm25 == pytest.approx(idf_alpha)
+    assert by_id["b"].bm25 == pytest.approx(best)
+    assert by_id["a"].lexical == pytest.approx(idf_alpha / best)
+    assert by_id["a"].similarity == pytest.approx(sim_a)
     assert by_id["a"].recency == pytest.approx(0.5)
     assert by_id["a"].importance == pytest.approx(0.4)
-    assert by_id["a"].score == pytest.approx(0.68)
+    assert by_id["a"].score == pytest.approx(0.5 * sim_a + 0.3 * 0.5 + 0.2 * 0.4)
     assert by_id["b"].recency == pytest.approx(0.125)
-    assert by_id["b"].score == pytest.approx(0.3375)
+    assert by_id["b"].score == pytest.approx(0.5 * sim_b + 0.3 * 0.125 + 0.2 * 1.0)
     assert by_id["c"].recency == 1.0
-    assert by_id["c"].similarity == pytest.approx(c_sim)
-    assert by_id["c"].score == pytest.approx(0.5 * c_sim + 0.3)
+    assert by_id["c"].lexical == 0.0
+    assert by_id["c"].similarity == pytest.approx(sim_c)
+    assert by_id["c"].score == pytest.approx(0.5 * sim_c + 0.3)
 
 
 def test_default_scoring_is_similarity_only():
@@ -204,7 +197,7 @@ def test_default_scoring_is_similarity_only():
     new_important = cand(record("new", "x", age_ms=0, importance=1.0), 0.0, 1.0)
     hits = ranked([new_important, old_unimportant], text="alpha")
     assert [h.id for h in hits] == ["old", "new"]
-    assert hits[0].score == pytest.approx(0.8)  # 0.8 * cosine 1 + 0.2 * lexical 0
+    assert hits[0].score == pytest.approx(0.5)  # 0.5 * cosine 1 / best 1 + 0.5 * lexical 0
     assert hits[1].score == pytest.approx(0.0)
 
 
@@ -220,16 +213,16 @@ def test_overshooting_weights_leave_similarity_nothing():
     assert [h.id for h in hits] == ["unrelated", "similar"]
 
 
-@pytest.mark.parametrize(("lexical_weight", "expected"), [(0.0, 0.6), (1.0, 1.0), (0.5, 0.8)])
-def test_lexical_weight_blends_cosine_and_lexical(lexical_weight, expected):
-    # cosine([1,0],[0.6,0.8]) = 0.6; lexical = 1.0
-    hit = ranked(
-        [cand(record("a", "alpha"), 0.6, 0.8)],
-        text="alpha",
-        scoring=RecallScoring(lexical_weight=lexical_weight),
-    )[0]
+@pytest.mark.parametrize(("lexical_weight", "expected"), [(0.0, 0.75), (1.0, 0.0), (0.5, 0.375)])
+def test_lexical_weight_blends_the_scaled_signals(lexical_weight, expected):
+    # "a": cosine 0.6, no query term; "b": cosine 0.8 (the best cosine), the only lexical match
+    a = cand(record("a", "gamma"), 0.6, 0.8)
+    b = cand(record("b", "alpha"), 0.8, 0.6)
+    hits = ranked([a, b], text="alpha", scoring=RecallScoring(lexical_weight=lexical_weight))
+    hit = {h.id: h for h in hits}["a"]
     assert hit.semantic == pytest.approx(0.6)
-    assert hit.similarity == pytest.approx(expected)
+    assert hit.lexical == 0.0
+    assert hit.similarity == pytest.approx(expected)  # (1 - λ) * 0.6 / 0.8
     assert hit.score == pytest.approx(expected)
 
 
@@ -414,18 +407,13 @@ def test_rerank_is_invariant_to_candidate_order(specs, scoring, query, query_tex
     query=st.tuples(coordinate, coordinate, coordinate),
     query_text=st.lists(st.sampled_from(VOCAB), max_size=3).map(" ".join),
 )
-def test_every_score_component_lies_in_the_unit_interval(specs, scoring, query, query_text):
+def test_every_score_component_lies_in_its_interval(specs, scoring, query, query_text):
     hits = ranked(build(specs), query=query, text=query_text, scoring=scoring)
     for hit in hits:
-        for value in (
-            hit.score,
-            hit.similarity,
-            hit.semantic,
-            hit.lexical,
-            hit.recency,
-            hit.importance,
-        ):
+        for value in (hit.lexical, hit.recency, hit.importance):
             assert 0.0 <= value <= 1.0, hit
+        for value in (hit.score, hit.similarity, hit.semantic):  # cosine is never clamped
+            assert -1.0 <= value <= 1.0, hit
     order = [(-h.score, h.record.sequence, h.id) for h in hits]
     assert order == sorted(order)
 
