@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
-from ..lexical import CorpusStats, leg_score, tokenize
+from ..lexical import BM25_B, BM25_K1, CorpusStats, idf, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -559,14 +559,14 @@ class InMemoryVectorStore(VectorStore):
 
         documents = total_length = 0
         frequency: dict[str, int] = {}
-        matched: list[dict[int, list[str]]] = []
+        matched: list[list[tuple[str, _Positions]]] = []
         nearest: list[tuple[float, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
             total_length += int(index.lengths[positions].sum())
-            found: dict[int, list[str]] = {}
-            for term in terms:  # sorted, so each record's matched list is sorted too
+            found: list[tuple[str, _Positions]] = []
+            for term in terms:  # sorted: each slot's idf sum below adds in this order
                 hits = index.postings.get(term)
                 if hits is None:
                     continue
@@ -575,8 +575,7 @@ class InMemoryVectorStore(VectorStore):
                 )
                 if present.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(present.shape[0])
-                    for position in present.tolist():
-                        found.setdefault(position, []).append(term)
+                    found.append((term, present))
             matched.append(found)
             if 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
@@ -588,13 +587,31 @@ class InMemoryVectorStore(VectorStore):
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
         stats = CorpusStats(documents, total_length, frequency)
 
+        # leg_score for every matched slot at once, operation by operation as lexical.leg_score
+        # (and the SQL) computes it, so the float64 results are the same bits
         lexical: list[tuple[float, int, str, int, int]] = []
+        average = stats.average_length
         for number, found in enumerate(matched):
+            if not found:
+                continue
             index = pools[number].index
-            for position, words in found.items():
+            totals = np.zeros(index.size, dtype=np.float64)
+            for term, present in found:
+                totals[present] += idf(stats.frequency(term), stats.documents)
+            slots = np.unique(np.concatenate([present for _, present in found]))
+            if average <= 0.0:
+                leg = np.zeros(slots.shape[0], dtype=np.float64)
+            else:
+                lengths = index.lengths[slots].astype(np.float64)
+                leg = (
+                    totals[slots]
+                    * (BM25_K1 + 1.0)
+                    / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / average))
+                )
+            for at in index.top(-leg, slots, request.limit):
+                position = int(slots[at])
                 record = index.records[position]
-                score = leg_score(words, int(index.lengths[position]), stats)
-                lexical.append((-score, record.sequence, record.id, number, position))
+                lexical.append((-float(leg[at]), record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
