@@ -237,11 +237,12 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> None:
         lib_named = sql_builder.search(
             require_consent=False, occurred_after=False, shared=False, lexical=True
         )
-        lib_names = ["query", "tenant", "resource", "thread", "limit", "terms"]
+        lib_names = ["query", "tenant", "resource", "thread", "limit", "term_queries", "any_term"]
         lib_sql = named_to_positional(lib_named, lib_names)
 
         def lib_args(t: int, text: str, vec: np.ndarray) -> list[object]:
-            return [vec, TENANT, RESOURCE, thread_id(t), LIMIT, sorted(query_terms(text))]
+            queries = [f"'{term}'" for term in sorted(query_terms(text))]  # as the store binds them
+            return [vec, TENANT, RESOURCE, thread_id(t), LIMIT, queries, " | ".join(queries)]
 
         async def c_mem(t: int, text: str, vec: np.ndarray) -> object:
             return await memory_of("mem", t).recall(text, top_k=TOP_K)
@@ -287,8 +288,8 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> None:
             text, vec = query_text(j), query_vectors[j]
             rows = await c_raw(t, text, vec)
             assert len(rows) == min(LIMIT, sizes[t]), "exact raw query under-returned"
-            # the library clamps negative cosines to 0 (ties then break by sequence), so compare
-            # the related part only: entries with a positive cosine, nearest first
+            # compare the related part (entries with a positive cosine, nearest first): pgvector's
+            # float32 distances may order far, near-orthogonal entries differently from float64
             want = [r["id"] for r in rows if r["d"] < 1.0][:TOP_K]
             hits = {
                 key: [h.record.id for h in (await by_key[key].run(t, text, vec)).hits]

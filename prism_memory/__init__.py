@@ -4,13 +4,21 @@ Start with :func:`create_memory`; see the README for a tour.
 """
 
 from .context import ContextBlock, ContextProvider, approximate_tokens
-from .embedding import Embedder, HashEmbedder, assert_finite_vector, embed_batched
+from .embedding import (
+    Embedder,
+    HashEmbedder,
+    assert_finite_vector,
+    check_embedder,
+    embed_batched,
+)
 from .errors import (
     AccessDeniedError,
     CapExceededError,
     ConfigurationError,
     ConflictError,
     DimensionMismatchError,
+    EmbedderError,
+    EmbeddingModelMismatchError,
     IndexingError,
     InvalidVectorError,
     LineageCapError,
@@ -55,6 +63,8 @@ __all__ = [
     "ContextProvider",
     "DimensionMismatchError",
     "Embedder",
+    "EmbedderError",
+    "EmbeddingModelMismatchError",
     "ExportPage",
     "HashEmbedder",
     "InMemoryVectorStore",
@@ -91,6 +101,7 @@ __all__ = [
     "WorkingStore",
     "approximate_tokens",
     "assert_finite_vector",
+    "check_embedder",
     "create_memory",
     "embed_batched",
     "entry_digest",

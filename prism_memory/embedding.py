@@ -6,26 +6,50 @@ is deterministic feature hashing for tests and demos: it captures shared words, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import CapExceededError, DimensionMismatchError, InvalidVectorError, ValidationError
+from .errors import (
+    CapExceededError,
+    ConfigurationError,
+    DimensionMismatchError,
+    InvalidVectorError,
+    ValidationError,
+)
 from .limits import CEILINGS
 from .models import Vector
 
-__all__ = ["Embedder", "HashEmbedder", "assert_finite_vector", "embed_batched"]
+__all__ = [
+    "Embedder",
+    "HashEmbedder",
+    "assert_finite_vector",
+    "check_embedder",
+    "embed_batched",
+    "embedder_model",
+]
+
+_MAX_MODEL = 256
 
 
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into vectors of a fixed width.
 
-    ``embed`` receives at most the configured batch size of texts (never more than 128) and returns
-    one vector per text, in order, as a 2-D array or a sequence of sequences of floats.
+    ``embed`` must be a coroutine function (``async def``). It receives at most the configured batch
+    size of texts (never more than 128) and returns one vector per text, in order, as a 2-D array or
+    a sequence of sequences of floats. :func:`check_embedder` (run by ``create_memory``) rejects a
+    sync ``embed`` and a missing or invalid ``dimensions`` up front.
+
+    An embedder may also expose ``model``: a short string naming the model (and its version) that
+    made the vectors. When set, it is stored with every vector, and recall refuses to compare a
+    query against vectors another model made (see docs/embedders.md). It is optional and so not part
+    of this protocol's required surface.
     """
 
     @property
@@ -36,6 +60,65 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Any:
         """Embed ``texts``; the result is checked by :func:`assert_finite_vector`."""
         ...
+
+
+def _is_async_callable(func: object) -> bool:
+    while isinstance(func, functools.partial):
+        func = func.func
+    if inspect.iscoroutinefunction(func):
+        return True
+    if inspect.isroutine(func):
+        return False
+    # an object with ``async def __call__``
+    return inspect.iscoroutinefunction(type(func).__call__)
+
+
+def embedder_model(embedder: object) -> str | None:
+    """The embedder's optional ``model`` identifier, validated; ``None`` when it has none.
+
+    Raises :class:`ConfigurationError` if ``model`` is set but is not a non-empty string of at most
+    256 printable characters.
+    """
+    model = getattr(embedder, "model", None)
+    if model is None:
+        return None
+    if (
+        not isinstance(model, str)
+        or not model.strip()
+        or len(model) > _MAX_MODEL
+        or not model.isprintable()
+    ):
+        raise ConfigurationError(
+            f"embedder.model must be None or a non-empty printable string of at most "
+            f"{_MAX_MODEL} characters; got {model!r}"
+        )
+    return model
+
+
+def check_embedder(embedder: object) -> tuple[int, str | None]:
+    """Check that ``embedder`` implements :class:`Embedder`; return ``(dimensions, model)``.
+
+    A missing or non-positive ``dimensions``, a missing or non-callable ``embed``, or an ``embed``
+    that is not a coroutine function raise :class:`ConfigurationError` -- at set-up, rather than
+    as a retry loop in the background indexing queue.
+    """
+    try:
+        width = embedder.dimensions  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        raise ConfigurationError("embedder has no 'dimensions' (the Embedder protocol)") from exc
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ConfigurationError(f"embedder.dimensions must be a positive integer; got {width!r}")
+    embed = getattr(embedder, "embed", None)
+    if embed is None:
+        raise ConfigurationError("embedder has no 'embed' method (the Embedder protocol)")
+    if not callable(embed):
+        raise ConfigurationError("embedder.embed must be callable")
+    if not _is_async_callable(embed):
+        raise ConfigurationError(
+            "embedder.embed must be a coroutine function ('async def embed(self, texts)'); "
+            "wrap a synchronous model with asyncio.to_thread inside an async method"
+        )
+    return width, embedder_model(embedder)
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)

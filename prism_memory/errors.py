@@ -13,6 +13,8 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "DimensionMismatchError",
+    "EmbedderError",
+    "EmbeddingModelMismatchError",
     "IndexingError",
     "InvalidVectorError",
     "LineageCapError",
@@ -73,6 +75,25 @@ class AccessDeniedError(PrismMemoryError, PermissionError):
 
 class ConfigurationError(PrismMemoryError):
     """The library was wired up inconsistently (bad option, bad identifier, missing extension)."""
+
+
+class EmbeddingModelMismatchError(ConfigurationError):
+    """Stored vectors were made by another embedding model than the one this memory uses.
+
+    Comparing vectors of two models is meaningless, so recall refuses instead of silently mixing
+    vector spaces; ``rebuild_index`` re-embeds the thread with the current model.
+    """
+
+
+class EmbedderError(PrismMemoryError):
+    """An embedder could not produce vectors: the model service failed, timed out or refused.
+
+    ``transient`` tells whether retrying later may help (rate limits, 5xx, timeouts, network).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class StorageError(PrismMemoryError):

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .embedding import Embedder, embed_batched
-from .errors import IndexingError, InvalidVectorError, PrismMemoryError
+from .embedding import Embedder, embed_batched, embedder_model
+from .errors import EmbedderError, IndexingError, InvalidVectorError, PrismMemoryError
 from .models import IndexingReport, IndexStatus, MemoryIdentity, Vector
 from .stores.base import ClaimedEntry, EntryLease, VectorStore
 
@@ -94,6 +94,7 @@ class IndexingQueue:
     ) -> None:
         self._store = store
         self._embedder = embedder
+        self._model = embedder_model(embedder)
         self._scope = scope
         self._batch_size = batch_size
         self._clock = clock
@@ -254,7 +255,7 @@ class IndexingQueue:
             indexed = 0
             if done:
                 indexed = await self._store.complete_indexing(
-                    done, worker_id=self.worker_id, now=self._clock()
+                    done, worker_id=self.worker_id, now=self._clock(), model=self._model
                 )
                 self.indexed_total += indexed
                 if indexed == len(done) and self._waiters:
@@ -298,7 +299,10 @@ class IndexingQueue:
 
     async def _fail(self, item: ClaimedEntry, exc: BaseException) -> None:
         attempts = item.attempts + 1
-        permanent = isinstance(exc, InvalidVectorError) or attempts >= self._policy.max_attempts
+        refused = isinstance(exc, EmbedderError) and not exc.transient  # e.g. a bad API key
+        permanent = (
+            isinstance(exc, InvalidVectorError) or refused or attempts >= self._policy.max_attempts
+        )
         now = self._clock()
         retry_at = None if permanent else now + self._policy.retry_delay(attempts)
         message = f"{type(exc).__name__}: {exc}"[:1000]

@@ -5,12 +5,13 @@ Pure and storage-free. Every backend tokenizes with :func:`tokenize` — Postgre
 same thing, and a statistic has the same value, on every backend.
 
 Tokenizer
-    Unicode NFKC, case-folded, split into ``\\w+`` runs (letters, digits and ``_`` of any script),
-    each run stemmed by the Snowball English (Porter2) stemmer; runs longer than
-    :data:`MAX_TERM_CHARS` characters are not words and are dropped. Stemming is the standard BM25
-    analyser choice (Lucene's ``EnglishAnalyzer``, Anserini's default): "painting", "painted" and
-    "paints" are one term. Words of other scripts pass through unchanged; no stop-word list — idf
-    already gives words that occur everywhere almost no weight.
+    Unicode NFKC, case-folded, split into ``\\w+`` runs (letters, digits and ``_`` of any script);
+    the words of the Snowball English stop list (:data:`STOP_WORDS`) are dropped, and so are runs
+    longer than :data:`MAX_TERM_CHARS` characters (not words); each remaining run is stemmed by the
+    Snowball English (Porter2) stemmer. This is the standard English BM25 analyser (Lucene's
+    ``EnglishAnalyzer``, Anserini's default): "painting", "painted" and "paints" are one term, and
+    "what", "would" or "her" — rare enough in short chat turns for idf to weigh them, common enough
+    to add up over a long turn — are not terms. Words of other scripts pass through unchanged.
 
 BM25 (Robertson & Zaragoza 2009, Lucene's non-negative idf)::
 
@@ -28,22 +29,30 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import snowballstemmer  # type: ignore[import-untyped]
 
 __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_TERM_CHARS",
+    "STOP_WORDS",
     "CorpusStats",
     "bm25",
     "corpus_stats",
+    "ideal_bm25",
     "idf",
     "leg_score",
+    "leg_scores",
     "query_terms",
     "term_counts",
+    "term_profile",
+    "term_weights",
     "tokenize",
 ]
 
@@ -53,6 +62,146 @@ BM25_B = 0.4
 """Length normalisation strength (Anserini's default): 0 ignores length, 1 divides by it fully."""
 MAX_TERM_CHARS = 64
 """Longer ``\\w+`` runs (hashes, base64, pasted blobs) are not words and are not indexed."""
+
+STOP_WORDS = frozenset(
+    # The Snowball English stop list (snowballstem.org/algorithms/english/stop.txt), the stemmer's
+    # companion; its contractions appear as the \w+ runs they split into ("don't" -> don, t), and
+    # only the fragments that are never words on their own are kept (not "don", "won", "can").
+    [
+        "i",
+        "me",
+        "my",
+        "myself",
+        "we",
+        "our",
+        "ours",
+        "ourselves",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "it",
+        "its",
+        "itself",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "themselves",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "this",
+        "that",
+        "these",
+        "those",
+        "am",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "would",
+        "should",
+        "could",
+        "ought",
+        "a",
+        "an",
+        "the",
+        "and",
+        "but",
+        "if",
+        "or",
+        "because",
+        "as",
+        "until",
+        "while",
+        "of",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "against",
+        "between",
+        "into",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "to",
+        "from",
+        "up",
+        "down",
+        "in",
+        "out",
+        "on",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "then",
+        "once",
+        "here",
+        "there",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "no",
+        "nor",
+        "not",
+        "only",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "cannot",
+        "s",
+        "t",
+        "m",
+        "d",
+        "ll",
+        "re",
+        "ve",
+    ]
+)
+"""Words that are not terms (matched after case folding, before stemming)."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("english")
@@ -67,7 +216,11 @@ def _stem(word: str) -> str:
 def tokenize(text: str) -> list[str]:
     """The terms of ``text`` in order, repeats kept (see the module doc for the rules)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return [_stem(word) for word in _WORD.findall(folded) if len(word) <= MAX_TERM_CHARS]
+    return [
+        _stem(word)
+        for word in _WORD.findall(folded)
+        if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
+    ]
 
 
 def query_terms(text: str) -> frozenset[str]:
@@ -78,6 +231,27 @@ def query_terms(text: str) -> frozenset[str]:
 def term_counts(text: str) -> Counter[str]:
     """``term -> occurrences`` in ``text`` (its length is ``sum(counts.values())``)."""
     return Counter(tokenize(text))
+
+
+_CACHED_TEXT_CHARS = 4096
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_profile(text: str) -> tuple[Mapping[str, int], int]:
+    counts = term_counts(text)
+    return dict(counts), sum(counts.values())
+
+
+def term_profile(text: str) -> tuple[Mapping[str, int], int]:
+    """``(term counts, length)`` of ``text``; read-only, cached for recently seen short texts.
+
+    Recall re-scores the same entries query after query, so their tokenization is memoised (up to
+    8,192 texts of at most 4,096 characters: a few tens of MB at worst).
+    """
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _cached_profile(text)
+    counts = term_counts(text)
+    return counts, sum(counts.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +284,16 @@ def idf(document_frequency: int, documents: int) -> float:
     return math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
 
 
+def term_weights(terms: Iterable[str], stats: CorpusStats) -> list[tuple[str, float]]:
+    """``(term, idf)`` of the distinct ``terms`` the corpus holds, in sorted term order."""
+    weights = []
+    for term in sorted(set(terms)):
+        df = stats.frequency(term)
+        if df > 0:
+            weights.append((term, idf(df, stats.documents)))
+    return weights
+
+
 def bm25(
     terms: Iterable[str],
     counts: Mapping[str, int],
@@ -118,21 +302,21 @@ def bm25(
     *,
     k1: float = BM25_K1,
     b: float = BM25_B,
+    weights: Sequence[tuple[str, float]] | None = None,
 ) -> float:
     """BM25 of a document (``counts``, ``length`` terms) for the distinct query ``terms``.
 
     Terms are summed in sorted order, so the float result does not depend on set iteration order.
-    A term the statistics give no document frequency contributes nothing.
+    A term the statistics give no document frequency contributes nothing. ``weights`` may pass
+    :func:`term_weights` of ``terms`` precomputed (when scoring many documents).
     """
     average = stats.average_length
     norm = k1 * (1.0 - b + (b * length / average if average > 0.0 else b))
     total = 0.0
-    for term in sorted(set(terms)):
+    for term, weight in term_weights(terms, stats) if weights is None else weights:
         tf = counts.get(term, 0)
-        df = stats.frequency(term)
-        if tf <= 0 or df <= 0:
-            continue
-        total += idf(df, stats.documents) * tf * (k1 + 1.0) / (tf + norm)
+        if tf > 0:
+            total += weight * tf * (k1 + 1.0) / (tf + norm)
     return total
 
 
@@ -149,6 +333,39 @@ def corpus_stats(texts: Iterable[str], terms: Iterable[str]) -> CorpusStats:
     return CorpusStats(documents, total, dict(frequency))
 
 
+def ideal_bm25(terms: Iterable[str], stats: CorpusStats) -> float:
+    """BM25 of an average-length document holding each query term (present in the corpus) once.
+
+    With ``tf = 1`` and ``|d| = avgdl`` every term contributes exactly its idf, so this is
+    ``Σ idf(t)`` over the distinct ``terms`` whose document frequency is positive (summed in sorted
+    order). It is what "a good lexical match for this query" scores in this corpus.
+    """
+    total = 0.0
+    for _, weight in term_weights(terms, stats):
+        total += weight
+    return total
+
+
+def leg_scores(
+    idf_sums: npt.NDArray[np.float64], lengths: npt.NDArray[Any], stats: CorpusStats
+) -> npt.NDArray[np.float64]:
+    """The lexical leg's selection score of many documents at once (see :func:`leg_score`).
+
+    ``idf_sums[i]`` is document ``i``'s sum of the idf of its matched terms, added in sorted term
+    order starting from 0.0; ``lengths[i]`` its term count. Element-wise IEEE arithmetic in the
+    same order as :func:`leg_score` (and the PostgreSQL store's SQL), so the values are identical.
+    """
+    average = stats.average_length
+    if average <= 0.0:
+        return np.zeros(len(idf_sums), dtype=np.float64)
+    sums = np.asarray(idf_sums, dtype=np.float64)
+    sizes = np.asarray(lengths, dtype=np.float64)
+    result: npt.NDArray[np.float64] = (sums * (BM25_K1 + 1.0)) / (
+        1.0 + BM25_K1 * ((1.0 - BM25_B) + (BM25_B * sizes) / average)
+    )
+    return result
+
+
 def leg_score(matched: Iterable[str], length: int, stats: CorpusStats) -> float:
     """The lexical leg's selection score: BM25 with each matched term's frequency taken as 1.
 
@@ -158,9 +375,6 @@ def leg_score(matched: Iterable[str], length: int, stats: CorpusStats) -> float:
     PostgreSQL store computes it in SQL, so both backends select the same records.
     """
     total = 0.0
-    for term in sorted(set(matched)):
-        total += idf(stats.frequency(term), stats.documents)
-    average = stats.average_length
-    if average <= 0.0:
-        return 0.0
-    return total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * length / average))
+    for _, weight in term_weights(matched, stats):
+        total += weight
+    return float(leg_scores(np.array([total]), np.array([length]), stats)[0])

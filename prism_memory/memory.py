@@ -6,6 +6,7 @@ adapters by default) to one exact scope: tenant, resource and (for semantic memo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import logging
@@ -20,12 +21,13 @@ import pydantic
 
 from ._cursor import decode_cursor, encode_cursor
 from .context import ContextProvider, TokenCounter, approximate_tokens
-from .embedding import Embedder, embed_batched
+from .embedding import Embedder, check_embedder, embed_batched, embedder_model
 from .errors import (
     AccessDeniedError,
     CapExceededError,
     ConfigurationError,
     DimensionMismatchError,
+    EmbeddingModelMismatchError,
     IndexingError,
     LineageCapError,
     NotFoundError,
@@ -34,7 +36,9 @@ from .errors import (
 from .indexing import IndexingPolicy, IndexingQueue
 from .limits import Limits
 from .models import (
+    Candidate,
     ExportPage,
+    IndexingReport,
     IndexStatus,
     MemoryConsent,
     MemoryEntry,
@@ -105,6 +109,27 @@ def entry_digest(role: str, text: str) -> str:
 
 T = TypeVar("T")
 
+PENDING_WAIT_SECONDS = 5.0
+"""How long ``recall(include_pending=True)`` waits for this memory's own pending writes."""
+PENDING_WAIT_CEILING = 60.0
+"""The longest wait ``include_pending`` may ask for."""
+
+
+def _pending_wait(include_pending: bool | float) -> float:
+    if include_pending is True:
+        return PENDING_WAIT_SECONDS
+    if include_pending is False:
+        return 0.0
+    if not isinstance(include_pending, int | float) or not math.isfinite(include_pending):
+        raise ValidationError("include_pending must be a bool or a number of seconds")
+    if include_pending < 0:
+        raise ValidationError("include_pending must not be negative")
+    if include_pending > PENDING_WAIT_CEILING:
+        raise CapExceededError(
+            f"include_pending={include_pending} s is over the cap {PENDING_WAIT_CEILING} s"
+        )
+    return float(include_pending)
+
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
@@ -169,6 +194,8 @@ class Memory:
         self.resource_id = resource_id
         self.thread_id = thread_id
         self.embedder = embedder
+        self.embedding_model = embedder_model(embedder)
+        """The embedder's ``model`` identifier, recorded with every vector this memory stores."""
         self.vector_store = vector_store
         self.working_store = working_store
         self.limits = limits
@@ -183,6 +210,7 @@ class Memory:
         self._indexing = indexing
         self._clock = clock
         self._queue: IndexingQueue | None = None
+        self._inflight: set[asyncio.Future[IndexingReport]] = set()
         self._closed = False
         self._identity = (
             None
@@ -320,6 +348,9 @@ class Memory:
             and r.created_at == now
             and r.revision == 1
         )
+        if not done.done():
+            self._inflight.add(done)
+            done.add_done_callback(self._inflight.discard)
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -417,14 +448,31 @@ class Memory:
         scoring: RecallScoring | Mapping[str, Any] | None = None,
         explain: bool = False,
         share_from_parent_thread_id: str | None = None,
+        include_pending: bool | float = False,
+        scope: Literal["thread", "resource"] = "thread",
     ) -> RecallResult:
         """Recall the entries most similar to ``query`` (similarity + lexical; see :mod:`prism_memory.ranking`).
 
         The single consent gate: invisible, revoked, non-consented (when required), invalidated,
         expired, held and not-yet-embedded entries never come back. ``message_range`` adds up to that
         many neighbours by sequence on each side of each hit, under the same rules.
+
+        Read-after-write: an entry is recallable only once embedded, so a ``recall`` right after
+        ``remember()`` may miss it; ``RecallResult.pending`` says how many of the thread's entries
+        were still waiting. ``include_pending=True`` first waits (up to 5 s; a number gives the
+        bound in seconds, at most 60) for the entries *this memory* remembered to be indexed or
+        failed; on timeout recall goes ahead and ``pending`` reports what is left.
+
+        ``scope="resource"`` also recalls, from every other thread of this tenant and resource,
+        the entries whose consent scope is ``"user"`` or ``"profile"`` (memory that follows a user
+        across conversations); ``"thread"`` entries never leave their thread. Every exclusion rule
+        applies to them unchanged, and such hits come back with ``shared=True`` (they stay owned,
+        forgotten and exported by their own thread). ``pending`` still counts this thread only.
         """
-        scope = self.identity
+        if scope not in ("thread", "resource"):
+            raise ValidationError("scope must be 'thread' or 'resource'")
+        resource_wide = scope == "resource"
+        identity = self.identity
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must be a non-empty string")
         check_text(query, "query")
@@ -442,22 +490,27 @@ class Memory:
         shared_thread = None
         if share_from_parent_thread_id is not None:
             shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
-            if shared_thread == scope.thread_id:
+            if shared_thread == identity.thread_id:
                 raise ValidationError("a thread cannot share from itself")
+        wait = _pending_wait(include_pending)
+        if wait and self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=wait)
         vector = await self._embed_one(query, "query embedding")
         now = self._clock()
         recall_filter = self._filter(now, require_consent=consent)
-        shared = await self._shared_source(scope, shared_thread, now)
+        shared = await self._shared_source(identity, shared_thread, now)
         found = await self.vector_store.search(
-            scope,
+            identity,
             SearchRequest(
                 vector=vector,
                 terms=terms,
                 limit=k * 4,
                 filter=recall_filter,
                 shared=shared,
+                resource_wide=resource_wide,
             ),
         )
+        self._check_models(found.candidates)
         hits = rerank(
             found.candidates,
             query_vector=vector,
@@ -468,6 +521,11 @@ class Memory:
             scoring=rules,
             shared_thread_id=shared_thread if shared else None,
         )
+        if resource_wide:  # hits owned by another thread are marked, like granted ones
+            hits = [
+                replace(hit, shared=True) if hit.record.thread_id != identity.thread_id else hit
+                for hit in hits
+            ]
         if self._scrub.active:
             hits = [replace(hit, record=self._scrubbed(hit.record)) for hit in hits]
         adjacent: tuple[MemoryRecord, ...] = ()
@@ -475,7 +533,7 @@ class Memory:
         if window and own:
             hit_ids = {record.id for record in own}
             ranges = [(r.sequence - window, r.sequence + window) for r in own]
-            neighbours = await self.vector_store.neighbors(scope, ranges, recall_filter)
+            neighbours = await self.vector_store.neighbors(identity, ranges, recall_filter)
             adjacent = tuple(
                 self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
             )
@@ -483,7 +541,26 @@ class Memory:
             hits=tuple(hits),
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
+            pending=await self.vector_store.count_pending(identity),
         )
+
+    def _check_models(self, candidates: Sequence[Candidate]) -> None:
+        """Refuse to rank vectors another (known) embedding model made."""
+        if self.embedding_model is None:
+            return
+        foreign = sorted(
+            {
+                c.record.embedding_model
+                for c in candidates
+                if c.record.embedding_model not in (None, self.embedding_model)
+            },
+            key=str,
+        )
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"stored vectors were made by {foreign}, this memory embeds with "
+                f"{self.embedding_model!r}; run rebuild_index() to re-embed, or use that model"
+            )
 
     def _filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
         cutoff = None if self._retention is None else now - self._retention
@@ -531,17 +608,27 @@ class Memory:
         top_k: int | None = None,
         max_tokens: int | None = None,
         token_counter: TokenCounter | None = None,
+        include_pending: bool | float = False,
+        scope: Literal["thread", "resource"] = "thread",
     ) -> ContextProvider:
         """A provider of inert system blocks: working memory and/or recalled memories.
 
         Recalled memories are chosen best-first within ``max_tokens`` (default 2000, cap 8000) and
         presented chronologically, so the block stays byte-identical unless the chosen set changes.
+        ``include_pending`` is passed to every :meth:`recall` (read-after-write), and so is
+        ``scope`` (``"resource"``: the user's ``user``/``profile`` entries from their other threads
+        too, in the same single chronological block).
         """
+        if scope not in ("thread", "resource"):
+            raise ValidationError("scope must be 'thread' or 'resource'")
         k = self.limits.resolve("top_k", top_k)
         budget = self.limits.resolve("injected_tokens", max_tokens)
+        _pending_wait(include_pending)  # validated now, not at the first provide()
 
         async def recall(query: str, limit: int) -> RecallResult:
-            return await self.recall(query, top_k=limit)
+            return await self.recall(
+                query, top_k=limit, include_pending=include_pending, scope=scope
+            )
 
         return ContextProvider(
             recall=recall if semantic else None,
@@ -567,7 +654,10 @@ class Memory:
 
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
         """``id -> pending | indexed | failed`` for the ids that exist in this thread."""
-        status = await self.vector_store.index_status(self.identity, list(ids))
+        if isinstance(ids, str):
+            raise ValidationError("ids must be a sequence of ids, not a string")
+        wanted = [check_key(i, "entry id") for i in ids]
+        status = await self.vector_store.index_status(self.identity, wanted)
         return {entry_id: state for entry_id, (state, _) in status.items()}
 
     async def set_consent(
@@ -638,6 +728,7 @@ class Memory:
         change = GovernanceChange(
             tombstones=_tombstones([record.id], dependents, "corrected", now),
             text=(record.id, clean, vector),
+            text_model=self.embedding_model,
         )
         result = await self.vector_store.apply_governance(scope, change, now=now)
         await self._notify(list(dependents))
@@ -986,6 +1077,7 @@ class Memory:
                 scope,
                 [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],
                 now=self._clock(),
+                model=self.embedding_model,
             )
             last = chunk[-1]
             if time.monotonic() > deadline and start + step < len(page):
@@ -1051,11 +1143,7 @@ def create_memory(
     tenant = check_key(tenant_id, "tenant_id")
     resource = check_key(resource_id, "resource_id")
     thread = None if thread_id is None else check_key(thread_id, "thread_id")
-    if not isinstance(embedder, Embedder):
-        raise ConfigurationError("embedder must implement the Embedder protocol")
-    width = embedder.dimensions
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ConfigurationError("embedder.dimensions must be a positive integer")
+    width, _ = check_embedder(embedder)
     store = vector_store if vector_store is not None else InMemoryVectorStore()
     if not isinstance(store, VectorStore):
         raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")

@@ -355,6 +355,8 @@ class MemoryRecord:
     """Bumped whenever the text changes; an embedding is only stored for its own revision."""
     attempts: int = 0
     last_error: str | None = None
+    embedding_model: str | None = None
+    """The ``model`` identifier of the embedder that made the stored vector (``None``: unknown)."""
 
     @property
     def effective_consent(self) -> MemoryConsent:
@@ -427,22 +429,23 @@ class RecallHit:
 
     record: MemoryRecord
     similarity: float
-    """Fusion of cosine and BM25, each divided by its best candidate value: at most 1."""
+    """Fusion of cosine and BM25, each brought to a common scale (see :mod:`prism_memory.ranking`)."""
     semantic: float
     """True cosine similarity of query and entry, in [−1, 1] (never clamped)."""
     lexical: float
-    """BM25 divided by the best BM25 among the candidates, in [0, 1]."""
+    """BM25 divided by the larger of the best candidate's and the ideal match's BM25, in [0, 1]."""
     recency: float
     importance: float
     score: float
     shared: bool = False
-    """True when the hit came from a parent thread through a share grant."""
+    """True when another thread owns the hit: a parent's entry through a share grant, or a
+    ``user``/``profile`` entry reached by ``recall(..., scope="resource")``."""
     bm25: float = 0.0
     """Raw BM25 of the entry for the query, over the recall scope's statistics."""
     semantic_scale: float = 1.0
     """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
     bm25_scale: float = 1.0
-    """The best candidate BM25 ``bm25`` was divided by (1 when no candidate matched a term)."""
+    """The divisor of ``bm25``: max(best candidate BM25, ideal match BM25), 1 when both are 0."""
 
     @property
     def id(self) -> str:
@@ -485,6 +488,9 @@ class RecallResult:
     hits: tuple[RecallHit, ...]
     adjacent: tuple[MemoryRecord, ...] = ()
     explanations: tuple[RecallExplanation, ...] | None = None
+    pending: int = 0
+    """How many of the thread's entries were still waiting for their vector when recall ran
+    (so could not be recalled): non-zero right after ``remember()`` explains a missing hit."""
 
 
 @dataclass(frozen=True, slots=True)

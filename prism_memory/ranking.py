@@ -6,21 +6,30 @@ Everything that decides order happens here, in float64, so every backend orders 
 construction. :func:`fuse` is the hybrid fusion (recall and the RAG store's ``hybrid_query`` both
 use it); :func:`rerank` adds the opt-in recency and importance blend and the cut.
 
-Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``)::
+Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 by default)::
 
-    semantic(d)   = cos(q, d)                                   # true cosine, in [−1, 1]
-    bm25(d)       = BM25 of d for the query's distinct terms    # prism_memory.lexical, scope statistics
-    similarity(d) = (1 − λ)·semantic(d) / max_C |semantic|  +  λ·bm25(d) / max_C bm25
+    semantic(d)   = cos(q, d)                               # true cosine, in [−1, 1], never clamped
+    bm25(d)       = BM25 of d for the query's distinct terms (prism_memory.lexical, scope statistics)
+    ideal         = Σ idf(t) over the query terms the scope holds
+                  = the BM25 of an average-length entry that holds each of them once
+    similarity(d) = (1 − λ)·semantic(d) / max_C |semantic|  +  λ·bm25(d) / max(max_C bm25, ideal)
 
-Each signal is divided by its largest magnitude among the candidates, so the blend is scale-free: the
-best cosine and the best BM25 both count 1, whatever their raw ranges (MiniLM cosines of related
-text sit around 0.3–0.7, BM25 grows with idf and query length), a candidate without any query term
-keeps lexical 0, and cosine order is kept exactly (no clamp: a negative cosine stays below a smaller
-negative one). An all-zero signal is left as it is. The normalisers are the extreme candidates'
-values, so adding an entry that is neither the nearest (nor the farthest) nor the best lexical match
-changes no other candidate's score except through the corpus statistics (idf, average length) it
-shifts. Only the candidate set — never the whole scope — is normalised, so the stores need not scan
-anything beyond what they select.
+Both signals are brought to a common scale before they are blended, so λ means the same for every
+query (MiniLM cosines of related text sit around 0.3–0.7; BM25 grows with idf and query length):
+
+* the dense signal is divided by the largest ``|cosine|`` among the candidates — the nearest
+  candidate counts 1 and cosine order is kept exactly (a negative cosine stays below a smaller
+  negative one);
+* the lexical signal is divided by the better of the best candidate's BM25 and the *ideal* match's
+  BM25, so it reads "how close to a full match of the query", in [0, 1]. Dividing by the best
+  candidate alone would let a weak best match — a speaker's name, one common word — count as much
+  as the nearest vector; the ideal keeps it weak. A candidate with no query term has lexical 0.
+
+An all-zero signal stays zero. The divisors depend on the extreme candidates and the corpus
+statistics only, so adding an entry that is neither the nearest (nor the farthest), nor the best
+lexical match changes no other candidate's score except through the statistics (idf, average
+length) it shifts. Only the candidates — never the whole scope — are scored, so a store never scans
+more than it selects.
 
 With normalised weights ``r`` (recency) and ``i`` (importance)::
 
@@ -40,7 +49,17 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from .lexical import CorpusStats, bm25, corpus_stats, query_terms, term_counts
+from .lexical import (
+    BM25_B,
+    BM25_K1,
+    CorpusStats,
+    bm25,
+    corpus_stats,
+    ideal_bm25,
+    query_terms,
+    term_profile,
+    term_weights,
+)
 from .models import (
     DEFAULT_LEXICAL_WEIGHT,
     Candidate,
@@ -69,6 +88,17 @@ DEFAULT_SCORING = RecallScoring()
 """Scoring used when a recall names none: similarity (the cosine + BM25 fusion) alone."""
 
 T = TypeVar("T")
+
+
+def _cosines(query: Vector, vectors: Sequence[Vector]) -> list[float]:
+    """:func:`cosine` of ``query`` with each of ``vectors`` (equal widths), in one matrix product."""
+    matrix = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+    q = query.astype(np.float64, copy=False)
+    denominators = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    dots = matrix @ q
+    safe = np.where(denominators > 0.0, denominators, 1.0)
+    values = np.clip(np.where(denominators > 0.0, dots / safe, 0.0), -1.0, 1.0)
+    return [float(v) for v in values]
 
 
 def cosine(query: Vector, vector: Vector) -> float:
@@ -114,13 +144,14 @@ class Fused(Generic[T]):
     bm25: float
     """Raw BM25 (≥ 0) against the scope statistics."""
     lexical: float
-    """``bm25 / max bm25`` over the candidates, in [0, 1]."""
+    """``bm25 / bm25_scale``, in [0, 1]."""
     similarity: float
     """``(1 − λ)·semantic / max semantic + λ·lexical``: at most 1."""
     semantic_scale: float
     """The divisor applied to ``semantic``: the largest ``|cosine|`` among the candidates (1 if 0)."""
     bm25_scale: float
-    """The divisor applied to ``bm25`` (the best candidate BM25, or 1 when 0)."""
+    """The divisor applied to ``bm25``: the larger of the best candidate BM25 and the ideal
+    match's (:func:`prism_memory.lexical.ideal_bm25`), or 1 when both are 0."""
 
 
 def _scale(largest: float) -> float:
@@ -147,17 +178,17 @@ def fuse(
     terms = query_terms(query_text)
     if stats is None:
         stats = corpus_stats((c.text for c in candidates), terms)
-    semantic: list[float] = []
+    semantic = _cosines(query_vector, [c.vector for c in candidates])
     lexical_raw: list[float] = []
+    weights = term_weights(terms, stats)
     for candidate in candidates:
-        semantic.append(cosine(query_vector, candidate.vector))
-        if terms:
-            counts = term_counts(candidate.text)
-            lexical_raw.append(bm25(terms, counts, sum(counts.values()), stats))
+        if weights:
+            counts, length = term_profile(candidate.text)
+            lexical_raw.append(bm25(terms, counts, length, stats, weights=weights))
         else:
             lexical_raw.append(0.0)
     semantic_scale = _scale(max(abs(value) for value in semantic))
-    bm25_scale = _scale(max(lexical_raw))
+    bm25_scale = _scale(max(max(lexical_raw), ideal_bm25(terms, stats)))
     fused: list[Fused[T]] = []
     for candidate, cos, raw in zip(candidates, semantic, lexical_raw, strict=True):
         lexical = raw / bm25_scale
@@ -269,10 +300,10 @@ def explain(
             bm25=hit.bm25,
             lexical_weight=lam,
             how={
-                "semantic": "cosine(query vector, entry vector), float64, in [-1, 1]",
+                "semantic": "cosine(query vector, entry vector) in float64, in [-1, 1]",
                 "lexical": (
-                    f"bm25 / best candidate bm25 = {hit.bm25:.6g} / {hit.bm25_scale:.6g} "
-                    "(BM25 k1=0.9 b=0.4 over the recall scope's statistics)"
+                    f"bm25 / max(best candidate bm25, ideal match bm25) = {hit.bm25:.6g} / "
+                    f"{hit.bm25_scale:.6g} (BM25 k1={BM25_K1:g} b={BM25_B:g}, recall scope's statistics)"
                 ),
                 "similarity": (
                     f"(1 - {lam:g}) * semantic / {hit.semantic_scale:.6g} + {lam:g} * lexical"

@@ -44,7 +44,11 @@ EQUIVALENTS = ROOT / "tools" / "mutation-equivalents.toml"
 #: module → the fast test files that cover it (the most specific first: ``-x`` stops at the first
 #: failure, so a killed mutant usually costs one file).
 MODULES: dict[str, list[str]] = {
-    "prism_memory/ranking.py": ["tests/unit/test_ranking.py", "tests/unit/test_memory_store.py"],
+    "prism_memory/ranking.py": [
+        "tests/unit/test_ranking.py",
+        "tests/unit/test_fusion_edges.py",
+        "tests/unit/test_memory_store.py",
+    ],
     "prism_memory/stores/rules.py": ["tests/unit/test_memory_store.py"],
     "prism_memory/working.py": [
         "tests/unit/test_working_schema.py",
@@ -497,7 +501,8 @@ class _SwapLoop:
                 results.write(f"baseline {outcome}\n")
                 return True
             timeout = max(10.0, 3 * baseline + 5)
-            os.write(self.out, f"  (in-process: tests {baseline:.1f}s unmutated)\n".encode())
+            note = f"  (in-process: {len(items)} tests, {baseline:.1f}s unmutated)\n"
+            os.write(self.out, note.encode())
             for m in self.mutants:
                 outcome = _fork_items(items, m, timeout, self.log)
                 results.write(f"{m.index} {outcome}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,6 +28,9 @@ _MISSING_OBJECT = {
 }
 
 
+_ARGUMENT = re.compile(r"(query argument \$\d+:).*")
+
+
 def sqlstate_of(exc: BaseException) -> str | None:
     """The SQLSTATE of a driver error wrapped by SQLAlchemy, if any."""
     seen: set[int] = set()
@@ -45,6 +49,8 @@ def translate(exc: BaseException, action: str) -> PrismMemoryError:
     """The :class:`PrismMemoryError` that stands for driver error ``exc``."""
     code = sqlstate_of(exc) or ""
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc) else ""
+    # the driver quotes a value it could not encode: never repeat input (it may be a secret)
+    detail = _ARGUMENT.sub(r"\1 (value not shown)", detail)
     message = f"{action} failed: {detail}" if detail else f"{action} failed"
     if code == "23505":
         return ConflictError(message)

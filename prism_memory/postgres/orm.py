@@ -104,6 +104,7 @@ class EntryRow(_Row):
     claimed_by: Mapped[str | None]
     claimed_until: Mapped[datetime | None]
     embedding: Mapped[Vector | None]
+    embedding_model: Mapped[str | None]
     text_tsv: Mapped[str | None]
     """The distinct terms of ``text`` (:func:`prism_memory.lexical.tokenize`), written with it."""
     term_count: Mapped[int]

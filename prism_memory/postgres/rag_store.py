@@ -222,10 +222,13 @@ class RagSql:
         frequencies are the number of positions ``text_tsv`` holds for a term.
         """
         where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        tf = "cardinality(u.positions)"
+        # Every number is cast: an untyped parameter next to an integer literal would be inferred
+        # as an integer (0.9 -> 1) and silently change the ranking.
+        tf = "CAST(cardinality(u.positions) AS float8)"
+        k1, b, avgdl = "CAST(:k1 AS float8)", "CAST(:b AS float8)", "CAST(:avgdl AS float8)"
         bm25 = (
-            f"(SELECT COALESCE(sum(w.idf * {tf} * (:k1 + 1) / "  # noqa: S608 - quoted identifiers, bound values
-            f"({tf} + :k1 * (1 - :b + :b * c.term_count / :avgdl))), 0) "
+            f"(SELECT COALESCE(sum(w.idf * {tf} * ({k1} + 1) / "  # noqa: S608 - quoted identifiers, bound values
+            f"({tf} + {k1} * (1 - {b} + {b} * c.term_count / {avgdl}))), 0) "
             "FROM unnest(c.text_tsv) AS u "
             "JOIN unnest(CAST(:terms AS text[]), CAST(:idfs AS float8[])) AS w(term, idf) "
             "ON u.lexeme = w.term)"

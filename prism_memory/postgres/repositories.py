@@ -61,7 +61,7 @@ from ..stores.base import (
 )
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
-from .tables import PrismTables
+from .tables import RESOURCE_SHARED, PrismTables
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -104,6 +104,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "revision",
     "attempts",
     "last_error",
+    "embedding_model",
 )
 """The columns a :class:`~prism_memory.models.MemoryRecord` is read from."""
 
@@ -176,6 +177,7 @@ def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
         revision=int(row["revision"]),
         attempts=int(row["attempts"]),
         last_error=row["last_error"],
+        embedding_model=row["embedding_model"],
     )
 
 
@@ -200,6 +202,7 @@ def entry_values(record: MemoryRecord) -> dict[str, Any]:
         "revision": record.revision,
         "attempts": record.attempts,
         "last_error": record.last_error,
+        "embedding_model": record.embedding_model,
     }
 
 
@@ -287,7 +290,13 @@ class EntrySql:
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
     def search(
-        self, *, require_consent: bool, occurred_after: bool, shared: bool, lexical: bool
+        self,
+        *,
+        require_consent: bool,
+        occurred_after: bool,
+        shared: bool,
+        lexical: bool,
+        resource_wide: bool = False,
     ) -> str:
         """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
 
@@ -299,6 +308,12 @@ class EntrySql:
         index out of per-thread recall: the sort is exact, so a filter can never make it
         under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
         here operation by operation in float8 so that both backends select the same rows.
+
+        ``resource_wide`` adds the travelling (``user``/``profile``) rows of the resource's other
+        threads, read through the partial index ``ix_resource_shared`` (whose predicate,
+        :data:`~prism_memory.postgres.tables.RESOURCE_SHARED`, is repeated verbatim) and sorted
+        exactly like the thread's own rows, so it cannot under-return either. A granted parent row
+        that travels is then read by that pool only, so each row counts once.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
@@ -307,7 +322,15 @@ class EntrySql:
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
-        pools = [own, parent] if shared else [own]
+        pools = [own]
+        if shared:
+            # with a resource-wide recall, granted rows that travel come in through that pool
+            pools.append(parent + (" AND e.consent_scope = 'thread'" if resource_wide else ""))
+        if resource_wide:
+            pools.append(
+                "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id <> :thread "
+                f"AND e.{RESOURCE_SHARED[1:-1]}"
+            )
         # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
         # rows without any (most of them) skip the per-term probes.
         matched = (
@@ -416,6 +439,7 @@ class EntrySql:
         """Store claimed vectors where the lease (worker, unexpired) and revision still match."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "embedding_model = CAST(:model AS text), "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
@@ -447,6 +471,7 @@ class EntrySql:
         """Re-index: store vectors where the revision matches, drop leases."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
+            "embedding_model = CAST(:model AS text), "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
             "CAST(:embeddings AS vector[])) AS v(id, revision, embedding) "
@@ -459,6 +484,7 @@ class EntrySql:
         """New text and its vector at once: revision + 1, indexed, ``written_at = now``."""
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
+            "embedding_model = CAST(:model AS text), "
             "text_tsv = array_to_tsvector(CAST(:lexical_terms AS text[])), "
             "term_count = :term_count, "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "
@@ -508,6 +534,7 @@ def search_statement(
         occurred_after=flt.occurred_after is not None,
         shared=use_shared,
         lexical=bool(terms),
+        resource_wide=request.resource_wide,
     )
     params: dict[str, Any] = {
         **_scope_params(scope),
@@ -631,8 +658,7 @@ class EntryRepository(_Repository):
             return []
         # ``= ANY(array)``: one statement (prepared once) whatever the number of ids
         stmt = self._record_select().where(
-            self._scoped(scope),
-            self.tables.entries.c.id == any_(bindparam("ids", wanted, type_=ARRAY(Text))),
+            self._scoped(scope), _in_array(self.tables.entries.c.id, wanted)
         )
         rows = (await self.session.execute(stmt)).mappings()
         found = {row["id"]: record_from_row(row) for row in rows}
@@ -644,7 +670,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return set()
         e = self.tables.entries
-        stmt = select(e.c.id).where(self._scoped(scope), e.c.id.in_(wanted))
+        stmt = select(e.c.id).where(self._scoped(scope), _in_array(e.c.id, wanted))
         return set((await self.session.execute(stmt)).scalars())
 
     async def set_consent(
@@ -662,7 +688,13 @@ class EntryRepository(_Repository):
         return None if row is None else record_from_row(row)
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, new_text: str, vector: Vector, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        new_text: str,
+        vector: Vector,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord | None:
         """New text and vector at once; ``None`` if the entry does not exist."""
         params: dict[str, Any] = {
@@ -671,6 +703,7 @@ class EntryRepository(_Repository):
             "text": new_text,
             "embedding": vector,
             "now": now,
+            "model": model,
             **lexical_values(new_text),
         }
         result = await self.session.execute(text(self.sql.replace_text), params)
@@ -683,7 +716,9 @@ class EntryRepository(_Repository):
         if not wanted:
             return 0
         t = self.tables.entries
-        stmt = update(t).where(self._scoped(scope), t.c.id.in_(wanted)).values(legal_hold=hold)
+        stmt = (
+            update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=hold)
+        )
         return _rowcount(await self.session.execute(stmt))
 
     async def delete(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
@@ -692,7 +727,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return 0
         t = self.tables.entries
-        stmt = delete(t).where(self._scoped(scope), t.c.id.in_(wanted))
+        stmt = delete(t).where(self._scoped(scope), _in_array(t.c.id, wanted))
         return _rowcount(await self.session.execute(stmt))
 
     async def dependents(
@@ -737,9 +772,12 @@ class EntryRepository(_Repository):
         stmt = stmt.order_by(t.c.sequence, t.c.id).limit(limit)
         return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
 
-    async def count(self, scope: MemoryIdentity) -> int:
-        """How many entries the thread holds."""
-        stmt = select(func.count()).select_from(self.tables.entries).where(self._scoped(scope))
+    async def count(self, scope: MemoryIdentity, status: IndexStatus | None = None) -> int:
+        """How many entries the thread holds (with ``status``, only those in it)."""
+        t = self.tables.entries
+        stmt = select(func.count()).select_from(t).where(self._scoped(scope))
+        if status is not None:
+            stmt = stmt.where(t.c.status == status)
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def list_oldest(
@@ -810,8 +848,7 @@ class TombstoneRepository(_Repository):
             model.tenant_id == scope.tenant_id,
             model.resource_id == scope.resource_id,
             model.thread_id == scope.thread_id,
-            model.entry_id
-            == any_(bindparam("ids", list(dict.fromkeys(entry_ids)), type_=ARRAY(Text))),
+            _in_array(model.entry_id, list(dict.fromkeys(entry_ids))),
         )
         return _rowcount(await self.session.execute(stmt))
 
@@ -939,7 +976,12 @@ class IndexingRepository(_Repository):
         ]
 
     async def complete(
-        self, items: Sequence[tuple[ClaimedEntry, Vector]], *, worker_id: str, now: datetime
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors where lease and revision match (one statement); count them."""
         if not items:
@@ -953,6 +995,7 @@ class IndexingRepository(_Repository):
             "embeddings": [encode_vector(vector) for _, vector in items],
             "worker": worker_id,
             "now": now,
+            "model": model,
         }
         return _rowcount(await self.session.execute(text(self.sql.complete), params))
 
@@ -1001,7 +1044,7 @@ class IndexingRepository(_Repository):
             wanted = list(dict.fromkeys(ids))
             if not wanted:
                 return 0
-            stmt = stmt.where(t.c.id.in_(wanted))
+            stmt = stmt.where(_in_array(t.c.id, wanted))
         stmt = stmt.values(
             status="pending",
             attempts=0,
@@ -1025,12 +1068,15 @@ class IndexingRepository(_Repository):
             t.c.resource_id == scope.resource_id,
             t.c.thread_id == scope.thread_id,
             # one array parameter, however many ids are watched (no bind-parameter limit)
-            t.c.id == any_(bindparam("ids", wanted, type_=ARRAY(Text))),
+            _in_array(t.c.id, wanted),
         )
         return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
 
     async def store_vectors(
-        self, scope: MemoryIdentity, items: Sequence[tuple[str, int, Vector]]
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        model: str | None = None,
     ) -> int:
         """Set vectors where the revision matches (one statement); count them."""
         if not items:
@@ -1040,6 +1086,7 @@ class IndexingRepository(_Repository):
             "ids": [entry_id for entry_id, _, _ in items],
             "revisions": [int(revision) for _, revision, _ in items],
             "embeddings": [encode_vector(vector) for _, _, vector in items],
+            "model": model,
         }
         return _rowcount(await self.session.execute(text(self.sql.store_vectors), params))
 
@@ -1145,6 +1192,12 @@ _POPULATE: dict[str, Any] = {"populate_existing": True}
 def _primary_key(table: Table) -> list[str]:
     """The primary-key column names of ``table`` (the ``ON CONFLICT`` target)."""
     return [column.name for column in table.primary_key]
+
+
+def _in_array(column: Any, values: Sequence[str]) -> Any:
+    """``column = ANY(:array)``: one bound parameter however many values (``IN`` binds one each,
+    and a statement may bind at most 32,767)."""
+    return column == any_(bindparam(None, list(values), type_=ARRAY(Text)))
 
 
 def _rowcount(result: Any) -> int:

@@ -360,14 +360,21 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         return record
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``."""
         async with self._unit("replace_text") as session:
             width = await self._known_width(session)
             (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")], width)
             record = await EntryRepository(session, self._tables).replace_text(
-                scope, entry_id, text, checked, now
+                scope, entry_id, text, checked, now, model
             )
         if record is None:
             raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
@@ -457,6 +464,11 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         async with self._unit("count_by_thread") as session:
             return await EntryRepository(session, self._tables).count(scope)
 
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector (one indexed count)."""
+        async with self._unit("count_pending") as session:
+            return await EntryRepository(session, self._tables).count(scope, "pending")
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,
@@ -514,7 +526,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 (checked,), width = self._check_vectors(
                     [(vector, f"vector of {entry_id!r}")], width
                 )
-                record = await entries.replace_text(scope, entry_id, new_text, checked, now)
+                record = await entries.replace_text(
+                    scope, entry_id, new_text, checked, now, change.text_model
+                )
                 if record is None:
                     raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
             held = await entries.set_legal_hold(scope, change.hold, True)
@@ -572,6 +586,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
@@ -586,7 +601,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             )
             pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
             done = await IndexingRepository(session, self._tables).complete(
-                pairs, worker_id=worker_id, now=now
+                pairs, worker_id=worker_id, now=now, model=model
             )
         if done:
             self._remember_width(width)
@@ -630,6 +645,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
         if not items:
@@ -643,7 +659,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 (entry_id, revision, vector)
                 for (entry_id, revision, _), vector in zip(items, checked, strict=True)
             ]
-            stored = await IndexingRepository(session, self._tables).store_vectors(scope, rows)
+            stored = await IndexingRepository(session, self._tables).store_vectors(
+                scope, rows, model
+            )
         if stored:
             self._remember_width(width)
         return stored

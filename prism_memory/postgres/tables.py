@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_TABLE",
     "LINEAGE_SOURCE_IDS",
+    "RESOURCE_SHARED",
     "BinaryVector",
     "Names",
     "PrismTables",
@@ -79,6 +80,11 @@ LINEAGE_SOURCE_IDS = "((metadata -> '_lineage'::text) -> 'sourceIds'::text)"
 The GIN index is declared on this exact expression and queries use it verbatim, so the planner
 matches them.
 """
+
+
+RESOURCE_SHARED = "(consent_scope <> 'thread'::text)"
+"""Rows that travel beyond their thread (consent scope ``user`` or ``profile``), spelled as
+PostgreSQL prints it back; the partial index and the resource-wide query use it verbatim."""
 
 
 def validate_identifier(value: object, what: str) -> str:
@@ -130,6 +136,7 @@ class Names:
     ix_acl_principal: str
     ix_rag_chunks_tsv: str
     ix_rag_chunks_hnsw: str
+    ix_resource_shared: str
 
     def all_identifiers(self) -> tuple[str, ...]:
         """Every derived name, constraint names included (each must fit in 63 characters)."""
@@ -185,6 +192,7 @@ def names_for(schema: str, table: str) -> Names:
         ix_acl_principal=f"{table}_rag_source_acl_principal_idx",
         ix_rag_chunks_tsv=f"{table}_rag_chunks_tsv_gin",
         ix_rag_chunks_hnsw=f"{table}_rag_chunks_hnsw",
+        ix_resource_shared=f"{table}_resource_shared_idx",
     )
     too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
     if too_long:
@@ -285,6 +293,7 @@ def build_metadata(
         Column("claimed_by", Text, nullable=True),
         _timestamp("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
+        Column("embedding_model", Text, nullable=True),
         # The lexical leg's terms: ``array_to_tsvector`` of prism_memory.lexical.tokenize(text)
         # (distinct terms, no positions) and the number of terms, written by the library with the
         # text, so both backends share one tokenizer (revision prism_memory_0004).
@@ -322,6 +331,14 @@ def build_metadata(
         postgresql_where=text("status = 'pending'::text"),
     )
     Index(names.ix_tsv, entries.c.text_tsv, postgresql_using="gin")
+    # Resource-wide recall: the user/profile-scoped entries of every thread of a tenant + resource.
+    Index(
+        names.ix_resource_shared,
+        entries.c.tenant_id,
+        entries.c.resource_id,
+        entries.c.sequence,
+        postgresql_where=text(RESOURCE_SHARED),
+    )
     if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
         Index(
             names.ix_hnsw,

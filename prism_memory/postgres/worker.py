@@ -8,7 +8,8 @@ One :class:`IndexingWorker` embeds every tenant's pending rows of one ``schema``
   of processes share the work and never embed a row twice;
 * **wakes on new work** -- it ``LISTEN``\\s on ``prism_memory_pending`` (revision
   ``prism_memory_0007`` notifies on every statement that leaves rows pending) and otherwise polls
-  only every ``poll_seconds`` (for due retries);
+  only every ``poll_seconds`` (for due retries); a lost LISTEN connection is re-opened (with
+  backoff) and followed by a look for work, since notifications sent meanwhile are gone;
 * **stops gracefully** -- :meth:`IndexingWorker.stop` lets the batch in hand finish and releases
   every lease the worker still holds;
 * logs one line per batch and keeps :class:`WorkerCounts`.
@@ -54,6 +55,7 @@ class WorkerCounts:
     indexed: int = 0
     failed: int = 0
     wakeups: int = 0
+    reconnects: int = 0
 
 
 def _utcnow() -> datetime:
@@ -137,6 +139,8 @@ class IndexingWorker:
         names = store.tables.names
         self._payload = f"{names.schema}.{names.entries}"
         self._listener: Any = None
+        self._relisten_task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def worker_id(self) -> str:
@@ -184,16 +188,50 @@ class IndexingWorker:
             self.counts.wakeups += 1
             self._queue.wake()
 
-    async def start(self) -> None:
-        """Listen for new work and start the indexing task."""
+    async def _listen(self) -> None:
         connection = await self.store.engine.connect()
         try:
             raw: Any = await connection.get_raw_connection()
-            await raw.driver_connection.add_listener(NOTIFY_CHANNEL, self._notified)
+            driver = raw.driver_connection
+            await driver.add_listener(NOTIFY_CHANNEL, self._notified)
+            driver.add_termination_listener(self._listener_lost)
         except BaseException:
             await connection.close()
             raise
         self._listener = connection
+
+    def _listener_lost(self, _conn: Any) -> None:
+        if self._stopping:
+            return
+        logger.warning("worker %s lost its LISTEN connection; reconnecting", self.worker_id)
+        self._queue.wake()  # look now, and on the fallback poll until listening again
+        self._relisten_task = asyncio.get_running_loop().create_task(self._relisten())
+
+    async def _relisten(self) -> None:
+        lost, self._listener = self._listener, None
+        if lost is not None:
+            with contextlib.suppress(Exception):
+                await lost.invalidate()
+            with contextlib.suppress(Exception):
+                await lost.close()
+        delay = 0.5
+        while not self._stopping:
+            try:
+                await self._listen()
+            except Exception as exc:  # noqa: BLE001 - logged; the fallback poll keeps working
+                logger.warning("worker %s could not LISTEN again: %s", self.worker_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self.counts.reconnects += 1
+            self._queue.wake()  # notifications sent while nobody listened are lost
+            logger.info("worker %s listening again on %s", self.worker_id, NOTIFY_CHANNEL)
+            return
+
+    async def start(self) -> None:
+        """Listen for new work and start the indexing task."""
+        self._stopping = False
+        await self._listen()
         logger.info(
             "worker %s listening on %s for %s", self.worker_id, NOTIFY_CHANNEL, self._payload
         )
@@ -201,11 +239,18 @@ class IndexingWorker:
 
     async def stop(self) -> None:
         """Finish the batch in hand, release every lease still held, stop listening."""
+        self._stopping = True
         await self._queue.aclose(drain=False)
+        if self._relisten_task is not None:
+            self._relisten_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._relisten_task
+            self._relisten_task = None
         if self._listener is not None:
             connection, self._listener = self._listener, None
             with contextlib.suppress(Exception):
                 raw: Any = await connection.get_raw_connection()
+                raw.driver_connection.remove_termination_listener(self._listener_lost)
                 await raw.driver_connection.remove_listener(NOTIFY_CHANNEL, self._notified)
             await connection.close()
         self.write_status()

@@ -121,8 +121,12 @@ class SearchRequest:
     """One recall's candidate selection.
 
     The *corpus* is every recallable record of the scope's thread plus, when ``shared`` is set, the
-    named entries of the parent thread (same tenant and resource) that are recallable. The store
-    returns a :class:`SearchResult`: the union of two legs over the corpus and its statistics.
+    named entries of the parent thread (same tenant and resource) that are recallable, plus, when
+    ``resource_wide`` is set, every recallable record of the *other* threads of the same tenant and
+    resource whose consent scope travels (:func:`prism_memory.stores.rules.travels`: ``user`` or
+    ``profile``). Each record counts once. The exclusion rules apply to every record alike, with the
+    tombstones of the record's own thread. The store returns a :class:`SearchResult`: the union of
+    two legs over the corpus and its statistics.
 
     * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
       at distance 1), ties by sequence then id.
@@ -141,6 +145,7 @@ class SearchRequest:
     limit: int
     filter: RecallFilter
     shared: SharedSource | None = None
+    resource_wide: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +180,8 @@ class GovernanceChange:
     """``(entry_id, consent)``: replace that entry's consent (no re-embed)."""
     text: tuple[str, str, Vector] | None = None
     """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
+    text_model: str | None = None
+    """The ``model`` of the embedder that made ``text``'s vector (its ``embedding_model``)."""
     hold: tuple[str, ...] = ()
     delete: tuple[str, ...] = ()
     untombstone: tuple[str, TombstoneReason] | None = None
@@ -293,10 +300,18 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
 
+        ``model`` (the embedder's identifier) is recorded as the record's ``embedding_model``.
         Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
         """
 
@@ -349,6 +364,20 @@ class VectorStore(abc.ABC):
     async def count_by_thread(self, scope: MemoryIdentity) -> int:
         """How many entries the thread holds."""
 
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries are ``pending`` (not yet embedded).
+
+        The default pages through :meth:`list_by_thread`; adapters override it with one count.
+        """
+        total = 0
+        after: tuple[int, str] | None = None
+        while True:
+            page = await self.list_by_thread(scope, after=after, limit=256)
+            total += sum(1 for record in page if record.status == "pending")
+            if len(page) < 256:
+                return total
+            after = (page[-1].sequence, page[-1].id)
+
     @abc.abstractmethod
     async def list_oldest(
         self,
@@ -392,7 +421,9 @@ class VectorStore(abc.ABC):
             record = await self.set_consent(scope, *change.consent, now=now)
         if change.text is not None:
             entry_id, new_text, vector = change.text
-            record = await self.replace_text(scope, entry_id, new_text, vector, now=now)
+            record = await self.replace_text(
+                scope, entry_id, new_text, vector, now=now, model=change.text_model
+            )
         held = await self.set_legal_hold(scope, change.hold, True) if change.hold else 0
         deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
         if change.untombstone is not None:
@@ -440,8 +471,12 @@ class VectorStore(abc.ABC):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
-        """Store vectors and mark ``indexed`` where the lease and revision still match; count them."""
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
+
+        ``model`` is recorded as each stored record's ``embedding_model``.
+        """
 
     @abc.abstractmethod
     async def fail_indexing(
@@ -479,8 +514,12 @@ class VectorStore(abc.ABC):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
-        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
+
+        ``model`` is recorded as each stored record's ``embedding_model``.
+        """
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources the store owns."""

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, ConflictError, NotFoundError
-from ..lexical import BM25_B, BM25_K1, CorpusStats, idf, tokenize
+from ..lexical import CorpusStats, leg_scores, term_weights, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -53,7 +53,7 @@ from .base import (
     check_lease,
     check_limit,
 )
-from .rules import is_recallable
+from .rules import is_recallable, travels
 
 __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 
@@ -121,6 +121,7 @@ class _SearchIndex:
         "records",
         "sequence",
         "size",
+        "travels",
         "unit",
         "vectors",
     )
@@ -139,6 +140,8 @@ class _SearchIndex:
         """How many terms each slot's text has (its BM25 length)."""
         self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
         self.postings: dict[str, list[int]] = {}
         """Term -> ascending slots whose text contains it (dead slots included, masked by the
         eligible positions a search intersects them with)."""
@@ -151,7 +154,14 @@ class _SearchIndex:
         if self.unit.shape[1] == width:
             unit[: self.size] = self.unit[: self.size]
         self.unit = unit
-        for name in ("occurred_us", "sequence", "lengths", "explicit_consent", "alive"):
+        for name in (
+            "occurred_us",
+            "sequence",
+            "lengths",
+            "explicit_consent",
+            "alive",
+            "travels",
+        ):
             old = getattr(self, name)
             grown = np.zeros(capacity, dtype=old.dtype)
             grown[: self.size] = old[: self.size]
@@ -171,6 +181,7 @@ class _SearchIndex:
         self.lengths[at] = len(terms)
         self.explicit_consent[at] = record.consent is not None
         self.alive[at] = True
+        self.travels[at] = travels(record)
         self.records.append(record)
         self.vectors.append(vector)
         self.positions[record.id] = at
@@ -471,7 +482,14 @@ class InMemoryVectorStore(VectorStore):
         return _export(updated.record)
 
     async def replace_text(
-        self, scope: MemoryIdentity, entry_id: str, text: str, vector: Vector, *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector,
+        *,
+        now: datetime,
+        model: str | None = None,
     ) -> MemoryRecord:
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``.
 
@@ -487,6 +505,7 @@ class InMemoryVectorStore(VectorStore):
             status="indexed",
             attempts=0,
             last_error=None,
+            embedding_model=model,
         )
         self._width = width
         self._set_row(key, thread, _Row(record, checked))
@@ -559,24 +578,24 @@ class InMemoryVectorStore(VectorStore):
 
         documents = total_length = 0
         frequency: dict[str, int] = {}
-        matched: list[list[tuple[str, _Positions]]] = []
+        present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
         nearest: list[tuple[float, int, str, int, int]] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
             total_length += int(index.lengths[positions].sum())
-            found: list[tuple[str, _Positions]] = []
-            for term in terms:  # sorted: each slot's idf sum below adds in this order
+            holding: list[tuple[str, _Positions]] = []
+            for term in terms:
                 hits = index.postings.get(term)
                 if hits is None:
                     continue
-                present = np.intersect1d(
+                found = np.intersect1d(
                     np.asarray(hits, dtype=np.intp), positions, assume_unique=True
                 )
-                if present.shape[0]:
-                    frequency[term] = frequency.get(term, 0) + int(present.shape[0])
-                    found.append((term, present))
-            matched.append(found)
+                if found.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(found.shape[0])
+                    holding.append((term, found))
+            present.append(holding)
             if 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
@@ -587,31 +606,21 @@ class InMemoryVectorStore(VectorStore):
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
         stats = CorpusStats(documents, total_length, frequency)
 
-        # leg_score for every matched slot at once, operation by operation as lexical.leg_score
-        # (and the SQL) computes it, so the float64 results are the same bits
         lexical: list[tuple[float, int, str, int, int]] = []
-        average = stats.average_length
-        for number, found in enumerate(matched):
-            if not found:
+        weights = dict(term_weights(terms, stats))
+        for number, holding in enumerate(present):
+            if not holding:
                 continue
             index = pools[number].index
-            totals = np.zeros(index.size, dtype=np.float64)
-            for term, present in found:
-                totals[present] += idf(stats.frequency(term), stats.documents)
-            slots = np.unique(np.concatenate([present for _, present in found]))
-            if average <= 0.0:
-                leg = np.zeros(slots.shape[0], dtype=np.float64)
-            else:
-                lengths = index.lengths[slots].astype(np.float64)
-                leg = (
-                    totals[slots]
-                    * (BM25_K1 + 1.0)
-                    / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / average))
-                )
-            for at in index.top(-leg, slots, request.limit):
-                position = int(slots[at])
+            sums = np.zeros(index.size, dtype=np.float64)
+            for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                sums[found] += weights[term]
+            matched = np.unique(np.concatenate([found for _, found in holding]))
+            scores = leg_scores(sums[matched], index.lengths[matched], stats)
+            for at in index.top(-scores, matched, request.limit):  # ties: (sequence, id)
+                position = int(matched[at])
                 record = index.records[position]
-                lexical.append((-float(leg[at]), record.sequence, record.id, number, position))
+                lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
 
         chosen: dict[tuple[int, int], None] = {}
         for picks in (nearest, lexical):
@@ -635,19 +644,43 @@ class InMemoryVectorStore(VectorStore):
             if positions.shape[0]:
                 pools.append(_Pool(index, positions))
         shared = request.shared
+        granted: _Positions | None = None
+        parent_key: _ScopeKey | None = None
         if shared is not None and shared.thread_id != scope.thread_id:
-            parent = self._thread((scope.tenant_id, scope.resource_id, shared.thread_id))
+            parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
+            parent = self._thread(parent_key)
             if parent is not None:
                 index = parent.search_index()
-                named = np.array(
+                granted = np.array(
                     sorted({index.positions[i] for i in shared.ids if i in index.positions}),
                     dtype=np.intp,
                 )
-                if named.shape[0]:
-                    named = named[index.eligible(request.filter)[named]]
-                if named.shape[0]:
-                    pools.append(_Pool(index, named))
+        if request.resource_wide:
+            for other_key in self._resource_threads(scope):
+                if other_key == key:
+                    continue
+                index = self._threads[other_key].search_index()
+                mask = index.travels[: index.size].copy()
+                if other_key == parent_key and granted is not None:
+                    mask[granted] = True  # granted entries of the parent count once
+                    granted = None
+                positions = np.flatnonzero(mask & index.eligible(request.filter))
+                if positions.shape[0]:
+                    pools.append(_Pool(index, positions))
+        if granted is not None and granted.shape[0] and parent_key is not None:
+            index = self._threads[parent_key].search_index()
+            named = granted[index.eligible(request.filter)[granted]]
+            if named.shape[0]:
+                pools.append(_Pool(index, named))
         return pools
+
+    def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
+        """The keys of every thread of the scope's tenant and resource (sorted)."""
+        return sorted(
+            key
+            for key in self._threads
+            if key[0] == scope.tenant_id and key[1] == scope.resource_id
+        )
 
     async def neighbors(
         self,
@@ -687,6 +720,11 @@ class InMemoryVectorStore(VectorStore):
         """How many entries the thread holds."""
         thread = self._thread(_key(scope))
         return 0 if thread is None else len(thread.rows)
+
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector."""
+        key = _key(scope)
+        return sum(1 for owner, _ in self._pending if owner == key)
 
     async def list_oldest(
         self,
@@ -841,6 +879,7 @@ class InMemoryVectorStore(VectorStore):
         *,
         worker_id: str,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
@@ -856,7 +895,7 @@ class InMemoryVectorStore(VectorStore):
             if row is None:
                 continue
             key = _key(item.scope)
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, self._threads[key], _Row(record, vector))
             done += 1
         if done:
@@ -939,6 +978,7 @@ class InMemoryVectorStore(VectorStore):
         items: Sequence[tuple[str, int, Vector]],
         *,
         now: datetime,
+        model: str | None = None,
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches.
 
@@ -957,7 +997,7 @@ class InMemoryVectorStore(VectorStore):
             row = thread.rows.get(entry_id)
             if row is None or row.record.revision != revision:
                 continue
-            record = replace(row.record, status="indexed", last_error=None)
+            record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
             self._set_row(key, thread, _Row(record, vector))
             stored += 1
         if stored:

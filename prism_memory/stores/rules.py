@@ -24,7 +24,17 @@ from collections.abc import Iterable
 from ..models import MemoryRecord
 from .base import RecallFilter, Tombstone
 
-__all__ = ["invalidates", "is_recallable", "is_visible"]
+__all__ = ["TRAVELLING_SCOPES", "invalidates", "is_recallable", "is_visible", "travels"]
+
+TRAVELLING_SCOPES = frozenset({"user", "profile"})
+"""Consent scopes whose entries a resource-wide recall reaches from the resource's other threads."""
+
+
+def travels(record: MemoryRecord) -> bool:
+    """Whether ``record`` may be recalled from other threads of its tenant + resource (when the
+    caller asks for a resource-wide recall): its effective consent scope is ``user`` or
+    ``profile``. A ``thread`` entry (the default) never leaves its thread."""
+    return record.effective_consent.scope in TRAVELLING_SCOPES
 
 
 def is_visible(record: MemoryRecord, *, require_consent: bool) -> bool:

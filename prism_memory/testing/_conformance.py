@@ -921,6 +921,15 @@ from ._governance import GOVERNANCE_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(GOVERNANCE_CHECKS)
 
+from ._ranking import RANKING_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(RANKING_CHECKS)
+
+# the agent-facing checks (embedding model, read-after-write, resource-wide recall) likewise
+from ._conformance_agents import AGENT_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(AGENT_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()

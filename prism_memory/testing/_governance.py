@@ -146,13 +146,18 @@ async def forgotten_ids_do_not_poison_reuse(kit: ConformanceKit) -> None:
 
 
 async def index_status_takes_any_number_of_ids(kit: ConformanceKit) -> None:
-    """Watching more ids than a statement may bind (32,767) still answers."""
+    """More ids than a statement may bind (32,767) still work: status, reads and forget."""
     case = _Case(kit)
     memory = case.memory()
     await memory.remember({"id": "real", "text": "one real entry"}, wait=True)
     ids = [f"ghost-{i}" for i in range(40_000)] + ["real"]
     status = await kit.vector_store.index_status(memory.identity, ids)
     _check(status == {"real": ("indexed", None)}, f"status of 40,001 ids: {len(status)} rows")
+    found = await kit.vector_store.get_entries(memory.identity, ids)
+    _check([r.id for r in found] == ["real"], "get_entries of 40,001 ids")
+    known = await kit.vector_store.known_ids(memory.identity, ids)
+    _check(known == {"real"}, "known_ids of 40,001 ids")
+    _check(await memory.forget(ids=ids) == 1, "forget of 40,001 ids deletes the one that exists")
     await memory.aclose()
 
 

@@ -273,6 +273,33 @@ async def lexical_leg_honours_acl(kit: RagConformanceKit) -> None:
     )
 
 
+async def lexical_leg_ranks_by_bm25(kit: RagConformanceKit) -> None:
+    """With more matches than ``top_k``, the lexical leg returns the best BM25 (k1, b and length
+    normalisation included), not the first matches by id."""
+    case = _Case(kit)
+    store, scope = case.store, case.scope
+    rng = np.random.default_rng(11)
+    words = ["valve", "pump", "seal", "gasket", "pressure", "flow", "pipe", "meter"]
+    texts: dict[tuple[str, int], str] = {}
+    for n in range(40):
+        count = int(rng.integers(3, 30))
+        texts[(f"doc-{n:02d}", 0)] = " ".join(rng.choice(words, size=count))
+    await store.upsert(scope, [case.chunk(s, i, t) for (s, i), t in texts.items()])
+    for query in ("pump pressure", "gasket", "seal valve meter"):
+        terms = query_terms(query)
+        reference = corpus_stats(texts.values(), terms)
+
+        def score(text: str, terms: frozenset[str] = terms, ref: CorpusStats = reference) -> float:
+            counts = term_counts(text)
+            return bm25(terms, counts, sum(counts.values()), ref)
+
+        matching = [key for key, text in texts.items() if terms & set(term_counts(text))]
+        _check(len(matching) > 10, "setup: more matches than top_k")
+        expected = sorted(matching, key=lambda key: (-score(texts[key]), key))[:5]
+        hits = await store.lexical_query(scope, text=query, top_k=5)
+        _check(_keys(hits) == expected, f"{query!r}: expected {expected}, got {_keys(hits)}")
+
+
 async def generation_switch_never_mixes(kit: RagConformanceKit) -> None:
     """20 concurrent queries while the generation flips: each sees exactly one generation."""
     case = _Case(kit)
@@ -700,6 +727,7 @@ RAG_CONFORMANCE_CHECKS: dict[str, Callable[[RagConformanceKit], Awaitable[None]]
         acl_denies_by_default,
         authorised_chunk_survives_crowding,
         lexical_leg_honours_acl,
+        lexical_leg_ranks_by_bm25,
         generation_switch_never_mixes,
         transaction_that_raises_leaves_nothing,
         reingesting_unchanged_text_writes_nothing,

@@ -268,3 +268,10 @@ def test_the_module_cli_says_what_it_did_and_a_refused_connection_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith("error: reading the schema revision failed")
+
+
+def test_the_readme_demo_command_runs_as_a_module() -> None:
+    done = cli("demo")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("backend: in-memory reference store")
+    assert "== context block (chronological, what a prompt gets) ==" in done.stdout

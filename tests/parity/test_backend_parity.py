@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
 
 WORDS = [
@@ -105,5 +107,75 @@ async def test_recall_orders_identically_on_both_backends(make_postgres_stores) 
                 assert "e010" not in {h.id for h in ours.hits}
                 compared += 1
     assert compared == 150
+    for memory in (reference, postgres):
+        await memory.aclose()
+
+
+MIXED = [
+    "Caroline said she painted a sunrise over the lake",
+    "Melanie went hiking in the Alps with the kids",
+    "Привет, мир! Мы говорили о погоде и о поезде",
+    "東京タワー の 夜景 は きれい",
+    "Γειά σου κόσμε, ο καιρός είναι καλός",
+    "مرحبا بالعالم والطقس جميل",
+    "what is it that you would do",  # nothing but stop words: no terms, length 0
+    "painting painting painting paintings of lakes",
+    "the café served naïve crème brûlée",
+    "ﬁsh and chips at the harbour on friday",
+]
+
+HARD_QUERIES = [
+    "zebra quantum xylophone",  # terms absent from the scope
+    "what would you do if it is",  # all stop words
+    "погода поезд",  # Cyrillic
+    "東京タワー",  # CJK
+    "καιρός",  # Greek
+    "الطقس",  # Arabic
+    "painted lakes sunrise",  # stems: paint, lake
+    "Creme brulee cafe",  # no accent folding: partial matches only
+    "fish friday",  # NFKC ligature in the entry
+]
+
+
+async def test_recall_with_absent_stopword_and_non_latin_terms_matches(
+    make_postgres_stores,
+) -> None:
+    embedder = HashEmbedder(dimensions=32)
+    stores = await make_postgres_stores(dimension=32)
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    scope = {
+        "tenant_id": "t",
+        "resource_id": "r",
+        "thread_id": "mixed",
+        "embedder": embedder,
+        "clock": lambda: now,
+    }
+    reference = create_memory(
+        **scope, vector_store=InMemoryVectorStore(), working_store=InMemoryWorkingStore()
+    )
+    postgres = create_memory(
+        **scope, vector_store=stores.vector_store, working_store=stores.working_store
+    )
+    entries = [{"id": f"m{i:02d}", "text": text} for i, text in enumerate(MIXED)]
+    for memory in (reference, postgres):
+        await memory.remember(entries, wait=True)
+    lexical_hits = 0
+    for query in HARD_QUERIES:
+        for top_k in (1, 3, 10):
+            ours, theirs = [
+                await m.recall(query, top_k=top_k, explain=True) for m in (reference, postgres)
+            ]
+            assert [h.id for h in ours.hits] == [h.id for h in theirs.hits], query
+            for a, b in zip(ours.hits, theirs.hits, strict=True):
+                assert (round(a.score, 9), round(a.bm25, 9), round(a.lexical, 9)) == (
+                    round(b.score, 9),
+                    round(b.bm25, 9),
+                    round(b.lexical, 9),
+                ), query
+                assert a.bm25_scale == pytest.approx(b.bm25_scale, rel=1e-12)
+            lexical_hits += sum(h.bm25 > 0 for h in ours.hits)
+            if query.startswith(("zebra", "what")):
+                assert all(h.bm25 == 0.0 and h.lexical == 0.0 for h in ours.hits), query
+    assert lexical_hits > 0  # the non-Latin and stemmed queries did match lexically
     for memory in (reference, postgres):
         await memory.aclose()

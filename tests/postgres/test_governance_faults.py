@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 
 from prism_memory import HashEmbedder, IndexingPolicy, Memory, PrismMemoryError, create_memory
 from prism_memory.postgres import PostgresMemoryStores
+from prism_memory.postgres._errors import wrap_db_errors
 
 pytestmark = pytest.mark.postgres
 
@@ -148,3 +149,14 @@ async def test_a_killed_connection_leaves_all_or_nothing(make_postgres_stores, s
         if state == before:  # the thread is still usable: the same call now completes
             await call(_memory(stores, tenant, lambda: later))
             assert await _snapshot(stores, tenant) == after
+
+
+async def test_engines_keep_bound_values_out_of_logs_and_errors(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=32)
+    assert stores.engine.sync_engine.hide_parameters
+    secret = "sk-never-logged-0000"
+    with pytest.raises(PrismMemoryError) as caught, wrap_db_errors("probe"):
+        async with stores.engine.connect() as conn:
+            await conn.execute(text("SELECT CAST(:v AS integer)"), {"v": secret})
+    assert "probe failed" in str(caught.value)
+    assert secret not in str(caught.value)

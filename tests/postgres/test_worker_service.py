@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from prism_memory import HashEmbedder, MemoryIdentity
 from prism_memory.postgres import PostgresMemoryStores
@@ -217,8 +217,7 @@ async def test_the_worker_wakes_on_notify_not_on_its_poll(make_postgres_stores):
     stores = await make_postgres_stores(dimension=16)
     embedder = _Recording()
     worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=600)
-    stop = asyncio.Event()
-    task = asyncio.create_task(worker.run(stop))
+    await worker.start()  # listening when this returns
     try:
         await asyncio.sleep(0.5)  # it has looked once, found nothing and now waits (600 s poll)
         await _write(stores, "acme", _entries("late", 6))
@@ -228,7 +227,42 @@ async def test_the_worker_wakes_on_notify_not_on_its_poll(make_postgres_stores):
 
         await _wait_for(all_indexed, 30, "a NOTIFY to wake the worker")
     finally:
-        stop.set()
-        await task
+        await worker.stop()
     assert worker.counts.wakeups >= 1
     assert sorted(embedder.texts) == sorted(f"late entry {i}" for i in range(6))
+
+
+async def test_a_lost_listen_connection_is_reopened(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=16)
+    embedder = _Recording()
+    worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=600)
+    await worker.start()
+    try:
+        async with stores.vector_store.engine.connect() as conn:
+            terminated = (
+                await conn.execute(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE query LIKE 'LISTEN %prism_memory_pending%' "
+                        "AND pid <> pg_backend_pid()"
+                    )
+                )
+            ).scalar_one()
+        assert terminated >= 1
+
+        async def listening_again() -> bool:
+            return worker.counts.reconnects == 1
+
+        await _wait_for(listening_again, 30, "the worker to LISTEN again")
+        await asyncio.sleep(0.3)  # the look for work after reconnecting has found nothing
+        notified_before = worker.counts.wakeups
+        await _write(stores, "acme", _entries("after", 5))
+
+        async def all_indexed() -> bool:
+            return await _count(stores, "indexed") == 5
+
+        await _wait_for(all_indexed, 30, "a NOTIFY on the new connection")
+    finally:
+        await worker.stop()
+    assert worker.counts.wakeups > notified_before, "the new connection received the NOTIFY"
+    assert sorted(embedder.texts) == sorted(f"after entry {i}" for i in range(5))

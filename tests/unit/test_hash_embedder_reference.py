@@ -65,6 +65,12 @@ def test_a_text_without_words_is_the_first_unit_vector(text):
     assert HashEmbedder(5).embed_one(text).tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
 
 
+def test_one_dimension_is_enough():
+    embedder = HashEmbedder(1)
+    assert embedder.dimensions == 1
+    assert embedder.embed_one("anything").tolist() in ([1.0], [-1.0])
+
+
 def test_defaults_and_repr():
     assert HashEmbedder().dimensions == 64
     assert repr(HashEmbedder(12)) == "HashEmbedder(dimensions=12)"

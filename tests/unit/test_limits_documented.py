@@ -109,7 +109,7 @@ async def test_a_memory_with_top_k_one_recalls_one_hit_and_refuses_two():
 
 def test_an_unknown_name_does_not_hide_a_value_over_its_ceiling():
     with pytest.raises(CapExceededError):
-        Limits(top_kk=1, top_k=33)
+        Limits(**{"top_kk": 1, "top_k": 33})  # noqa: PIE804 - an unknown name, on purpose
     with pytest.raises(CapExceededError):
         create_memory(
             tenant_id="t",

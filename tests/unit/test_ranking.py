@@ -165,7 +165,7 @@ def test_composite_score_matches_the_hand_computed_formula():
     scoring = RecallScoring(recency_weight=0.3, importance_weight=0.2, half_life_ms=1000.0)
     a = cand(record("a", "alpha gamma", age_ms=1000, importance=0.4), 1.0, 0.0)
     b = cand(record("b", "beta alpha", age_ms=3000, importance=1.0), 0.0, 1.0)
-    c = cand(record("c", "nothing here", age_ms=-5000, importance=0.0), 1.0, 1.0)
+    c = cand(record("c", "nothing remains", age_ms=-5000, importance=0.0), 1.0, 1.0)
     hits = ranked([b, c, a], text="alpha beta", scoring=scoring)
     # corpus = the three candidates: N = 3, every length 2 = avgdl, so each tf=1 term adds its idf
     idf_alpha = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
@@ -455,3 +455,23 @@ def test_a_perfect_entry_never_scores_above_one(forced, r, i):
         # every component is exactly 1 (cosine 1, lexical 1, future -> recency 1, importance 1)
         assert (hit.semantic, hit.lexical, hit.recency, hit.importance) == (1.0, 1.0, 1.0, 1.0)
         assert 0.0 <= hit.score <= 1.0
+
+
+def test_explain_says_how_each_component_was_computed():
+    scoring = RecallScoring(lexical_weight=0.25)
+    hits = ranked(
+        [cand(record("a", "zebra zebra"), 0.6, 0.8), cand(record("b", "plain"), 1.0, 0.0)],
+        text="zebra",
+        scoring=scoring,
+    )
+    (first, second) = explain(hits, scoring)
+    by_id = {h.id: h for h in hits}
+    assert first.id == "b"  # cosine 1 outweighs the lexical match at λ = 0.25
+    assert second.bm25 == by_id["a"].bm25 > 0.0
+    assert first.bm25 == 0.0
+    assert second.lexical_weight == 0.25
+    assert set(second.how) == {"semantic", "lexical", "similarity", "score"}
+    assert "cosine" in second.how["semantic"]
+    assert f"{by_id['a'].bm25:.6g} / {by_id['a'].bm25_scale:.6g}" in second.how["lexical"]
+    assert "k1=0.9 b=0.4" in second.how["lexical"]
+    assert "(1 - 0.25) * semantic / 1 + 0.25 * lexical" in second.how["similarity"]

@@ -1,0 +1,89 @@
+"""Conformance checks of the hybrid ranking's store contract (``SearchResult`` statistics, BM25).
+
+Every backend must report the same corpus statistics for the same recallable entries — that is
+what makes the one pure fusion order identically everywhere. They run on every backend through
+:data:`~prism_memory.testing.CONFORMANCE_CHECKS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..stores.base import RecallFilter, SearchRequest
+from ._conformance import ConformanceKit, _Case, _check
+
+__all__ = ["RANKING_CHECKS"]
+
+# plain words that are their own terms (no stop word, unchanged by the stemmer)
+_TEXTS = {
+    "a": "zebra lamp river",
+    "b": "grass lamp",
+    "c": "grass stone river tulip",
+    "d": "grass kiwi",
+    "hidden": "zebra zebra grass",
+    "held": "zebra mango",
+}
+
+
+async def search_reports_statistics_of_recallable_entries(kit: ConformanceKit) -> None:
+    """``search`` counts exactly the scope's recallable entries: N, total terms, per-term df."""
+    case = _Case(kit)
+    memory = case.memory()
+    await memory.remember([{"id": i, "text": t} for i, t in _TEXTS.items()], wait=True)
+    await memory.set_consent("hidden", visible=False)
+    await memory.forget(ids=["held"], hold=True)
+    other = case.memory(thread="thread-2")  # same words next door: never counted
+    await other.remember(
+        [{"id": f"o{i}", "text": "zebra zebra grass"} for i in range(5)], wait=True
+    )
+
+    vector = np.asarray((await kit.embedder.embed(["zebra grass"]))[0], dtype=np.float32)
+    request = SearchRequest(
+        vector=vector,
+        terms=frozenset({"zebra", "grass", "absent"}),
+        limit=2,
+        filter=RecallFilter(now=case.clock()),
+    )
+    result = await kit.vector_store.search(memory.identity, request)
+    recallable = [_TEXTS[i] for i in ("a", "b", "c", "d")]
+    stats = result.stats
+    _check(stats.documents == 4, f"documents {stats.documents} != 4")
+    total = sum(len(text.split()) for text in recallable)
+    _check(stats.total_length == total, f"total_length {stats.total_length} != {total}")
+    frequency = {t: stats.frequency(t) for t in ("zebra", "grass", "absent")}
+    _check(frequency == {"zebra": 1, "grass": 3, "absent": 0}, f"frequencies {frequency}")
+    ids = {c.record.id for c in result.candidates}
+    _check(not ids & {"hidden", "held"}, f"excluded entries came back: {ids}")
+    # lexical leg, limit 2: the rare term's entry ("a") leads; then grass + the shortest text ("b"
+    # and "d" tie on length: the lower sequence, "b")
+    _check({"a", "b"} <= ids, f"lexical leg by BM25: {sorted(ids)}")
+    await memory.aclose()
+    await other.aclose()
+
+
+async def recall_weighs_a_rare_term_above_a_common_one(kit: ConformanceKit) -> None:
+    """BM25 of a hit reflects idf: the entry with the rare query term scores the higher BM25."""
+    case = _Case(kit)
+    memory = case.memory()
+    await memory.remember(
+        [{"id": "rare", "text": "zebra lamp"}, {"id": "common", "text": "grass lamp"}]
+        + [{"id": f"g{i}", "text": f"grass field {i}"} for i in range(6)],
+        wait=True,
+    )
+    hits = {h.id: h for h in (await memory.recall("zebra grass", top_k=10)).hits}
+    _check({"rare", "common"} <= set(hits), f"both matches recalled: {sorted(hits)}")
+    _check(hits["rare"].bm25 > hits["common"].bm25 > 0.0, "idf orders the rare term first")
+    _check(hits["rare"].lexical > hits["common"].lexical, "and the higher lexical signal")
+    again = {h.id: h.score for h in (await memory.recall("zebra grass", top_k=10)).hits}
+    _check(again == {i: h.score for i, h in hits.items()}, "a repeated recall scores the same")
+    await memory.aclose()
+
+
+RANKING_CHECKS = {
+    check.__name__: check
+    for check in (
+        search_reports_statistics_of_recallable_entries,
+        recall_weighs_a_rare_term_above_a_common_one,
+    )
+}
+"""The ranking checks by name."""
