@@ -65,8 +65,7 @@ def build_vector_search_ddl(
       (embedding vector_cosine_ops)`` -- revision ``prism_memory_0002``, only when ``dimension`` is
       pinned and at most 2,000 (pgvector's HNSW limit); unpinned, the GIN index is all there is.
 
-    It does not create the tables (nor the generated ``text_tsv`` column, which is part of ``CREATE
-    TABLE``), the scope and pending B-trees, the lineage GIN index (it serves lineage cascades, not
+    It does not create the tables (nor the ``text_tsv`` column, which is part of them), the scope and pending B-trees, the lineage GIN index (it serves lineage cascades, not
     search) or the version table, and it holds no ``BEGIN``/``COMMIT``: run it with autocommit (as
     ``psql`` does) because of ``CONCURRENTLY``. It is for review -- what search adds to a schema and
     what it costs to build -- not a second way to migrate: the revisions own the schema.

@@ -723,8 +723,10 @@ class InMemoryVectorStore(VectorStore):
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector."""
-        key = _key(scope)
-        return sum(1 for owner, _ in self._pending if owner == key)
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return 0
+        return sum(1 for row in thread.rows.values() if row.record.status == "pending")
 
     async def list_oldest(
         self,

@@ -124,17 +124,17 @@ MIXED = [
     "ﬁsh and chips at the harbour on friday",
 ]
 
-HARD_QUERIES = [
-    "zebra quantum xylophone",  # terms absent from the scope
-    "what would you do if it is",  # all stop words
-    "погода поезд",  # Cyrillic
-    "東京タワー",  # CJK
-    "καιρός",  # Greek
-    "الطقس",  # Arabic
-    "painted lakes sunrise",  # stems: paint, lake
-    "Creme brulee cafe",  # no accent folding: partial matches only
-    "fish friday",  # NFKC ligature in the entry
-]
+HARD_QUERIES = {  # query -> the entry it must match lexically (None: no lexical match at all)
+    "zebra quantum xylophone": None,  # terms absent from the scope
+    "what would you do if it is": None,  # all stop words
+    "Погоде, поезде": "m02",  # Cyrillic (case-folded; no Russian stemming)
+    "東京タワー": "m03",  # CJK
+    "ΚΑΙΡΌΣ": "m04",  # Greek, upper case
+    "بالعالم": "m05",  # Arabic
+    "painted lakes sunrise": "m00",  # stems: paint, lake
+    "naïve café": "m08",  # accented Latin
+    "fish friday": "m09",  # NFKC ligature in the entry
+}
 
 
 async def test_recall_with_absent_stopword_and_non_latin_terms_matches(
@@ -174,8 +174,12 @@ async def test_recall_with_absent_stopword_and_non_latin_terms_matches(
                 ), query
                 assert a.bm25_scale == pytest.approx(b.bm25_scale, rel=1e-12)
             lexical_hits += sum(h.bm25 > 0 for h in ours.hits)
-            if query.startswith(("zebra", "what")):
+            expected = HARD_QUERIES[query]
+            if expected is None:
                 assert all(h.bm25 == 0.0 and h.lexical == 0.0 for h in ours.hits), query
+            elif top_k == 10:
+                best = max(ours.hits, key=lambda h: h.bm25)
+                assert (best.id, best.lexical > 0.0) == (expected, True), query
     assert lexical_hits > 0  # the non-Latin and stemmed queries did match lexically
     for memory in (reference, postgres):
         await memory.aclose()
