@@ -43,3 +43,10 @@ def mutation(session: nox.Session) -> None:
     """
     session.install("-e", ".[test]")
     session.run("python", "tools/mutate.py", *session.posargs)
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """The speed suite (benchmarks/speed.py), on demand only: ``nox -s bench -- --rows 100000``."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/speed.py", *session.posargs)

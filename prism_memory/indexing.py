@@ -13,14 +13,15 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .embedding import Embedder, embed_batched, embedder_model
 from .errors import EmbedderError, IndexingError, InvalidVectorError, PrismMemoryError
-from .models import IndexingReport, MemoryIdentity, Vector
-from .stores.base import ClaimedEntry, VectorStore
+from .models import IndexingReport, IndexStatus, MemoryIdentity, Vector
+from .stores.base import ClaimedEntry, EntryLease, VectorStore
 
 __all__ = ["CLAIM_BATCHES", "IndexingPolicy", "IndexingQueue"]
 
@@ -105,6 +106,10 @@ class IndexingQueue:
         self._draining = False
         self._batch_lock = asyncio.Lock()
         self._waiters: list[_Waiter] = []
+        self._adopted: deque[ClaimedEntry] = deque()
+        self._took_adopted = False
+        self._settled: dict[str, tuple[IndexStatus, str | None]] = {}
+        """Ids this queue indexed itself, so a waiter resolves without asking the store."""
         self.indexed_total = 0
         """Rows this queue has indexed since it was created."""
 
@@ -127,6 +132,24 @@ class IndexingQueue:
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+    def lease(self, ids: Iterable[str]) -> EntryLease:
+        """A lease on the first of ``ids`` -- as many as one claim takes -- for rows written now and
+        handed to :meth:`adopt` (see :meth:`VectorStore.put_entries`); the rest stay free for any
+        worker to claim, so other workers still share a large write."""
+        first = list(dict.fromkeys(ids))[: self._batch_size * CLAIM_BATCHES]
+        return EntryLease(
+            worker_id=self.worker_id,
+            until=self._clock() + timedelta(seconds=self._policy.lease_seconds),
+            ids=frozenset(first),
+        )
+
+    def adopt(self, items: Iterable[ClaimedEntry]) -> None:
+        """Embed ``items`` -- rows stored leased to this worker -- next, without claiming them."""
+        before = len(self._adopted)
+        self._adopted.extend(items)
+        if len(self._adopted) > before:
+            self.wake()
 
     def wake(self) -> None:
         """Tell the worker new rows are pending."""
@@ -205,7 +228,9 @@ class IndexingQueue:
                 await asyncio.sleep(self._policy.busy_poll_seconds)
             if self._stop.is_set() and (not self._draining or claimed == 0):
                 return
-            if claimed:
+            # after a batch handed over by remember() nothing else is known to be due: wait for
+            # the next wake-up instead of spending a claim round trip on an empty queue
+            if claimed and (self._adopted or self._waiters or not self._took_adopted):
                 continue
             timeout = (
                 self._policy.busy_poll_seconds if self._waiters else self._policy.idle_poll_seconds
@@ -217,7 +242,11 @@ class IndexingQueue:
         """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
         statement; return ``(indexed, claimed)``."""
         async with self._batch_lock:
-            claimed = await self._claim(self._batch_size * CLAIM_BATCHES)
+            limit = self._batch_size * CLAIM_BATCHES
+            claimed = [self._adopted.popleft() for _ in range(min(limit, len(self._adopted)))]
+            self._took_adopted = bool(claimed)
+            if not claimed:
+                claimed = await self._claim(limit)
             if not claimed:
                 return 0, 0
             done: list[tuple[ClaimedEntry, Vector]] = []
@@ -229,6 +258,8 @@ class IndexingQueue:
                     done, worker_id=self.worker_id, now=self._clock(), model=self._model
                 )
                 self.indexed_total += indexed
+                if indexed == len(done) and self._waiters:
+                    self._settled.update((item.id, ("indexed", None)) for item, _ in done)
             return indexed, len(claimed)
 
     async def _claim(self, limit: int) -> list[ClaimedEntry]:
@@ -289,8 +320,11 @@ class IndexingQueue:
     async def _resolve_waiters(self) -> None:
         if not self._waiters or self._scope is None:
             return
-        wanted = sorted(set().union(*(waiter.ids for waiter in self._waiters)))
-        status = await self._store.index_status(self._scope, wanted)
+        wanted = set().union(*(waiter.ids for waiter in self._waiters))
+        status = {i: self._settled[i] for i in wanted if i in self._settled}
+        unknown = sorted(wanted - status.keys())
+        if unknown:
+            status.update(await self._store.index_status(self._scope, unknown))
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if waiter.future.done():
@@ -310,3 +344,5 @@ class IndexingQueue:
                 )
             )
         self._waiters = remaining
+        still = set().union(*(waiter.ids for waiter in remaining))
+        self._settled = {i: s for i, s in self._settled.items() if i in still}

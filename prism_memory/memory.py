@@ -62,6 +62,7 @@ from .ranking import chronological, query_terms, rerank
 from .ranking import explain as explain_hits
 from .redaction import Redactor, Scrubber
 from .stores.base import (
+    ClaimedEntry,
     GovernanceChange,
     NewEntry,
     RecallFilter,
@@ -327,13 +328,26 @@ class Memory:
                 raise ValidationError(f"entry {entry.id!r} appears twice with different content")
             prepared[entry.id] = entry
         await self._check_lineage_sources(scope, prepared)
-        records = await self.vector_store.put_entries(scope, list(prepared.values()), now=now)
+        queue = await self._ensure_queue()
+        # new rows are stored already leased to this memory's worker: it embeds them at once,
+        # without a claim round trip, and no other worker takes them meanwhile
+        lease = queue.lease(prepared)
+        records = await self.vector_store.put_entries(
+            scope, list(prepared.values()), now=now, lease=lease
+        )
         failed = [record.id for record in records if record.status == "failed"]
         if failed:  # remembering again is how a host retries a failed entry
             await self.vector_store.requeue_failed(scope, failed)
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
-        queue = await self._ensure_queue()
         done = queue.watch(pending)
+        queue.adopt(
+            ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
+            for r in records
+            if lease.covers(r.id)
+            and r.status == "pending"
+            and r.created_at == now
+            and r.revision == 1
+        )
         if not done.done():
             self._inflight.add(done)
             done.add_done_callback(self._inflight.discard)

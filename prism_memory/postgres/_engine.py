@@ -8,12 +8,14 @@ asyncpg type codec for ``vector`` (``format="binary"``) that encodes numpy array
 from __future__ import annotations
 
 import struct
+import time
+import weakref
 from typing import Any
 
 import numpy as np
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -21,12 +23,14 @@ from ..errors import ConfigurationError
 from ..models import Vector
 
 __all__ = [
+    "IDLE_PING_SECONDS",
     "SERVER_SETTINGS",
     "create_engine",
     "decode_vector",
     "encode_vector",
     "install_vector_codec",
     "normalize_url",
+    "sets_plans",
 ]
 
 SERVER_SETTINGS = {
@@ -39,6 +43,20 @@ SERVER_SETTINGS = {
 }
 _HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"
+_LAST_USED = "prism_memory_last_used"
+_PLANNED_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def sets_plans(engine: AsyncEngine) -> bool:
+    """Whether :func:`create_engine` made ``engine``: then every connection carries
+    :data:`SERVER_SETTINGS` and reads need no transaction-local planner settings."""
+    return engine.sync_engine in _PLANNED_ENGINES
+
+
+IDLE_PING_SECONDS = 10.0
+"""An engine prism_memory creates pings a pooled connection on checkout only when it sat idle this
+long: a connection used a moment ago is alive, so the hot path (recall) sends no extra round trip.
+Reads also retry once on a connection that turns out dead."""
 
 
 def encode_vector(value: Any) -> bytes:
@@ -81,6 +99,32 @@ def _on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
         record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(_register))
 
 
+def _on_checkin(dbapi_connection: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_LAST_USED] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    # SQLAlchemy's pool_pre_ping costs BEGIN / ; / ROLLBACK on *every* checkout. Ping only a
+    # connection that sat idle; a DisconnectionError makes the pool replace it and retry.
+    last = record.info.get(_LAST_USED)
+    if last is None or time.monotonic() - last < IDLE_PING_SECONDS:
+        return
+    try:
+        dbapi_connection.ping()
+    except Exception as exc:
+        raise DisconnectionError("pooled connection is dead") from exc
+
+
+def install_idle_ping(engine: AsyncEngine) -> None:
+    """Ping pooled connections of ``engine`` on checkout only after :data:`IDLE_PING_SECONDS` idle."""
+    sync_engine = engine.sync_engine
+    if not event.contains(sync_engine, "checkin", _on_checkin):
+        event.listen(sync_engine, "checkin", _on_checkin)
+    if not event.contains(sync_engine, "checkout", _ping_if_idle):
+        event.listen(sync_engine, "checkout", _ping_if_idle)
+
+
 def install_vector_codec(engine: AsyncEngine) -> None:
     """Register pgvector's binary codec on every connection ``engine`` hands out (idempotent)."""
     if engine.dialect.driver != "asyncpg":
@@ -115,6 +159,8 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
     """An asyncpg engine for ``url`` with the binary vector codec and custom plans for searches.
 
     ``pooled=False`` uses ``NullPool`` (one connection per checkout; for tests and one-off runs).
+    Pooled connections are pinged on checkout only after :data:`IDLE_PING_SECONDS` idle (pass
+    ``pool_pre_ping=True`` to ping on every checkout instead).
     """
     options: dict[str, Any] = {
         "connect_args": {"server_settings": dict(SERVER_SETTINGS)},
@@ -124,8 +170,9 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
     options.setdefault("hide_parameters", True)
     if not pooled:
         options["poolclass"] = NullPool
-    else:
-        options.setdefault("pool_pre_ping", True)
     engine = create_async_engine(normalize_url(url), **options)
     install_vector_codec(engine)
+    _PLANNED_ENGINES.add(engine.sync_engine)
+    if pooled and not options.get("pool_pre_ping"):
+        install_idle_ping(engine)
     return engine

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,7 +51,14 @@ from ..models import (
     Vector,
     WorkingMemoryRecord,
 )
-from ..stores.base import ClaimedEntry, RecallFilter, SearchRequest, SearchResult, Tombstone
+from ..stores.base import (
+    ClaimedEntry,
+    EntryLease,
+    RecallFilter,
+    SearchRequest,
+    SearchResult,
+    Tombstone,
+)
 from ._engine import encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import RESOURCE_SHARED, PrismTables
@@ -65,7 +73,11 @@ __all__ = [
     "WorkingRepository",
     "entry_values",
     "lineage_metadata",
+    "neighbors_statement",
     "record_from_row",
+    "search_result",
+    "search_statement",
+    "to_positional",
 ]
 
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -365,12 +377,15 @@ class EntrySql:
                 "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
                 "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
             )
+        # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
+        # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
+        # ``id``, so every candidate cost a scan of the whole thread.
         return (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
-            f"FROM {self.entries} e CROSS JOIN stats s "
-            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource "
-            f"AND (e.thread_id, e.id) IN ({chosen})"
+            f"FROM ({chosen}) AS c JOIN {self.entries} e ON e.tenant_id = :tenant "
+            "AND e.resource_id = :resource AND e.thread_id = c.thread_id AND e.id = c.id "
+            "CROSS JOIN stats s"
         )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -486,6 +501,91 @@ class EntrySql:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
+    """Rewrite ``:name`` binds (never ``::casts``) into asyncpg's ``$n``; return the names in order.
+
+    Lets a read go to the asyncpg driver directly, where the statement is prepared once per
+    connection and cached by asyncpg.
+    """
+    names: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return _BIND.sub(number, statement), tuple(names)
+
+
+_BIND = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def search_statement(
+    sql: EntrySql, scope: MemoryIdentity, request: SearchRequest
+) -> tuple[str, dict[str, Any], list[str]]:
+    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
+    query terms in the order the statement numbers them."""
+    flt = request.filter
+    shared = request.shared
+    use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
+    # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
+    terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
+    statement = sql.search(
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+        shared=use_shared,
+        lexical=bool(terms),
+        resource_wide=request.resource_wide,
+    )
+    params: dict[str, Any] = {
+        **_scope_params(scope),
+        "query": request.vector,
+        "limit": request.limit,
+    }
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    if use_shared and shared is not None:
+        params["parent"] = shared.thread_id
+        params["shared_ids"] = list(dict.fromkeys(shared.ids))
+    if terms:
+        # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
+        queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+        params["term_queries"] = queries
+        params["any_term"] = " | ".join(queries)
+    return statement, params, terms
+
+
+def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
+    """Candidates (record and stored vector) and corpus statistics from rows of
+    :meth:`EntrySql.search`."""
+    if not rows:
+        return SearchResult([], CorpusStats())
+    first = rows[0]
+    ords, counts = first["df_ords"] or [], first["df_counts"] or []
+    stats = CorpusStats(
+        int(first["documents"]),
+        int(first["total_length"]),
+        {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
+    )
+    return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
+
+
+def neighbors_statement(
+    sql: EntrySql, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
+) -> tuple[str, dict[str, Any]]:
+    """The SQL of :meth:`EntrySql.neighbors` for ``ranges`` and its bound values."""
+    statement = sql.neighbors(
+        ranges=len(ranges),
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+    )
+    params: dict[str, Any] = dict(_scope_params(scope))
+    for i, (low, high) in enumerate(ranges):
+        params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    return statement, params
+
+
 # ---- repositories --------------------------------------------------------------------------------
 
 
@@ -530,20 +630,33 @@ class EntryRepository(_Repository):
         stmt = select(func.coalesce(func.max(t.c.sequence), -1)).where(self._scoped(scope))
         return int((await self.session.execute(stmt)).scalar_one())
 
-    async def insert_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert new rows in one batched statement (insertmanyvalues), with their terms."""
-        if records:
-            stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
-            await self.session.execute(
-                stmt,
-                [{**entry_values(record), **lexical_values(record.text)} for record in records],
+    async def insert_many(
+        self, records: Sequence[MemoryRecord], *, lease: EntryLease | None = None
+    ) -> None:
+        """Insert new rows in one batched statement (insertmanyvalues), with their terms, leased
+        to ``lease.worker_id`` where ``lease`` covers them."""
+        if not records:
+            return
+        stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
+        rows = []
+        for record in records:
+            leased = lease is not None and lease.covers(record.id)
+            rows.append(
+                {
+                    **entry_values(record),
+                    **lexical_values(record.text),
+                    "claimed_by": lease.worker_id if lease is not None and leased else None,
+                    "claimed_until": lease.until if lease is not None and leased else None,
+                }
             )
+        await self.session.execute(stmt, rows)
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
+        # ``= ANY(array)``: one statement (prepared once) whatever the number of ids
         stmt = self._record_select().where(
             self._scoped(scope), _in_array(self.tables.entries.c.id, wanted)
         )
@@ -630,44 +743,9 @@ class EntryRepository(_Repository):
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`)."""
-        flt = request.filter
-        shared = request.shared
-        use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
-        # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
-        terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
-        statement = self.sql.search(
-            require_consent=flt.require_consent,
-            occurred_after=flt.occurred_after is not None,
-            shared=use_shared,
-            lexical=bool(terms),
-            resource_wide=request.resource_wide,
-        )
-        params: dict[str, Any] = {
-            **_scope_params(scope),
-            "query": request.vector,
-            "limit": request.limit,
-        }
-        if flt.occurred_after is not None:
-            params["occurred_after"] = flt.occurred_after
-        if use_shared and shared is not None:
-            params["parent"] = shared.thread_id
-            params["shared_ids"] = list(dict.fromkeys(shared.ids))
-        if terms:
-            # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
-            queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
-            params["term_queries"] = queries
-            params["any_term"] = " | ".join(queries)
+        statement, params, terms = search_statement(self.sql, scope, request)
         rows = (await self.session.execute(text(statement), params)).mappings().all()
-        if not rows:
-            return SearchResult([], CorpusStats())
-        first = rows[0]
-        ords, counts = first["df_ords"] or [], first["df_counts"] or []
-        stats = CorpusStats(
-            int(first["documents"]),
-            int(first["total_length"]),
-            {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
-        )
-        return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
+        return search_result(rows, terms)
 
     async def neighbors(
         self, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
@@ -675,16 +753,7 @@ class EntryRepository(_Repository):
         """Recallable records of the thread within any inclusive sequence range."""
         if not ranges:
             return []
-        statement = self.sql.neighbors(
-            ranges=len(ranges),
-            require_consent=flt.require_consent,
-            occurred_after=flt.occurred_after is not None,
-        )
-        params: dict[str, Any] = dict(_scope_params(scope))
-        for i, (low, high) in enumerate(ranges):
-            params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
-        if flt.occurred_after is not None:
-            params["occurred_after"] = flt.occurred_after
+        statement, params = neighbors_statement(self.sql, scope, ranges, flt)
         rows = (await self.session.execute(text(statement), params)).mappings()
         return [record_from_row(row) for row in rows]
 

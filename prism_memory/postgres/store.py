@@ -15,6 +15,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -25,6 +26,7 @@ from ..errors import (
     ConflictError,
     DimensionMismatchError,
     NotFoundError,
+    StorageError,
 )
 from ..lexical import CorpusStats
 from ..models import (
@@ -39,6 +41,7 @@ from ..models import (
 )
 from ..stores.base import (
     ClaimedEntry,
+    EntryLease,
     GovernanceChange,
     GovernanceResult,
     NewEntry,
@@ -51,19 +54,26 @@ from ..stores.base import (
     check_lease,
     check_limit,
 )
-from ._engine import create_engine, install_vector_codec
-from ._errors import wrap_db_errors
+from ._engine import create_engine, install_vector_codec, sets_plans
+from ._errors import sqlstate_of, wrap_db_errors
 from .rag_store import PostgresRagOperations
 from .repositories import (
     EntryRepository,
+    EntrySql,
     IndexingRepository,
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+    neighbors_statement,
+    record_from_row,
+    search_result,
+    search_statement,
+    to_positional,
 )
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
+    MAX_HNSW_DIMENSION,
     Names,
     PrismTables,
     build_metadata,
@@ -98,6 +108,8 @@ class _Adapter:
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS);
         # a host's engine gets them transaction-locally for the search queries instead.
         self._set_plan_mode = not engine_sets_plans
+        # On those engines, reads go to the asyncpg driver directly (see ``_fetch``).
+        self._direct_reads = engine_sets_plans
 
     @property
     def engine(self) -> AsyncEngine:
@@ -124,10 +136,47 @@ class _Adapter:
                     )
                 yield session
 
+    async def _fetch(self, action: str, statement: str, params: Mapping[str, Any]) -> list[Any]:
+        """One read in one round trip: the statement goes straight to the pooled connection's
+        asyncpg driver -- no transaction around it, prepared once per connection and cached by
+        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead."""
+        positional, names = to_positional(statement)
+        args = [params[name] for name in names]
+        for attempt in (1, 2):
+            with wrap_db_errors(action):
+                async with self._engine.connect() as conn:
+                    driver: Any = (await conn.get_raw_connection()).driver_connection
+                    try:
+                        return list(await driver.fetch(positional, *args))
+                    except Exception as exc:
+                        if not _connection_lost(exc, driver):
+                            raise
+                        await conn.invalidate()
+                        if attempt == 2:
+                            raise StorageError(f"{action} failed: connection lost") from exc
+                # the server restarted or failed over: every pooled connection is suspect
+                await self._engine.dispose()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _dispose(self) -> None:
         if self._owns_engine:
             self._owns_engine = False
             await self._engine.dispose()
+
+
+def _connection_lost(exc: BaseException, driver: Any) -> bool:
+    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
+    if driver is None or driver.is_closed():
+        return True
+    if isinstance(
+        exc,
+        asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.InternalClientError
+        | ConnectionError,
+    ):
+        return True
+    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
+    return (sqlstate_of(exc) or "").startswith(("08", "57P"))
 
 
 def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,6 +224,42 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         """Dispose of the engine if this store created it (a host's engine is left alone)."""
         await self._dispose()
 
+    @asynccontextmanager
+    async def deferred_vector_index(self) -> AsyncIterator[None]:
+        """For bulk loads: no HNSW maintenance while the body runs, one index build afterwards.
+
+        On entry the HNSW index of revision ``prism_memory_0002`` is dropped (``DROP INDEX
+        CONCURRENTLY``); on exit -- also when the body raises -- it is rebuilt with the exact
+        statement of that revision (``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING hnsw
+        (embedding vector_cosine_ops)``), outside any transaction, so readers and writers are
+        never blocked. Recall stays exact meanwhile: per-thread recall never uses the HNSW index
+        (it sorts exactly over the thread's B-tree range). Maintaining HNSW costs about a
+        millisecond per vector written; building it once afterwards costs far less. A table
+        without an HNSW index (unpinned, or wider than 2,000) is left alone.
+        """
+        names = self._tables.names
+        hnsw = self._dimension is not None and self._dimension <= MAX_HNSW_DIMENSION
+        index = f'"{names.schema}"."{names.ix_hnsw}"'
+        if hnsw:
+            await self._autocommit(
+                "deferring the HNSW index", f"DROP INDEX CONCURRENTLY IF EXISTS {index}"
+            )
+        try:
+            yield
+        finally:
+            if hnsw:
+                await self._autocommit(
+                    "building the HNSW index",
+                    f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{names.ix_hnsw}" ON '
+                    f'"{names.schema}"."{names.entries}" USING hnsw (embedding vector_cosine_ops)',
+                )
+
+    async def _autocommit(self, action: str, statement: str) -> None:
+        with wrap_db_errors(action):
+            async with self._engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await auto.execute(text(statement))
+
     # ---- helpers -------------------------------------------------------------------------
 
     async def _known_width(self, session: AsyncSession) -> int | None:
@@ -199,7 +284,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
     # ---- entries -------------------------------------------------------------------------
 
     async def put_entries(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
@@ -240,7 +330,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 staged[entry.id] = record
                 new.append(record)
             if new:
-                await repo.insert_many(new)
+                await repo.insert_many(new, lease=lease)
                 # tombstones an earlier, forgotten entry of the same id left behind
                 await TombstoneRepository(session, self._tables).remove_on_entries(
                     scope, [record.id for record in new]
@@ -314,6 +404,14 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Exact per-thread candidate selection and statistics (see :meth:`EntrySql.search`)."""
         check_limit(request.limit)
+        if self._direct_reads:
+            width = self._width if self._width is not None else await self._read_width()
+            query = assert_finite_vector(request.vector, "query vector", expected_length=width)
+            if request.limit == 0:
+                return SearchResult([], CorpusStats())
+            sql = EntrySql.for_tables(self._tables)
+            statement, params, terms = search_statement(sql, scope, replace(request, vector=query))
+            return search_result(await self._fetch("search", statement, params), terms)
         async with self._unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
@@ -322,6 +420,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             return await EntryRepository(session, self._tables).search(
                 scope, replace(request, vector=query)
             )
+
+    async def _read_width(self) -> int | None:
+        rows = await self._fetch("search", EntrySql.for_tables(self._tables).any_width, {})
+        if rows:
+            self._width = int(rows[0][0])
+        return self._width
 
     async def neighbors(
         self,
@@ -332,6 +436,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
         if not ranges:
             return []
+        if self._direct_reads:
+            sql = EntrySql.for_tables(self._tables)
+            statement, params = neighbors_statement(sql, scope, ranges, recall_filter)
+            return [
+                record_from_row(row) for row in await self._fetch("neighbors", statement, params)
+            ]
         async with self._unit("neighbors", custom_plans=True) as session:
             return await EntryRepository(session, self._tables).neighbors(
                 scope, ranges, recall_filter
@@ -793,12 +903,13 @@ async def create_postgres_memory_stores(
     bound, owned, tables, effective = await _open(
         url, engine, schema, table, dimension, skip_migrations
     )
+    planned = sets_plans(bound)
     return PostgresMemoryStores(
         vector_store=PostgresVectorStore(
-            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=owned
+            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=planned
         ),
         working_store=PostgresWorkingStore(
-            bound, tables, owns_engine=False, engine_sets_plans=owned
+            bound, tables, owns_engine=False, engine_sets_plans=planned
         ),
         engine=bound,
         owns_engine=owned,
@@ -820,5 +931,9 @@ async def create_postgres_vector_store(
         url, engine, schema, table, dimension, skip_migrations
     )
     return PostgresVectorStore(
-        bound, tables, dimension=effective, owns_engine=owned, engine_sets_plans=owned
+        bound,
+        tables,
+        dimension=effective,
+        owns_engine=owned,
+        engine_sets_plans=sets_plans(bound),
     )

@@ -47,6 +47,7 @@ from ..models import (
 
 __all__ = [
     "ClaimedEntry",
+    "EntryLease",
     "GovernanceChange",
     "GovernanceResult",
     "NewEntry",
@@ -207,6 +208,20 @@ class ClaimedEntry:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class EntryLease:
+    """New rows written already leased to an indexing worker, so it embeds them without claiming."""
+
+    worker_id: str
+    until: datetime
+    ids: frozenset[str] | None = None
+    """Only new rows with these ids are leased (the rest stay free for any worker); ``None``: all."""
+
+    def covers(self, entry_id: str) -> bool:
+        """Whether a new row ``entry_id`` is stored leased."""
+        return self.ids is None or entry_id in self.ids
+
+
 class WorkingStore(abc.ABC):
     """Versioned working-memory documents, one per ``(tenant, resource, thread or None)``."""
 
@@ -249,9 +264,18 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     async def put_entries(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
     ) -> list[MemoryRecord]:
         """Insert the ``entries`` whose id is new, atomically; return the stored records in input order.
+
+        With ``lease``, the new rows it covers are stored leased to ``lease.worker_id`` until ``lease.until``
+        (as :meth:`claim_pending` would have leased them), so the writer's own indexing worker
+        embeds them without a claim and no other worker takes them meanwhile.
 
         A new row is ``pending``, revision 1, ``created_at = written_at = now``, and any tombstones
         left on its id by an earlier (forgotten) entry are dropped. An id that exists is left

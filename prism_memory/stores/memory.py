@@ -40,6 +40,7 @@ from ..models import (
 )
 from .base import (
     ClaimedEntry,
+    EntryLease,
     GovernanceChange,
     GovernanceResult,
     NewEntry,
@@ -100,32 +101,140 @@ class _Row:
     next_attempt_at: datetime | None = None
 
 
-@dataclass(slots=True)
 class _SearchIndex:
-    """Rows of one thread that pass the static rules, in ``(sequence, id)`` order, as arrays."""
+    """Rows of one thread that pass the static rules, as growable arrays.
 
-    records: list[MemoryRecord]
-    vectors: list[Vector]
-    positions: dict[str, int]
-    unit: npt.NDArray[np.float64]
-    """L2-normalised vectors (zero rows stay zero), one row per record."""
-    occurred_us: npt.NDArray[np.int64]
-    explicit_consent: npt.NDArray[np.bool_]
-    travels: npt.NDArray[np.bool_]
-    """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-    postings: dict[str, _Positions]
-    """Term -> ascending positions of the records whose text contains it."""
-    lengths: npt.NDArray[np.int64]
-    """How many terms each record's text has (its BM25 length)."""
+    Kept up to date write by write (:meth:`add` appends, :meth:`remove` marks a slot dead), so a
+    write never rebuilds the thread's matrix; the thread drops it for a rebuild only when most
+    slots are dead or a tombstone changes which rows pass. Slots are in write order, not
+    ``(sequence, id)`` order: searches break ties explicitly.
+    """
+
+    __slots__ = (
+        "alive",
+        "dead",
+        "explicit_consent",
+        "lengths",
+        "occurred_us",
+        "positions",
+        "postings",
+        "records",
+        "sequence",
+        "size",
+        "travels",
+        "unit",
+        "vectors",
+    )
+
+    def __init__(self) -> None:
+        self.records: list[MemoryRecord] = []
+        self.vectors: list[Vector] = []
+        self.positions: dict[str, int] = {}
+        """Entry id -> its live slot."""
+        self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        """L2-normalised vectors (zero rows stay zero), one row per slot (capacity rows); float32
+        like the stored vectors, which halves the matrix product (the re-rank is in float64)."""
+        self.occurred_us: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.sequence: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.lengths: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """How many terms each slot's text has (its BM25 length)."""
+        self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
+        self.postings: dict[str, list[int]] = {}
+        """Term -> ascending slots whose text contains it (dead slots included, masked by the
+        eligible positions a search intersects them with)."""
+        self.size = 0
+        self.dead = 0
+
+    def _grow(self, width: int) -> None:
+        capacity = max(16, 2 * self.size)
+        unit = np.zeros((capacity, width), dtype=np.float32)
+        if self.unit.shape[1] == width:
+            unit[: self.size] = self.unit[: self.size]
+        self.unit = unit
+        for name in (
+            "occurred_us",
+            "sequence",
+            "lengths",
+            "explicit_consent",
+            "alive",
+            "travels",
+        ):
+            old = getattr(self, name)
+            grown = np.zeros(capacity, dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            setattr(self, name, grown)
+
+    def add(self, record: MemoryRecord, vector: Vector) -> None:
+        """Append ``record`` (which passes the static rules) and its vector."""
+        if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
+            self._grow(vector.shape[0])
+        at = self.size
+        row = vector.astype(np.float64)
+        norm = float(np.linalg.norm(row))
+        self.unit[at] = row / norm if norm > 0.0 else row
+        self.occurred_us[at] = _micros(record.occurred_at)
+        self.sequence[at] = record.sequence
+        terms = tokenize(record.text)
+        self.lengths[at] = len(terms)
+        self.explicit_consent[at] = record.consent is not None
+        self.alive[at] = True
+        self.travels[at] = travels(record)
+        self.records.append(record)
+        self.vectors.append(vector)
+        self.positions[record.id] = at
+        for term in dict.fromkeys(terms):
+            self.postings.setdefault(term, []).append(at)
+        self.size += 1
+
+    def remove(self, entry_id: str) -> None:
+        """Mark ``entry_id``'s slot dead, if it has one."""
+        at = self.positions.pop(entry_id, None)
+        if at is not None:
+            self.alive[at] = False
+            self.dead += 1
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
-        """The request-dependent part of the rules, as a mask over the index rows."""
-        mask = np.ones(len(self.records), dtype=np.bool_)
+        """The request-dependent part of the rules (and liveness), as a mask over the slots."""
+        mask = self.alive[: self.size].copy()
         if recall_filter.require_consent:
-            mask &= self.explicit_consent
+            mask &= self.explicit_consent[: self.size]
         if recall_filter.occurred_after is not None:
-            mask &= self.occurred_us >= _micros(recall_filter.occurred_after)
+            mask &= self.occurred_us[: self.size] >= _micros(recall_filter.occurred_after)
         return mask
+
+    def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
+        """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
+        by ``(sequence, id)``, as every backend breaks them."""
+        if primary.shape[0] > limit:
+            kth = np.partition(primary, limit - 1)[limit - 1]
+            keep = np.flatnonzero(primary <= kth)
+        else:
+            keep = np.arange(primary.shape[0])
+        sequence = self.sequence[at]
+        keep = keep[np.lexsort((sequence[keep], primary[keep]))]
+        if keep.shape[0] > limit:
+            # keep the first ``limit`` plus whoever ties the last of them on (key, sequence)
+            last = keep[limit - 1]
+            end = limit
+            while (
+                end < keep.shape[0]
+                and primary[keep[end]] == primary[last]
+                and sequence[keep[end]] == sequence[last]
+            ):
+                end += 1
+            keep = keep[:end]
+        keys, sequences = primary[keep], sequence[keep]
+        if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
+            return keep[:limit]  # no (key, sequence) ties: the order is final
+        records = self.records
+        ordered = sorted(
+            keep.tolist(),
+            key=lambda i: (primary[i], records[at[i]].sequence, records[at[i]].id),
+        )
+        return np.asarray(ordered[:limit], dtype=np.intp)
 
 
 @dataclass(slots=True)
@@ -139,11 +248,35 @@ class _Thread:
     """``entry_id -> (cause_id, reason) -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
+    top: int | None = None
+    """The largest sequence in the thread (cached; ``None``: recompute)."""
+
+    def max_sequence(self) -> int:
+        """The largest sequence of any row, ``-1`` when the thread is empty."""
+        if self.top is None:
+            self.top = max((row.record.sequence for row in self.rows.values()), default=-1)
+        return self.top
 
     def touch(self) -> None:
-        """Drop the derived caches after any write."""
+        """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
         self.index = None
         self.order = None
+
+    def changed(self, entry_id: str, row: _Row | None) -> None:
+        """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted."""
+        self.order = None
+        index = self.index
+        if index is None:
+            return
+        index.remove(entry_id)
+        if (
+            row is not None
+            and row.vector is not None
+            and self.recallable(row.record, _STATIC_FILTER)
+        ):
+            index.add(row.record, row.vector)
+        if index.dead > max(64, index.size // 2):
+            self.index = None  # mostly dead slots: rebuild compactly on the next search
 
     def source_tombstones(self, record: MemoryRecord) -> list[Tombstone]:
         """The tombstones on ``record``'s lineage sources in this thread."""
@@ -172,38 +305,17 @@ class _Thread:
         return self.index
 
     def _build_index(self) -> _SearchIndex:
+        index = _SearchIndex()
         rows = [
             row
             for row in self.rows.values()
             if row.vector is not None and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda row: (row.record.sequence, row.record.id))
-        records = [row.record for row in rows]
-        vectors = [row.vector for row in rows if row.vector is not None]
-        if vectors:
-            matrix = np.stack(vectors).astype(np.float64)
-            norms = np.linalg.norm(matrix, axis=1)
-            unit = matrix / np.where(norms > 0.0, norms, 1.0)[:, None]
-        else:
-            unit = np.zeros((0, 0), dtype=np.float64)
-        postings: dict[str, list[int]] = {}
-        lengths: list[int] = []
-        for position, record in enumerate(records):
-            terms = tokenize(record.text)
-            lengths.append(len(terms))
-            for term in dict.fromkeys(terms):
-                postings.setdefault(term, []).append(position)
-        return _SearchIndex(
-            records=records,
-            vectors=vectors,
-            positions={record.id: position for position, record in enumerate(records)},
-            unit=unit,
-            occurred_us=np.array([_micros(r.occurred_at) for r in records], dtype=np.int64),
-            explicit_consent=np.array([r.consent is not None for r in records], dtype=np.bool_),
-            travels=np.array([travels(r) for r in records], dtype=np.bool_),
-            postings={term: np.array(hits, dtype=np.intp) for term, hits in postings.items()},
-            lengths=np.array(lengths, dtype=np.int64),
-        )
+        for row in rows:
+            assert row.vector is not None
+            index.add(row.record, row.vector)
+        return index
 
 
 @dataclass(slots=True)
@@ -212,16 +324,7 @@ class _Pool:
 
     index: _SearchIndex
     positions: _Positions
-    """Ascending, so index order (``(sequence, id)``) breaks ties."""
-
-
-def _top(primary: npt.NDArray[Any], limit: int) -> _Positions:
-    """Indices of the ``limit`` smallest ``primary`` values; ties go to the lower index."""
-    if primary.shape[0] > limit:
-        kth = np.partition(primary, limit - 1)[limit - 1]
-        keep = np.flatnonzero(primary <= kth)
-        return keep[np.argsort(primary[keep], kind="stable")][:limit]
-    return np.argsort(primary, kind="stable")
+    """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
 
 
 class InMemoryVectorStore(VectorStore):
@@ -262,12 +365,18 @@ class InMemoryVectorStore(VectorStore):
         return thread
 
     def _set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
+        old = thread.rows.get(row.record.id)
+        if thread.top is not None:
+            if old is not None and old.record.sequence == thread.top > row.record.sequence:
+                thread.top = None  # the top row moved down: recompute when next needed
+            else:
+                thread.top = max(thread.top, row.record.sequence)
         thread.rows[row.record.id] = row
         if row.record.status == "pending":
             self._pending.add((key, row.record.id))
         else:
             self._pending.discard((key, row.record.id))
-        thread.touch()
+        thread.changed(row.record.id, row)
 
     def _check_vectors(
         self, vectors: Iterable[tuple[object, str]]
@@ -292,7 +401,12 @@ class InMemoryVectorStore(VectorStore):
     # ---- entries ---------------------------------------------------------------------------
 
     async def put_entries(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], *, now: datetime
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically; return the stored records in input order.
 
@@ -304,7 +418,7 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(key)
         existing: dict[str, _Row] = {} if thread is None else thread.rows
         staged: dict[str, _Row] = {}
-        top = max((row.record.sequence for row in existing.values()), default=-1)
+        top = -1 if thread is None else thread.max_sequence()
         for entry in entries:
             current = staged.get(entry.id) or existing.get(entry.id)
             if current is None:
@@ -328,6 +442,8 @@ class InMemoryVectorStore(VectorStore):
                         lineage=entry.lineage,
                     )
                 )
+                if lease is not None and lease.covers(entry.id):
+                    row.claimed_by, row.claimed_until = lease.worker_id, lease.until
             else:
                 row = current  # an existing id is never rewritten (governance holds)
             top = max(top, row.record.sequence)
@@ -336,7 +452,8 @@ class InMemoryVectorStore(VectorStore):
         if changed:
             thread = self._thread_for_write(key)
             for row in changed:
-                thread.tombstones.pop(row.record.id, None)  # an earlier, forgotten entry's
+                if thread.tombstones.pop(row.record.id, None) is not None:
+                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
                 self._set_row(key, thread, row)
         return [_export(staged[entry.id].record) for entry in entries]
 
@@ -418,9 +535,9 @@ class InMemoryVectorStore(VectorStore):
         for entry_id in dict.fromkeys(ids):
             if thread.rows.pop(entry_id, None) is not None:
                 self._pending.discard((key, entry_id))
+                thread.changed(entry_id, None)
+                thread.top = None
                 gone += 1
-        if gone:
-            thread.touch()
         return gone
 
     async def dependents(
@@ -456,7 +573,7 @@ class InMemoryVectorStore(VectorStore):
         if not pools:
             return SearchResult([], CorpusStats())
         norm = float(np.linalg.norm(query.astype(np.float64)))
-        unit_query = query.astype(np.float64) / (norm if norm > 0.0 else 1.0)
+        unit_query = (query.astype(np.float64) / (norm if norm > 0.0 else 1.0)).astype(np.float32)
         terms = sorted(request.terms)
 
         documents = total_length = 0
@@ -472,16 +589,18 @@ class InMemoryVectorStore(VectorStore):
                 hits = index.postings.get(term)
                 if hits is None:
                     continue
-                found = np.intersect1d(hits, positions, assume_unique=True)
+                found = np.intersect1d(
+                    np.asarray(hits, dtype=np.intp), positions, assume_unique=True
+                )
                 if found.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
                     holding.append((term, found))
             present.append(holding)
-            if positions.shape[0] == len(index.records):
-                scores = index.unit @ unit_query
+            if 2 * positions.shape[0] >= index.size:
+                scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
-            for at in _top(-scores, request.limit):
+            for at in index.top(-scores, positions, request.limit):
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
@@ -493,12 +612,12 @@ class InMemoryVectorStore(VectorStore):
             if not holding:
                 continue
             index = pools[number].index
-            sums = np.zeros(len(index.records), dtype=np.float64)
+            sums = np.zeros(index.size, dtype=np.float64)
             for term, found in holding:  # sorted terms: every sum adds its idfs in that order
                 sums[found] += weights[term]
             matched = np.unique(np.concatenate([found for _, found in holding]))
             scores = leg_scores(sums[matched], index.lengths[matched], stats)
-            for at in _top(-scores, request.limit):  # ties: lower position, i.e. (sequence, id)
+            for at in index.top(-scores, matched, request.limit):  # ties: (sequence, id)
                 position = int(matched[at])
                 record = index.records[position]
                 lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
@@ -541,7 +660,7 @@ class InMemoryVectorStore(VectorStore):
                 if other_key == key:
                     continue
                 index = self._threads[other_key].search_index()
-                mask = index.travels.copy()
+                mask = index.travels[: index.size].copy()
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
                     granted = None

@@ -1,0 +1,715 @@
+"""The speed suite: prism_memory vs the same query by hand on asyncpg vs LangGraph's store.
+
+One run on one PostgreSQL (the embedded one unless ``--url``): a seeded dataset (random unit 384-d
+vectors, Zipf-sized threads, consent and lineage-invalidation filters active) is loaded through
+``Memory.remember``, by COPY into a table of the same shape, and into LangGraph's
+``AsyncPostgresStore``; then per-thread recall is timed for every contender on the same queries,
+interleaved, with truth from numpy (exact top-K over the rows the rules allow). Writes JSON and a
+Markdown table (``--out``). See benchmarks/README.md.
+
+    .venv/bin/python benchmarks/speed.py                  # 10k rows, ~2-3 minutes
+    .venv/bin/python benchmarks/speed.py --rows 100000    # the issue's scale
+    .venv/bin/python benchmarks/speed.py --rows 1000000 --i-mean-it
+"""
+
+from __future__ import annotations
+
+import os
+
+# Pin BLAS before numpy loads: matrix products must not fight the database for the two cores.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import argparse
+import asyncio
+import contextlib
+import importlib.metadata
+import json
+import platform
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pgvector.asyncpg import register_vector
+from recall import DIM, LookupEmbedder, unit_vectors, zipf_sizes
+
+from prism_memory import InMemoryVectorStore, Memory, MemoryConsent, create_memory
+from prism_memory.lexical import tokenize
+from prism_memory.postgres import create_postgres_memory_stores
+
+SEED = 20261201
+TENANT = "bench-tenant"
+RESOURCE = "bench-user"
+BATCH = 128
+KS = (10, 32)
+SMALL = 100  # a thread of at most this many rows is "small"
+INVISIBLE_EVERY = 20  # every 20th row is hidden by its consent
+DERIVED_EVERY = 25  # every 25th row derives from the row 5 before it ...
+CORRECTED_EVERY = (
+    4  # ... and every 4th such source is corrected afterwards (dependents invalidated)
+)
+
+
+# ---- dataset ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    thread: int
+    index: int
+    id: str
+    text: str
+    vector: np.ndarray
+    visible: bool = True
+    source: str | None = None  # lineage source id within the thread
+    invalid: bool = False
+
+
+@dataclass
+class Dataset:
+    sizes: list[int]
+    rows: list[Row]
+    by_thread: list[list[Row]]
+    corrected: list[tuple[int, str]]
+    table: dict[str, np.ndarray]
+
+    def eligible(self, thread: int) -> list[Row]:
+        return [r for r in self.by_thread[thread] if r.visible and not r.invalid]
+
+
+def thread_id(t: int) -> str:
+    return f"thread-{t:05d}"
+
+
+def build_dataset(rows: int, threads: int) -> Dataset:
+    rng = np.random.default_rng(SEED)
+    sizes = zipf_sizes(rows, threads)
+    vectors = unit_vectors(rng, rows)
+    table: dict[str, np.ndarray] = {}
+    all_rows: list[Row] = []
+    by_thread: list[list[Row]] = []
+    corrected: list[tuple[int, str]] = []
+    at = 0
+    for t, size in enumerate(sizes):
+        mine: list[Row] = []
+        for i in range(size):
+            row = Row(t, i, f"e{t:05d}-{i:07d}", f"note t{t:05d} e{i:07d}", vectors[at])
+            at += 1
+            row.visible = (at % INVISIBLE_EVERY) != 0
+            if i >= 5 and i % DERIVED_EVERY == 0:
+                row.source = mine[i - 5].id
+            table[row.text] = row.vector
+            mine.append(row)
+        # correct every CORRECTED_EVERY-th lineage source: its dependents become invalid
+        sources = [r.source for r in mine if r.source is not None]
+        for n, source in enumerate(sources):
+            if n % CORRECTED_EVERY == 0:
+                corrected.append((t, source))
+                for r in mine:
+                    if r.source == source:
+                        r.invalid = True
+                src = next(r for r in mine if r.id == source)
+                table[src.text + " (corrected)"] = src.vector  # same vector: truth is unchanged
+        by_thread.append(mine)
+        all_rows.extend(mine)
+    return Dataset(sizes, all_rows, by_thread, corrected, table)
+
+
+def size_class(size: int, largest: int) -> str:
+    if size == largest:
+        return "largest"
+    return "small" if size <= SMALL else "medium"
+
+
+@dataclass
+class Query:
+    n: int
+    thread: int
+    cls: str
+    text: str
+    vector: np.ndarray
+    truth: dict[int, list[str]]
+    eligible: int
+
+
+def build_queries(data: Dataset, count: int, table: dict[str, np.ndarray]) -> list[Query]:
+    rng = np.random.default_rng(SEED + 1)
+    largest = max(data.sizes)
+    by_class: dict[str, list[int]] = {"small": [], "medium": [], "largest": []}
+    for t, size in enumerate(data.sizes):
+        if data.eligible(t):
+            by_class[size_class(size, largest)].append(t)
+    classes = [c for c in ("small", "medium", "largest") if by_class[c]]
+    queries: list[Query] = []
+    for n in range(count):
+        cls = classes[n % len(classes)]
+        pool = by_class[cls]
+        t = pool[int(rng.integers(len(pool)))]
+        eligible = data.eligible(t)
+        anchor = eligible[int(rng.integers(len(eligible)))].vector
+        # near one stored row, but not on it: neighbours exist and the order is not trivial
+        v = anchor + 0.9 * unit_vectors(rng, 1)[0]
+        v = (v / np.linalg.norm(v)).astype(np.float32)
+        text = f"probe q{n:06d}"
+        table[text] = v
+        m = np.stack([r.vector for r in eligible]).astype(np.float64)
+        scores = m @ v.astype(np.float64)
+        order = np.argsort(-scores, kind="stable")
+        truth = {k: [eligible[i].id for i in order[:k]] for k in KS}
+        queries.append(Query(n, t, cls, text, v, truth, len(eligible)))
+    return queries
+
+
+# ---- loading ------------------------------------------------------------------------------------
+
+
+def entry_dicts(rows: list[Row]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        item: dict[str, Any] = {"id": r.id, "text": r.text}
+        if not r.visible:
+            item["consent"] = MemoryConsent(visible=False)
+        if r.source is not None:
+            item["lineage"] = {"source_ids": [r.source]}
+        out.append(item)
+    return out
+
+
+async def load_prism(data: Dataset, make: Callable[[str], Memory]) -> float:
+    """``remember(batch, wait=True)`` thread by thread; returns seconds."""
+    start = time.perf_counter()
+    for t, rows in enumerate(data.by_thread):
+        async with make(thread_id(t)) as memory:
+            for lo in range(0, len(rows), BATCH):
+                await memory.remember(entry_dicts(rows[lo : lo + BATCH]), wait=True)
+    return time.perf_counter() - start
+
+
+async def apply_corrections(data: Dataset, make: Callable[[str], Memory]) -> None:
+    texts = {r.id: r.text for r in data.rows}
+    for t, source in data.corrected:
+        async with make(thread_id(t)) as memory:
+            await memory.correct(source, texts[source] + " (corrected)")
+
+
+async def copy_baseline(conn: asyncpg.Connection, schema: str, data: Dataset) -> float:
+    """COPY the same rows into a table of the same shape (every index but HNSW); rows/s.
+
+    ``text_tsv`` stays NULL (asyncpg's binary COPY has no tsvector encoder), which spares COPY the
+    lexical GIN entries the library writes: the baseline is, if anything, flattered."""
+    target = f'"{schema}".copy_target'
+    await conn.execute(f'CREATE TABLE {target} (LIKE "{schema}".semantic_memory INCLUDING ALL)')
+    for name in await conn.fetch(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'copy_target' "
+        "AND indexdef ILIKE '%hnsw%'",
+        schema,
+    ):
+        await conn.execute(f'DROP INDEX "{schema}"."{name[0]}"')
+    now = datetime.now(UTC)
+    columns = [
+        "tenant_id", "resource_id", "thread_id", "id", "text", "role", "metadata",
+        "consent_explicit", "consent_source", "consent_scope", "consent_visible", "sequence",
+        "occurred_at", "created_at", "written_at", "importance", "legal_hold", "status",
+        "revision", "attempts", "embedding", "term_count",
+    ]  # fmt: skip
+    records = [
+        (
+            TENANT, RESOURCE, thread_id(r.thread), r.id, r.text, "user",
+            json.dumps({} if r.source is None else {"_lineage": {"sourceIds": [r.source]}}),
+            not r.visible, "user", "thread", r.visible, r.index, now, now, now, 1.0, False,
+            "indexed", 1, 0, r.vector, len(tokenize(r.text)),
+        )
+        for r in data.rows
+    ]  # fmt: skip
+    start = time.perf_counter()
+    await conn.copy_records_to_table(
+        "copy_target", schema_name=schema, columns=columns, records=records
+    )
+    seconds = time.perf_counter() - start
+    await conn.execute(f"DROP TABLE {target}")
+    return len(records) / seconds
+
+
+# ---- contenders ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Contender:
+    key: str
+    label: str
+    run: Callable[[Query, int], Awaitable[list[str]]]  # -> ids, best first
+    samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    recall: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    short: int = 0  # results with fewer than min(K, eligible) rows
+
+
+def hand_sql(schema: str) -> str:
+    """The exact per-thread query written by hand: the same rules, the columns a caller needs."""
+    e = f'"{schema}".semantic_memory'
+    inv = f'"{schema}".semantic_memory_invalidation'
+    lineage = "((e.metadata -> '_lineage') -> 'sourceIds')"
+    return (
+        f"SELECT e.id, e.text, e.role, e.metadata, e.sequence, e.occurred_at, e.importance, "
+        f"e.embedding <=> $1 AS d FROM {e} e "
+        "WHERE e.tenant_id = $2 AND e.resource_id = $3 AND e.thread_id = $4 "
+        "AND e.status = 'indexed' AND e.consent_visible AND e.consent_revoked_at IS NULL "
+        f"AND NOT e.legal_hold AND ({lineage} IS NULL OR NOT EXISTS (SELECT 1 FROM {inv} t "
+        "WHERE t.tenant_id = e.tenant_id AND t.resource_id = e.resource_id "
+        f"AND t.thread_id = e.thread_id AND t.entry_id IN (SELECT jsonb_array_elements_text({lineage})) "
+        "AND (t.reason <> 'corrected' OR t.created_at > e.written_at))) "
+        "ORDER BY (e.embedding <=> $1) + 0, e.sequence LIMIT $5"
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000.0, q)) if values else float("nan")
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, Any]:
+    threads = args.threads or max(10, args.rows // 100)
+    data = build_dataset(args.rows, threads)
+    table = dict(data.table)
+    queries = build_queries(data, args.queries, table)
+    embedder = LookupEmbedder(table)
+    largest = max(data.sizes)
+    result: dict[str, Any] = {"load": {}, "recall": {}, "throughput": {}, "in_memory": {}}
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    stores = await create_postgres_memory_stores(url, schema=schema, dimension=DIM)
+    raw = await asyncpg.connect(libpq_url)
+    await register_vector(raw)
+    mem_store = InMemoryVectorStore(dimension=DIM)
+    lg_cm: Any = None
+    lg_store: Any = None
+    try:
+
+        def pg_memory(tid: str) -> Memory:
+            return create_memory(
+                tenant_id=TENANT, resource_id=RESOURCE, thread_id=tid, embedder=embedder,
+                vector_store=stores.vector_store, working_store=stores.working_store,
+            )  # fmt: skip
+
+        def mem_memory(tid: str) -> Memory:
+            return create_memory(
+                tenant_id=TENANT, resource_id=RESOURCE, thread_id=tid, embedder=embedder,
+                vector_store=mem_store,
+            )  # fmt: skip
+
+        # ---- load
+        print(f"loading {args.rows:,} rows over {threads} threads ...", flush=True)
+        deferred = getattr(stores.vector_store, "deferred_vector_index", None)
+        if deferred is not None and not args.keep_hnsw:
+            async with deferred():
+                seconds = await load_prism(data, pg_memory)
+                build_start = time.perf_counter()
+            index_seconds = time.perf_counter() - build_start
+        else:
+            seconds = await load_prism(data, pg_memory)
+            index_seconds = 0.0
+        result["load"]["prism_rows_per_s"] = args.rows / (seconds + index_seconds)
+        result["load"]["prism_seconds"] = seconds
+        result["load"]["hnsw_build_seconds"] = index_seconds
+        result["load"]["hnsw_deferred"] = deferred is not None and not args.keep_hnsw
+        await apply_corrections(data, pg_memory)
+        mem_seconds = await load_prism(data, mem_memory)
+        await apply_corrections(data, mem_memory)
+        result["load"]["in_memory_rows_per_s"] = args.rows / mem_seconds
+        await raw.execute(f'VACUUM (ANALYZE) "{schema}".semantic_memory')
+        await raw.execute(f'ANALYZE "{schema}".semantic_memory_invalidation')
+        result["load"]["copy_rows_per_s"] = await copy_baseline(raw, schema, data)
+        print(
+            f"  prism {result['load']['prism_rows_per_s']:,.0f} rows/s, "
+            f"COPY {result['load']['copy_rows_per_s']:,.0f} rows/s",
+            flush=True,
+        )
+
+        if args.langgraph:
+            try:
+                from langgraph.store.base import PutOp
+                from langgraph.store.postgres import AsyncPostgresStore
+            except ImportError:
+                print("  langgraph-checkpoint-postgres not installed: skipping LangGraph")
+                args.langgraph = False
+        if args.langgraph:
+
+            async def lg_embed(texts: list[str]) -> list[list[float]]:
+                return [table[t].tolist() for t in texts]
+
+            lg_cm = AsyncPostgresStore.from_conn_string(
+                libpq_url,
+                pool_config={"min_size": 1, "max_size": 8},
+                index={"dims": DIM, "embed": lg_embed, "fields": ["text"]},
+            )
+            lg_store = await lg_cm.__aenter__()
+            await lg_store.setup()
+            eligible_rows = [r for r in data.rows if r.visible and not r.invalid]
+            start = time.perf_counter()
+            for lo in range(0, len(eligible_rows), BATCH):
+                await lg_store.abatch(
+                    [
+                        PutOp(("bench", thread_id(r.thread)), r.id, {"text": r.text})
+                        for r in eligible_rows[lo : lo + BATCH]
+                    ]
+                )
+            result["load"]["langgraph_rows_per_s"] = len(eligible_rows) / (
+                time.perf_counter() - start
+            )
+            print(f"  LangGraph {result['load']['langgraph_rows_per_s']:,.0f} rows/s", flush=True)
+
+        # ---- contenders
+        sql = hand_sql(schema)
+        stmt = await raw.prepare(sql)
+        memories: dict[tuple[str, int], Memory] = {}
+
+        def memory_of(kind: str, t: int) -> Memory:
+            key = (kind, t)
+            if key not in memories:
+                memories[key] = (pg_memory if kind == "pg" else mem_memory)(thread_id(t))
+            return memories[key]
+
+        async def c_pg(q: Query, k: int) -> list[str]:
+            return [
+                h.record.id for h in (await memory_of("pg", q.thread).recall(q.text, top_k=k)).hits
+            ]
+
+        async def c_mem(q: Query, k: int) -> list[str]:
+            return [
+                h.record.id for h in (await memory_of("mem", q.thread).recall(q.text, top_k=k)).hits
+            ]
+
+        async def c_raw(q: Query, k: int) -> list[str]:
+            rows = await stmt.fetch(q.vector, TENANT, RESOURCE, thread_id(q.thread), k)
+            return [r["id"] for r in rows]
+
+        async def c_lg(q: Query, k: int) -> list[str]:
+            items = await lg_store.asearch(("bench", thread_id(q.thread)), query=q.text, limit=k)
+            return [item.key for item in items]
+
+        contenders = [
+            Contender("prism", "prism_memory `Memory.recall` (PostgreSQL)", c_pg),
+            Contender("asyncpg", "hand-written asyncpg (prepared, binary)", c_raw),
+            Contender("in_memory", "prism_memory `Memory.recall` (in-memory)", c_mem),
+        ]
+        if args.langgraph:
+            contenders.append(Contender("langgraph", "LangGraph `AsyncPostgresStore`", c_lg))
+
+        # warm-up: every contender on a few queries of every class
+        for q in queries[: min(len(queries), 12)]:
+            for c in contenders:
+                for k in KS:
+                    await c.run(q, k)
+
+        # ---- timed, interleaved, rotating the first contender
+        print(
+            f"timing {len(queries)} queries x {len(KS)} K x {len(contenders)} contenders ...",
+            flush=True,
+        )
+        for q in queries:
+            for k in KS:
+                shift = (q.n + k) % len(contenders)
+                for c in contenders[shift:] + contenders[:shift]:
+                    start = time.perf_counter()
+                    ids = await c.run(q, k)
+                    elapsed = time.perf_counter() - start
+                    c.samples.setdefault((q.cls, k), []).append(elapsed)
+                    want = q.truth[k]
+                    c.recall.setdefault((q.cls, k), []).append(
+                        len(set(ids[:k]) & set(want)) / max(1, len(want))
+                    )
+                    if len(ids) < min(k, q.eligible):
+                        c.short += 1
+
+        for c in contenders:
+            entry: dict[str, Any] = {"label": c.label, "short_results": c.short}
+            for (cls, k), values in sorted(c.samples.items()):
+                entry[f"{cls}_k{k}"] = {
+                    "p50_ms": percentile(values, 50),
+                    "p95_ms": percentile(values, 95),
+                    "recall_at_k": float(np.mean(c.recall[(cls, k)])),
+                    "n": len(values),
+                }
+            result["recall"][c.key] = entry
+
+        # ---- throughput: 8 in flight, K=10
+        flight = 8
+        pool = await asyncpg.create_pool(
+            libpq_url, min_size=flight, max_size=flight, init=register_vector
+        )
+        try:
+
+            async def c_raw_pool(q: Query, k: int) -> list[str]:
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(sql, q.vector, TENANT, RESOURCE, thread_id(q.thread), k)
+                return [r["id"] for r in rows]
+
+            runners = {"prism": c_pg, "asyncpg": c_raw_pool}
+            if args.langgraph:
+                runners["langgraph"] = c_lg
+            for key, runner in runners.items():
+                semaphore = asyncio.Semaphore(flight)
+
+                async def one(q: Query, runner: Any = runner, semaphore: Any = semaphore) -> None:
+                    async with semaphore:
+                        await runner(q, 10)
+
+                work = queries * max(1, args.throughput_rounds)
+                start = time.perf_counter()
+                await asyncio.gather(*(one(q) for q in work))
+                result["throughput"][key] = len(work) / (time.perf_counter() - start)
+        finally:
+            await pool.close()
+
+        # ---- in-memory micro targets
+        result["in_memory"] = await in_memory_targets(embedder, table)
+    finally:
+        if lg_cm is not None:
+            with contextlib.suppress(Exception):
+                async with lg_store.conn.connection() as conn:  # type: ignore[union-attr]
+                    await conn.execute(
+                        "DROP TABLE IF EXISTS store_vectors, store, store_migrations, vector_migrations"
+                    )
+            await lg_cm.__aexit__(None, None, None)
+        await raw.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await raw.close()
+        await stores.close()
+
+    result["dataset"] = {
+        "rows": args.rows,
+        "threads": threads,
+        "largest_thread": largest,
+        "small_threads": sum(1 for s in data.sizes if s <= SMALL),
+        "medium_threads": sum(1 for s in data.sizes if SMALL < s < largest),
+        "queries": len(queries),
+        "hidden_by_consent": sum(1 for r in data.rows if not r.visible),
+        "invalidated_by_lineage": sum(1 for r in data.rows if r.invalid),
+        "dimension": DIM,
+        "seed": SEED,
+    }
+    return result
+
+
+async def in_memory_targets(
+    embedder: LookupEmbedder, table: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """A 100-row thread's store search, and remember-then-recall on a 13,000-row thread."""
+    from prism_memory.lexical import query_terms
+    from prism_memory.models import MemoryIdentity
+    from prism_memory.stores.base import RecallFilter, SearchRequest
+
+    rng = np.random.default_rng(SEED + 2)
+    store = InMemoryVectorStore(dimension=DIM)
+    out: dict[str, Any] = {}
+    for size, name in ((100, "t100"), (13_000, "t13k")):
+        vecs = unit_vectors(rng, size + 200)
+        for i in range(size + 200):
+            table[f"mem {name} {i}"] = vecs[i]
+        memory = create_memory(
+            tenant_id=TENANT, resource_id=RESOURCE, thread_id=name, embedder=embedder,
+            vector_store=store,
+        )  # fmt: skip
+        async with memory:
+            for lo in range(0, size, 256):
+                await memory.remember(
+                    [{"text": f"mem {name} {i}"} for i in range(lo, min(size, lo + 256))], wait=True
+                )
+            scope = MemoryIdentity(tenant_id=TENANT, resource_id=RESOURCE, thread_id=name)
+            if size == 100:
+                search, recall = [], []
+                for j in range(300):
+                    q = table[f"mem {name} {size + j % 200}"]
+                    request = SearchRequest(
+                        vector=q, terms=query_terms("probe x"), limit=40,
+                        filter=RecallFilter(now=datetime.now(UTC)),
+                    )  # fmt: skip
+                    start = time.perf_counter()
+                    await store.search(scope, request)
+                    search.append(time.perf_counter() - start)
+                    start = time.perf_counter()
+                    await memory.recall(f"mem {name} {size + j % 200}", top_k=10)
+                    recall.append(time.perf_counter() - start)
+                out["t100_search_p50_us"] = percentile(search, 50) * 1000
+                out["t100_recall_p50_us"] = percentile(recall, 50) * 1000
+            else:
+                both = []
+                for j in range(100):
+                    text = f"mem {name} {size + j}"
+                    start = time.perf_counter()
+                    await memory.remember({"text": text}, wait=True)
+                    await memory.recall(text, top_k=10)
+                    both.append(time.perf_counter() - start)
+                out["t13k_remember_recall_p50_ms"] = percentile(both, 50)
+    return out
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+
+def versions(server_version: str, pgvector: str) -> dict[str, str]:
+    def v(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "-"
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": str(os.cpu_count()),
+        "postgresql": server_version,
+        "pgvector": pgvector,
+        "prism-memory": v("prism-memory"),
+        "numpy": np.__version__,
+        "asyncpg": v("asyncpg"),
+        "sqlalchemy": v("sqlalchemy"),
+        "langgraph-checkpoint-postgres": v("langgraph-checkpoint-postgres"),
+        "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"],
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    rec = result["recall"]
+    ds = result["dataset"]
+    lines = [
+        f"### {result['date']}: {ds['rows']:,} rows, {ds['threads']} threads "
+        f"(largest {ds['largest_thread']:,} rows), {ds['queries']} queries, dim {ds['dimension']}",
+        "",
+        "Machine and versions: "
+        + ", ".join(f"{k} {v}" for k, v in result["versions"].items())
+        + ".",
+        "",
+        f"Filters active: {ds['hidden_by_consent']:,} rows hidden by consent, "
+        f"{ds['invalidated_by_lineage']:,} invalidated by a corrected lineage source.",
+        "",
+        "| recall p50 / p95, ms | "
+        + " | ".join(v["label"] for v in rec.values())
+        + " | prism / asyncpg p50 (≤1.15) | p95 (≤1.25) |",
+        "| --- | " + " | ".join("---" for _ in rec) + " | --- | --- |",
+    ]
+    for cls in ("small", "medium", "largest"):
+        for k in KS:
+            key = f"{cls}_k{k}"
+            if key not in rec["prism"]:
+                continue
+            cells = []
+            for v in rec.values():
+                s = v[key]
+                cells.append(
+                    f"{s['p50_ms']:.2f} / {s['p95_ms']:.2f} (recall {s['recall_at_k']:.3f})"
+                )
+            p, a = rec["prism"][key], rec["asyncpg"][key]
+            lines.append(
+                f"| {cls}, K={k} | "
+                + " | ".join(cells)
+                + f" | {p['p50_ms'] / a['p50_ms']:.2f}× | {p['p95_ms'] / a['p95_ms']:.2f}× |"
+            )
+    lines.append(
+        "| results short of min(K, eligible) | "
+        + " | ".join(str(v["short_results"]) for v in rec.values())
+        + " | | |"
+    )
+    tp = result["throughput"]
+    lines += [
+        "",
+        "| throughput, 8 in flight, K=10 | qps |",
+        "| --- | --- |",
+        *(f"| {k} | {v:,.0f} |" for k, v in tp.items()),
+        f"| prism / asyncpg (≥0.9) | {tp['prism'] / tp['asyncpg']:.2f}× |",
+        "",
+        "| load | rows/s |",
+        "| --- | --- |",
+    ]
+    ld = result["load"]
+    lines.append(
+        f"| prism_memory `remember(wait=True)`, {BATCH}/batch, free embedder"
+        f"{' (HNSW deferred, build included)' if ld['hnsw_deferred'] else ''} | {ld['prism_rows_per_s']:,.0f} |"
+    )
+    lines.append(f"| COPY into the same table shape (no HNSW) | {ld['copy_rows_per_s']:,.0f} |")
+    if "langgraph_rows_per_s" in ld:
+        lines.append(
+            f"| LangGraph `abatch` puts, {BATCH}/batch | {ld['langgraph_rows_per_s']:,.0f} |"
+        )
+    lines.append(f"| in-memory `remember(wait=True)` | {ld['in_memory_rows_per_s']:,.0f} |")
+    lines.append(f"| prism / COPY (≥0.5) | {ld['prism_rows_per_s'] / ld['copy_rows_per_s']:.2f}× |")
+    im = result["in_memory"]
+    lines += [
+        "",
+        "| in-memory | measured | target |",
+        "| --- | --- | --- |",
+        f"| 100-row thread, `store.search` p50 | {im['t100_search_p50_us']:.0f} µs | ≤ 50 µs |",
+        f"| 100-row thread, `Memory.recall` p50 | {im['t100_recall_p50_us']:.0f} µs | - |",
+        f"| 13,000-row thread, remember(wait=True) then recall, p50 | {im['t13k_remember_recall_p50_ms']:.2f} ms | ≤ 5 ms |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000, help="10000 (default), 100000, 1000000")
+    parser.add_argument("--threads", type=int, default=0, help="default: rows / 100")
+    parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--throughput-rounds", type=int, default=2)
+    parser.add_argument("--no-langgraph", dest="langgraph", action="store_false")
+    parser.add_argument("--keep-hnsw", action="store_true", help="maintain HNSW during the load")
+    parser.add_argument("--i-mean-it", action="store_true", help="allow --rows above 100,000")
+    parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args()
+    if args.rows > 100_000 and not args.i_mean_it:
+        raise SystemExit("--rows above 100,000 takes hours on a small machine: add --i-mean-it")
+    server = None
+    if args.url:
+        from sqlalchemy.engine import make_url
+
+        url = args.url
+        libpq_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    else:
+        from prism_memory.postgres.embedded import start_embedded_postgres
+
+        server = start_embedded_postgres()
+        url, libpq_url = server.url, server.libpq_url
+    try:
+
+        async def go() -> dict[str, Any]:
+            conn = await asyncpg.connect(libpq_url)
+            try:
+                server_version = await conn.fetchval("SHOW server_version")
+                pgv = await conn.fetchval(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                )
+            finally:
+                await conn.close()
+            result = await run(args, url, libpq_url)
+            result["versions"] = versions(str(server_version), str(pgv))
+            return result
+
+        result = asyncio.run(go())
+    finally:
+        if server is not None:
+            server.close()
+    result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"speed-{args.rows}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    table = markdown(result)
+    (out / f"{stem}.md").write_text(table)
+    print()
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

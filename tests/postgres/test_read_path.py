@@ -1,0 +1,129 @@
+"""The PostgreSQL read path: one round trip, no transaction, a dead pooled connection retried once,
+and the candidate re-fetch planned on the primary key."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import numpy as np
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from prism_memory.errors import StorageError
+from prism_memory.models import MemoryIdentity
+from prism_memory.postgres import create_postgres_memory_stores
+from prism_memory.postgres._engine import sets_plans
+from prism_memory.postgres.repositories import EntrySql, search_statement, to_positional
+from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+SCOPE = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-1")
+
+
+def _entry(i: int) -> NewEntry:
+    return NewEntry(
+        id=f"e{i}",
+        text=f"text {i}",
+        role="user",
+        metadata={"n": i},
+        consent=None,
+        sequence=None,
+        occurred_at=NOW,
+        importance=1.0,
+        lineage=None,
+    )
+
+
+def _request(vector: np.ndarray, limit: int = 3) -> SearchRequest:
+    return SearchRequest(
+        vector=vector, terms=frozenset(), limit=limit, filter=RecallFilter(now=NOW)
+    )
+
+
+def test_named_binds_become_positional_and_casts_stay():
+    sql, names = to_positional(
+        "SELECT CAST(:a AS text[]), 'NaN'::float8, :b::text, :a FROM t WHERE x = :c"
+    )
+    assert names == ("a", "b", "c")
+    assert sql == "SELECT CAST($1 AS text[]), 'NaN'::float8, $2::text, $1 FROM t WHERE x = $3"
+
+
+async def test_a_dead_pooled_connection_is_retried_once(postgres_url):
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=4)
+    libpq = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    try:
+        store = stores.vector_store
+        assert sets_plans(stores.engine)
+        await store.put_entries(SCOPE, [_entry(i) for i in range(3)], now=NOW)
+        rng = np.random.default_rng(1)
+        vectors = {f"e{i}": rng.standard_normal(4).astype(np.float32) for i in range(3)}
+        await store.store_vectors(SCOPE, [(k, 1, v) for k, v in vectors.items()], now=NOW)
+        query = vectors["e1"]
+        first = (await store.search(SCOPE, _request(query))).candidates
+        assert {c.record.id for c in first} == {"e0", "e1", "e2"}
+        # the pooled connection's backend dies (a failover, an idle timeout, an admin)
+        async with stores.engine.connect() as conn:
+            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        killer = await asyncpg.connect(libpq)
+        try:
+            assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await killer.close()
+        again = (await store.search(SCOPE, _request(query))).candidates
+        assert [c.record.id for c in again] == [c.record.id for c in first]
+        assert again[0].record.metadata == first[0].record.metadata
+    finally:
+        async with stores.engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await stores.close()
+
+
+async def test_a_read_opens_no_transaction(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    names = store.tables.names
+    # VACUUM refuses to run inside a transaction block: sent the way reads are sent, it runs,
+    # so nothing wraps a read in BEGIN/COMMIT.
+    vacuum = f'VACUUM "{names.schema}"."{names.entries}"'
+    await store._fetch("probe", vacuum, {})
+    with pytest.raises(StorageError, match="transaction block"):
+        async with store._unit("probe") as session:
+            await session.execute(text(vacuum))
+
+
+async def test_refetch_is_planned_on_the_primary_key(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=8)
+    store = stores.vector_store
+    names = store.tables.names
+    rng = np.random.default_rng(3)
+    async with stores.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
+                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
+                "SELECT 'tenant-a', 'user-1', 'thread-' || (g % 5), 'e' || g, 'text ' || g, 'user', "
+                "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
+                "'indexed', 1, 0, CAST(:v AS vector), 2, "
+                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 20000) AS g"
+            ),
+            {"v": rng.standard_normal(8).astype(np.float32)},
+        )
+        await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
+    scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-3")
+    sql, params, _ = search_statement(
+        EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
+    )
+    async with stores.engine.connect() as conn:
+        plan = "\n".join(row[0] for row in await conn.execute(text(f"EXPLAIN {sql}"), params))
+    # the outer re-fetch probes the primary key once per chosen candidate
+    tail = plan.split("\n")
+    assert any(f"{names.entries}_pkey" in line for line in tail), plan
+    assert names.ix_hnsw not in plan, plan
