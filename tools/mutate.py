@@ -49,7 +49,10 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_fusion_edges.py",
         "tests/unit/test_memory_store.py",
     ],
-    "prism_memory/stores/rules.py": ["tests/unit/test_memory_store.py"],
+    "prism_memory/stores/rules.py": [
+        "tests/unit/test_memory_store.py",
+        "tests/unit/test_travelling_scopes.py",
+    ],
     "prism_memory/working.py": [
         "tests/unit/test_working_schema.py",
         "tests/unit/test_working_via_facade.py",
