@@ -103,8 +103,12 @@ async def test_the_hnsw_path_filters_inside_the_scan_and_never_under_returns(eng
     # Never an unauthorised row. (Here the graph may even miss the three: near-duplicate crowd
     # vectors prune every edge towards them, so they are unreachable from the entry point and the
     # iterative scan ends short -- which is why the store falls back to the exact statement.)
-    assert {row.source_id for row in rows} <= {"open-0", "open-1", "open-2"}
-    assert [row.source_id for row in rows] == ["open-0", "open-1", "open-2"][: len(rows)]
+    # What it does return comes in true distance order (strict_order), though not necessarily as
+    # a prefix: the graph can reach a farther authorised row and miss a nearer one.
+    nearest_first = ["open-0", "open-1", "open-2"]
+    returned = [row.source_id for row in rows]
+    assert set(returned) <= set(nearest_first)
+    assert returned == sorted(returned, key=nearest_first.index)
     store.rag_exact_scan_max_rows = 0  # the store's HNSW path, then its exact fallback if short
     hits = await store.query(
         scope, embedding=_near(16, 1, 0.0), top_k=3, authorization=AccessConstraint("p", ("g",))
