@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, term_counts
@@ -225,20 +226,7 @@ class _View(RagOperations):
         query = assert_finite_vector(embedding, "query embedding", self._store.width)
         gen, candidates = self._candidates(scope, generation, filter, authorization)
         scored = [(vector_score(query, chunk.embedding), chunk) for chunk in candidates]
-        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].index))
-        return [
-            RagHit(
-                source_id=chunk.source_id,
-                chunk_index=chunk.index,
-                text=chunk.text,
-                metadata=chunk.metadata,
-                generation=gen,
-                score=score,
-                semantic=score,
-                embedding=chunk.embedding,
-            )
-            for score, chunk in scored[:top_k]
-        ]
+        return _best(scored, gen, top_k, leg="semantic")
 
     async def lexical_query(
         self,
@@ -262,20 +250,7 @@ class _View(RagOperations):
             for chunk in candidates
             if not _cached_terms(chunk.text).isdisjoint(terms)
         ]
-        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].index))
-        return [
-            RagHit(
-                source_id=chunk.source_id,
-                chunk_index=chunk.index,
-                text=chunk.text,
-                metadata=chunk.metadata,
-                generation=gen,
-                score=score,
-                lexical=score,
-                embedding=chunk.embedding,
-            )
-            for score, chunk in scored[:top_k]
-        ]
+        return _best(scored, gen, top_k, leg="lexical")
 
     async def lexical_stats(
         self,
@@ -424,3 +399,28 @@ class InMemoryRagStore(_View, RagStore):
                 group_ids=group_ids,
                 access_version=access_version,
             )
+
+
+def _best(
+    scored: list[tuple[float, Chunk]],
+    generation: int,
+    top_k: int,
+    *,
+    leg: Literal["semantic", "lexical"],
+) -> list[RagHit]:
+    """The ``top_k`` best of ``scored`` as hits of one leg: score desc, source id, chunk index."""
+    scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].index))
+    return [
+        RagHit(
+            source_id=chunk.source_id,
+            chunk_index=chunk.index,
+            text=chunk.text,
+            metadata=chunk.metadata,
+            generation=generation,
+            score=score,
+            semantic=score if leg == "semantic" else None,
+            lexical=score if leg == "lexical" else None,
+            embedding=chunk.embedding,
+        )
+        for score, chunk in scored[:top_k]
+    ]
