@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+from array import array
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -142,9 +143,9 @@ class _SearchIndex:
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-        self.postings: dict[str, list[int]] = {}
+        self.postings: dict[str, array[int]] = {}
         """Term -> ascending slots whose text contains it (dead slots included, masked by the
-        eligible positions a search intersects them with)."""
+        eligibility mask of a search), as compact int64 arrays."""
         self.size = 0
         self.dead = 0
 
@@ -186,7 +187,10 @@ class _SearchIndex:
         self.vectors.append(vector)
         self.positions[record.id] = at
         for term in dict.fromkeys(terms):
-            self.postings.setdefault(term, []).append(at)
+            slots = self.postings.get(term)
+            if slots is None:
+                slots = self.postings[term] = array("q")
+            slots.append(at)
         self.size += 1
 
     def remove(self, entry_id: str) -> None:
@@ -210,25 +214,22 @@ class _SearchIndex:
         by ``(sequence, id)``, as every backend breaks them."""
         if primary.shape[0] > limit:
             kth = np.partition(primary, limit - 1)[limit - 1]
-            keep = np.flatnonzero(primary <= kth)
+            keep = np.flatnonzero(primary < kth)
+            tied = np.flatnonzero(primary == kth)
+            need = limit - keep.shape[0]
+            if tied.shape[0] > need:  # many keys equal the cut: only the smallest sequences stay
+                tied_sequence = self.sequence[at[tied]]
+                cut = np.partition(tied_sequence, need - 1)[need - 1]
+                tied = tied[tied_sequence <= cut]
+            keep = np.concatenate((keep, tied))
         else:
             keep = np.arange(primary.shape[0])
-        sequence = self.sequence[at]
-        keep = keep[np.lexsort((sequence[keep], primary[keep]))]
-        if keep.shape[0] > limit:
-            # keep the first ``limit`` plus whoever ties the last of them on (key, sequence)
-            last = keep[limit - 1]
-            end = limit
-            while (
-                end < keep.shape[0]
-                and primary[keep[end]] == primary[last]
-                and sequence[keep[end]] == sequence[last]
-            ):
-                end += 1
-            keep = keep[:end]
-        keys, sequences = primary[keep], sequence[keep]
-        if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
-            return keep[:limit]  # no (key, sequence) ties: the order is final
+        keys, sequences = primary[keep], self.sequence[at[keep]]
+        by = np.lexsort((sequences, keys))
+        keep, keys, sequences = keep[by], keys[by], sequences[by]
+        same = (keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])
+        if not same[: limit - 1].any() and (keep.shape[0] <= limit or not same[limit - 1]):
+            return keep[:limit]  # no (key, sequence) ties decide who is in or the order: final
         records = self.records
         ordered = sorted(
             keep.tolist(),
@@ -325,6 +326,8 @@ class _Pool:
     index: _SearchIndex
     positions: _Positions
     """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
+    mask: npt.NDArray[np.bool_]
+    """``positions`` as a mask over the index's slots."""
 
 
 class InMemoryVectorStore(VectorStore):
@@ -572,8 +575,9 @@ class InMemoryVectorStore(VectorStore):
         pools = self._pools(scope, request)
         if not pools:
             return SearchResult([], CorpusStats())
-        norm = float(np.linalg.norm(query.astype(np.float64)))
-        unit_query = (query.astype(np.float64) / (norm if norm > 0.0 else 1.0)).astype(np.float32)
+        wide = query.astype(np.float64)
+        norm = float(np.linalg.norm(wide))
+        unit_query = (wide / (norm if norm > 0.0 else 1.0)).astype(np.float32)
         terms = sorted(request.terms)
 
         documents = total_length = 0
@@ -586,12 +590,11 @@ class InMemoryVectorStore(VectorStore):
             total_length += int(index.lengths[positions].sum())
             holding: list[tuple[str, _Positions]] = []
             for term in terms:
-                hits = index.postings.get(term)
-                if hits is None:
+                slots = index.postings.get(term)
+                if slots is None:
                     continue
-                found = np.intersect1d(
-                    np.asarray(hits, dtype=np.intp), positions, assume_unique=True
-                )
+                hits = np.array(slots, dtype=np.intp)
+                found = hits[pool.mask[hits]]
                 if found.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
                     holding.append((term, found))
@@ -600,7 +603,7 @@ class InMemoryVectorStore(VectorStore):
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
-            for at in index.top(-scores, positions, request.limit):
+            for at in index.top(-scores, positions, request.limit).tolist():
                 position = int(positions[at])
                 record = index.records[position]
                 nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
@@ -612,12 +615,17 @@ class InMemoryVectorStore(VectorStore):
             if not holding:
                 continue
             index = pools[number].index
-            sums = np.zeros(index.size, dtype=np.float64)
-            for term, found in holding:  # sorted terms: every sum adds its idfs in that order
-                sums[found] += weights[term]
-            matched = np.unique(np.concatenate([found for _, found in holding]))
-            scores = leg_scores(sums[matched], index.lengths[matched], stats)
-            for at in index.top(-scores, matched, request.limit):  # ties: (sequence, id)
+            if len(holding) == 1:
+                ((term, matched),) = holding
+                sums = np.full(matched.shape[0], weights[term])
+            else:
+                every = np.zeros(index.size, dtype=np.float64)
+                for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                    every[found] += weights[term]
+                matched = np.flatnonzero(every)  # idf > 0: a slot's sum is positive iff it matched
+                sums = every[matched]
+            scores = leg_scores(sums, index.lengths[matched], stats)
+            for at in index.top(-scores, matched, request.limit).tolist():  # ties: (sequence, id)
                 position = int(matched[at])
                 record = index.records[position]
                 lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
@@ -640,9 +648,10 @@ class InMemoryVectorStore(VectorStore):
         own = self._thread(key)
         if own is not None:
             index = own.search_index()
-            positions = np.flatnonzero(index.eligible(request.filter))
+            eligible = index.eligible(request.filter)
+            positions = np.flatnonzero(eligible)
             if positions.shape[0]:
-                pools.append(_Pool(index, positions))
+                pools.append(_Pool(index, positions, eligible))
         shared = request.shared
         granted: _Positions | None = None
         parent_key: _ScopeKey | None = None
@@ -664,14 +673,17 @@ class InMemoryVectorStore(VectorStore):
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
                     granted = None
-                positions = np.flatnonzero(mask & index.eligible(request.filter))
+                mask &= index.eligible(request.filter)
+                positions = np.flatnonzero(mask)
                 if positions.shape[0]:
-                    pools.append(_Pool(index, positions))
+                    pools.append(_Pool(index, positions, mask))
         if granted is not None and granted.shape[0] and parent_key is not None:
             index = self._threads[parent_key].search_index()
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
-                pools.append(_Pool(index, named))
+                mask = np.zeros(index.size, dtype=np.bool_)
+                mask[named] = True
+                pools.append(_Pool(index, named, mask))
         return pools
 
     def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
@@ -723,10 +735,8 @@ class InMemoryVectorStore(VectorStore):
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector."""
-        thread = self._thread(_key(scope))
-        if thread is None:
-            return 0
-        return sum(1 for row in thread.rows.values() if row.record.status == "pending")
+        key = _key(scope)  # the ledger holds exactly the pending rows (kept by _set_row)
+        return sum(1 for owner, _ in self._pending if owner == key)
 
     async def list_oldest(
         self,
