@@ -229,7 +229,9 @@ def _ranked(
     order = np.lexsort((np.array(sequences, dtype=np.int64), -keys))
     ordered_keys = keys[order]
     ordered_sequences = np.array(sequences, dtype=np.int64)[order]
-    tied = (ordered_keys[1:] == ordered_keys[:-1]) & (ordered_sequences[1:] == ordered_sequences[:-1])
+    tied = (ordered_keys[1:] == ordered_keys[:-1]) & (
+        ordered_sequences[1:] == ordered_sequences[:-1]
+    )
     if not tied.any():
         return [int(i) for i in order]  # (key, sequence) decides every pair: the order is final
     key_list = keys.tolist()
@@ -267,9 +269,7 @@ def fuse(
     )
     semantic, raw = scores.semantic.tolist(), scores.bm25.tolist()
     lexical, similarity = scores.lexical.tolist(), scores.similarity.tolist()
-    order = _ranked(
-        scores.similarity, [c.sequence for c in candidates], [c.id for c in candidates]
-    )
+    order = _ranked(scores.similarity, [c.sequence for c in candidates], [c.id for c in candidates])
     return [
         Fused(
             item=candidates[i].item,
@@ -327,7 +327,10 @@ def rerank(
     )
     half_life = rules.half_life_ms
     recency = np.array(
-        [1.0 if half_life is None else recency_score(r.occurred_at, now, half_life) for r in records],
+        [
+            1.0 if half_life is None else recency_score(r.occurred_at, now, half_life)
+            for r in records
+        ],
         dtype=np.float64,
     )
     importance = np.clip(np.array([r.importance for r in records], dtype=np.float64), 0.0, 1.0)

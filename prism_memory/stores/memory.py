@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import bisect
 import copy
-from array import array
 import heapq
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -62,6 +62,8 @@ _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]
 _WorkingKey = tuple[str, str, str | None]
 _Positions = npt.NDArray[np.intp]
+_SORT_ALL = 512
+"""Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -212,7 +214,7 @@ class _SearchIndex:
     def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
         """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
         by ``(sequence, id)``, as every backend breaks them."""
-        if primary.shape[0] > limit:
+        if primary.shape[0] > max(limit, _SORT_ALL):
             kth = np.partition(primary, limit - 1)[limit - 1]
             keep = np.flatnonzero(primary < kth)
             tied = np.flatnonzero(primary == kth)
@@ -317,6 +319,26 @@ class _Thread:
             assert row.vector is not None
             index.add(row.record, row.vector)
         return index
+
+
+_Picks = tuple[int, list[float], list[int]]
+"""One pool's picks of one search leg: pool number, scores and slots, best first."""
+
+
+def _merged(leg: list[_Picks], pools: list[_Pool], limit: int) -> list[tuple[int, int]]:
+    """``(pool number, slot)`` of the best ``limit`` picks of a leg over all its pools: score
+    descending, then sequence, id and pool number ascending."""
+    if len(leg) == 1:  # one pool's picks are already its best, in order
+        number, _, taken = leg[0]
+        return [(number, position) for position in taken]
+    picks: list[tuple[float, int, str, int, int]] = []
+    for number, scores, taken in leg:
+        records = pools[number].index.records
+        picks.extend(
+            (-score, records[position].sequence, records[position].id, number, position)
+            for score, position in zip(scores, taken, strict=True)
+        )
+    return [(number, position) for *_, number, position in heapq.nsmallest(limit, picks)]
 
 
 @dataclass(slots=True)
@@ -583,7 +605,7 @@ class InMemoryVectorStore(VectorStore):
         documents = total_length = 0
         frequency: dict[str, int] = {}
         present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
-        nearest: list[tuple[float, int, str, int, int]] = []
+        nearest: list[_Picks] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
@@ -603,13 +625,11 @@ class InMemoryVectorStore(VectorStore):
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
-            for at in index.top(-scores, positions, request.limit).tolist():
-                position = int(positions[at])
-                record = index.records[position]
-                nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
+            best = index.top(-scores, positions, request.limit)
+            nearest.append((number, scores[best].tolist(), positions[best].tolist()))
         stats = CorpusStats(documents, total_length, frequency)
 
-        lexical: list[tuple[float, int, str, int, int]] = []
+        lexical: list[_Picks] = []
         weights = dict(term_weights(terms, stats))
         for number, holding in enumerate(present):
             if not holding:
@@ -625,21 +645,18 @@ class InMemoryVectorStore(VectorStore):
                 matched = np.flatnonzero(every)  # idf > 0: a slot's sum is positive iff it matched
                 sums = every[matched]
             scores = leg_scores(sums, index.lengths[matched], stats)
-            for at in index.top(-scores, matched, request.limit).tolist():  # ties: (sequence, id)
-                position = int(matched[at])
-                record = index.records[position]
-                lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
+            best = index.top(-scores, matched, request.limit)  # ties: (sequence, id)
+            lexical.append((number, scores[best].tolist(), matched[best].tolist()))
 
         chosen: dict[tuple[int, int], None] = {}
-        for picks in (nearest, lexical):
-            for *_, number, position in heapq.nsmallest(request.limit, picks):
-                chosen[(number, position)] = None
-        candidates: list[Candidate] = []
-        for number, position in chosen:
-            index = pools[number].index
-            candidates.append(
-                Candidate(_export(index.records[position]), index.vectors[position].copy())
-            )
+        for leg in (nearest, lexical):
+            chosen.update(dict.fromkeys(_merged(leg, pools, request.limit)))
+        records = [pool.index.records for pool in pools]
+        vectors = [pool.index.vectors for pool in pools]
+        candidates = [
+            Candidate(_export(records[number][position]), vectors[number][position].copy())
+            for number, position in chosen
+        ]
         return SearchResult(candidates, stats)
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
