@@ -92,7 +92,9 @@ T = TypeVar("T")
 def _cosines(query: Vector, matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """:func:`cosine` of ``query`` with each row of ``matrix`` (float64), in one matrix product."""
     q = query.astype(np.float64, copy=False)
-    denominators = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    # np.linalg.norm's own arithmetic (row sums of squares; a 1-D dot), without its dispatch
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
+    denominators = norms * math.sqrt(float(q.dot(q)))
     dots = matrix @ q
     safe = np.where(denominators > 0.0, denominators, 1.0)
     values: npt.NDArray[np.float64] = np.clip(
@@ -183,13 +185,16 @@ def _bm25s(
     ideal = 0.0
     if not weights:
         return total, ideal
-    profiles = [term_profile(text) for text in texts]
+    profiles = list(map(term_profile, texts))
     lengths = np.array([length for _, length in profiles], dtype=np.float64)
+    frequencies = np.array(
+        [[counts.get(term, 0) for counts, _ in profiles] for term, _ in weights],
+        dtype=np.float64,
+    )  # one row per term, one column per text
     average = stats.average_length
     relative = BM25_B * lengths / average if average > 0.0 else BM25_B
     norm = BM25_K1 * (1.0 - BM25_B + relative)
-    for term, weight in weights:
-        tf = np.array([counts.get(term, 0) for counts, _ in profiles], dtype=np.float64)
+    for tf, (_, weight) in zip(frequencies, weights, strict=True):
         total += np.where(tf > 0.0, weight * tf * (BM25_K1 + 1.0) / (tf + norm), 0.0)
         ideal += weight
     return total, ideal
@@ -208,13 +213,13 @@ def _score(
     terms = query_terms(query_text)
     if stats is None:
         stats = corpus_stats(texts, terms)
-    semantic = _cosines(query_vector, np.stack(vectors).astype(np.float64))
+    semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
     raw, ideal = _bm25s(terms, texts, stats)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     bm25_scale = _scale(max(float(raw.max()), ideal))
     lexical = raw / bm25_scale
     blend = (1.0 - lexical_weight) * (semantic / semantic_scale) + lexical_weight * lexical
-    similarity = np.clip(blend, -1.0, 1.0)  # both parts are ≤ 1: this only removes an ulp
+    similarity = np.minimum(1.0, np.maximum(-1.0, blend))  # both parts are ≤ 1: removes an ulp
     return _Scores(semantic, raw, lexical, similarity, semantic_scale, bm25_scale)
 
 
@@ -226,14 +231,13 @@ def _ranked(
 ) -> list[int]:
     """Positions ordered by ``keys`` descending, then sequence and id ascending, then ``then``
     descending; equal keys keep their input order (a stable sort)."""
-    order = np.lexsort((np.array(sequences, dtype=np.int64), -keys))
-    ordered_keys = keys[order]
-    ordered_sequences = np.array(sequences, dtype=np.int64)[order]
-    tied = (ordered_keys[1:] == ordered_keys[:-1]) & (
-        ordered_sequences[1:] == ordered_sequences[:-1]
-    )
+    numbers = np.array(sequences, dtype=np.int64)
+    order = np.lexsort((numbers, -keys))
+    ordered_keys, ordered_numbers = keys[order], numbers[order]
+    tied = (ordered_keys[1:] == ordered_keys[:-1]) & (ordered_numbers[1:] == ordered_numbers[:-1])
     if not tied.any():
-        return [int(i) for i in order]  # (key, sequence) decides every pair: the order is final
+        ranked: list[int] = order.tolist()
+        return ranked  # (key, sequence) decides every pair: the order is final
     key_list = keys.tolist()
     then_list = then.tolist() if then is not None else [0.0] * len(key_list)
     return sorted(
@@ -326,16 +330,15 @@ def rerank(
         lexical_weight=rules.lexical_weight,
     )
     half_life = rules.half_life_ms
-    recency = np.array(
-        [
-            1.0 if half_life is None else recency_score(r.occurred_at, now, half_life)
-            for r in records
-        ],
-        dtype=np.float64,
-    )
-    importance = np.clip(np.array([r.importance for r in records], dtype=np.float64), 0.0, 1.0)
+    if half_life is None:
+        recency = np.ones(len(records), dtype=np.float64)
+    else:
+        ages = [recency_score(r.occurred_at, now, half_life) for r in records]
+        recency = np.array(ages, dtype=np.float64)
+    weights = np.array([r.importance for r in records], dtype=np.float64)
+    importance = np.minimum(1.0, np.maximum(0.0, weights))
     blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
-    score = np.clip(blend, -1.0, 1.0)  # normalised weights may sum to 1 + 1 ulp
+    score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
     order = _ranked(
         score, [r.sequence for r in records], [r.id for r in records], scores.similarity
     )[:top_k]
