@@ -309,16 +309,15 @@ def rerank(
     """
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
-    records: list[MemoryRecord] = []
-    vectors: list[Vector] = []
-    seen: set[tuple[str, str]] = set()
-    for candidate in candidates:
-        record = candidate.record
-        key = (record.thread_id, record.id)
-        if key not in seen:
-            seen.add(key)
-            records.append(record)
-            vectors.append(candidate.vector)
+    chosen = list(candidates)
+    records = [candidate.record for candidate in chosen]
+    if len({(r.thread_id, r.id) for r in records}) < len(records):  # score each record once
+        unique: dict[tuple[str, str], Candidate] = {}
+        for candidate in chosen:
+            unique.setdefault((candidate.record.thread_id, candidate.record.id), candidate)
+        chosen = list(unique.values())
+        records = [candidate.record for candidate in chosen]
+    vectors = [candidate.vector for candidate in chosen]
     if not records:
         return []
     scores = _score(
