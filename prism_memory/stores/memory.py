@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import copy
 import heapq
+import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -224,14 +225,16 @@ class _SearchIndex:
                 cut = np.partition(tied_sequence, need - 1)[need - 1]
                 tied = tied[tied_sequence <= cut]
             keep = np.concatenate((keep, tied))
+            sequences = self.sequence[at[keep]]
+            keep = keep[np.lexsort((sequences, primary[keep]))]
         else:
-            keep = np.arange(primary.shape[0])
-        keys, sequences = primary[keep], self.sequence[at[keep]]
-        by = np.lexsort((sequences, keys))
-        keep, keys, sequences = keep[by], keys[by], sequences[by]
-        same = (keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])
-        if not same[: limit - 1].any() and (keep.shape[0] <= limit or not same[limit - 1]):
-            return keep[:limit]  # no (key, sequence) ties decide who is in or the order: final
+            sequences = self.sequence[at]
+            keep = np.lexsort((sequences, primary))
+        # the first ``limit`` and the next one decide who is in and in which order
+        head = keep[: limit + 1]
+        keys, sequences = primary[head], self.sequence[at[head]]
+        if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
+            return keep[:limit]  # no (key, sequence) ties among them: the order is final
         records = self.records
         ordered = sorted(
             keep.tolist(),
@@ -328,6 +331,8 @@ _Picks = tuple[int, list[float], list[int]]
 def _merged(leg: list[_Picks], pools: list[_Pool], limit: int) -> list[tuple[int, int]]:
     """``(pool number, slot)`` of the best ``limit`` picks of a leg over all its pools: score
     descending, then sequence, id and pool number ascending."""
+    if not leg:
+        return []
     if len(leg) == 1:  # one pool's picks are already its best, in order
         number, _, taken = leg[0]
         return [(number, position) for position in taken]
@@ -598,7 +603,7 @@ class InMemoryVectorStore(VectorStore):
         if not pools:
             return SearchResult([], CorpusStats())
         wide = query.astype(np.float64)
-        norm = float(np.linalg.norm(wide))
+        norm = math.sqrt(float(wide.dot(wide)))  # what np.linalg.norm computes for 1-D
         unit_query = (wide / (norm if norm > 0.0 else 1.0)).astype(np.float32)
         terms = sorted(request.terms)
 
@@ -630,7 +635,7 @@ class InMemoryVectorStore(VectorStore):
         stats = CorpusStats(documents, total_length, frequency)
 
         lexical: list[_Picks] = []
-        weights = dict(term_weights(terms, stats))
+        weights = dict(term_weights(terms, stats)) if frequency else {}
         for number, holding in enumerate(present):
             if not holding:
                 continue
