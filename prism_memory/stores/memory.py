@@ -119,6 +119,8 @@ class _SearchIndex:
         "dead",
         "explicit_consent",
         "lengths",
+        "live",
+        "live_length",
         "occurred_us",
         "positions",
         "postings",
@@ -151,6 +153,10 @@ class _SearchIndex:
         eligibility mask of a search), as compact int64 arrays."""
         self.size = 0
         self.dead = 0
+        self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
+        """Cached live slots and their mask (``None``: recompute; any write drops it)."""
+        self.live_length = 0
+        """Total term count of the live slots."""
 
     def _grow(self, width: int) -> None:
         capacity = max(16, 2 * self.size)
@@ -195,6 +201,8 @@ class _SearchIndex:
                 slots = self.postings[term] = array("q")
             slots.append(at)
         self.size += 1
+        self.live_length += len(terms)
+        self.live = None
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -202,6 +210,15 @@ class _SearchIndex:
         if at is not None:
             self.alive[at] = False
             self.dead += 1
+            self.live_length -= int(self.lengths[at])
+            self.live = None
+
+    def live_slots(self) -> tuple[_Positions, npt.NDArray[np.bool_]]:
+        """The live slots and their mask (read-only to callers; cached until the next write)."""
+        if self.live is None:
+            mask = self.alive[: self.size].copy()
+            self.live = (np.flatnonzero(mask), mask)
+        return self.live
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
         """The request-dependent part of the rules (and liveness), as a mask over the slots."""
@@ -355,6 +372,8 @@ class _Pool:
     """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
     mask: npt.NDArray[np.bool_]
     """``positions`` as a mask over the index's slots."""
+    length: int
+    """Total term count of ``positions`` (the pool's share of the BM25 corpus length)."""
 
 
 class InMemoryVectorStore(VectorStore):
@@ -614,7 +633,7 @@ class InMemoryVectorStore(VectorStore):
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
-            total_length += int(index.lengths[positions].sum())
+            total_length += pool.length
             holding: list[tuple[str, _Positions]] = []
             for term in terms:
                 slots = index.postings.get(term)
@@ -626,7 +645,9 @@ class InMemoryVectorStore(VectorStore):
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
                     holding.append((term, found))
             present.append(holding)
-            if 2 * positions.shape[0] >= index.size:
+            if positions.shape[0] == index.size:
+                scores = index.unit[: index.size] @ unit_query
+            elif 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
@@ -670,10 +691,15 @@ class InMemoryVectorStore(VectorStore):
         own = self._thread(key)
         if own is not None:
             index = own.search_index()
-            eligible = index.eligible(request.filter)
-            positions = np.flatnonzero(eligible)
+            if request.filter.require_consent or request.filter.occurred_after is not None:
+                eligible = index.eligible(request.filter)
+                positions = np.flatnonzero(eligible)
+                length = int(index.lengths[positions].sum())
+            else:  # only liveness applies: the cached live slots
+                positions, eligible = index.live_slots()
+                length = index.live_length
             if positions.shape[0]:
-                pools.append(_Pool(index, positions, eligible))
+                pools.append(_Pool(index, positions, eligible, length))
         shared = request.shared
         granted: _Positions | None = None
         parent_key: _ScopeKey | None = None
@@ -698,14 +724,15 @@ class InMemoryVectorStore(VectorStore):
                 mask &= index.eligible(request.filter)
                 positions = np.flatnonzero(mask)
                 if positions.shape[0]:
-                    pools.append(_Pool(index, positions, mask))
+                    length = int(index.lengths[positions].sum())
+                    pools.append(_Pool(index, positions, mask, length))
         if granted is not None and granted.shape[0] and parent_key is not None:
             index = self._threads[parent_key].search_index()
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
                 mask = np.zeros(index.size, dtype=np.bool_)
                 mask[named] = True
-                pools.append(_Pool(index, named, mask))
+                pools.append(_Pool(index, named, mask, int(index.lengths[named].sum())))
         return pools
 
     def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
