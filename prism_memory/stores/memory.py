@@ -271,6 +271,8 @@ class _Thread:
     """``entry_id -> (cause_id, reason) -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
+    pending: set[str] = field(default_factory=set)
+    """Ids of the thread's ``pending`` rows (this thread's share of the store's ledger)."""
     top: int | None = None
     """The largest sequence in the thread (cached; ``None``: recompute)."""
 
@@ -423,8 +425,10 @@ class InMemoryVectorStore(VectorStore):
         thread.rows[row.record.id] = row
         if row.record.status == "pending":
             self._pending.add((key, row.record.id))
+            thread.pending.add(row.record.id)
         else:
             self._pending.discard((key, row.record.id))
+            thread.pending.discard(row.record.id)
         thread.changed(row.record.id, row)
 
     def _check_vectors(
@@ -584,6 +588,7 @@ class InMemoryVectorStore(VectorStore):
         for entry_id in dict.fromkeys(ids):
             if thread.rows.pop(entry_id, None) is not None:
                 self._pending.discard((key, entry_id))
+                thread.pending.discard(entry_id)
                 thread.changed(entry_id, None)
                 thread.top = None
                 gone += 1
@@ -784,8 +789,8 @@ class InMemoryVectorStore(VectorStore):
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector."""
-        key = _key(scope)  # the ledger holds exactly the pending rows (kept by _set_row)
-        return sum(1 for owner, _ in self._pending if owner == key)
+        thread = self._thread(_key(scope))
+        return 0 if thread is None else len(thread.pending)
 
     async def list_oldest(
         self,
