@@ -97,10 +97,9 @@ def _cosines(query: Vector, matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.f
     denominators = norms * math.sqrt(float(q.dot(q)))
     dots = matrix @ q
     safe = np.where(denominators > 0.0, denominators, 1.0)
-    values: npt.NDArray[np.float64] = np.clip(
-        np.where(denominators > 0.0, dots / safe, 0.0), -1.0, 1.0
-    )
-    return values
+    values = np.where(denominators > 0.0, dots / safe, 0.0)
+    clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(-1.0, values))
+    return clamped
 
 
 def cosine(query: Vector, vector: Vector) -> float:
@@ -194,8 +193,12 @@ def _bm25s(
     average = stats.average_length
     relative = BM25_B * lengths / average if average > 0.0 else BM25_B
     norm = BM25_K1 * (1.0 - BM25_B + relative)
-    for tf, (_, weight) in zip(frequencies, weights, strict=True):
-        total += np.where(tf > 0.0, weight * tf * (BM25_K1 + 1.0) / (tf + norm), 0.0)
+    idfs = np.array([[weight] for _, weight in weights], dtype=np.float64)
+    gains = np.where(
+        frequencies > 0.0, idfs * frequencies * (BM25_K1 + 1.0) / (frequencies + norm), 0.0
+    )  # gains[t, d]: what term t adds to text d's BM25
+    for gain, (_, weight) in zip(gains, weights, strict=True):  # in sorted term order
+        total += gain
         ideal += weight
     return total, ideal
 
@@ -213,7 +216,7 @@ def _score(
     terms = query_terms(query_text)
     if stats is None:
         stats = corpus_stats(texts, terms)
-    semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
+    semantic = _cosines(query_vector, np.array(vectors).astype(np.float64))
     raw, ideal = _bm25s(terms, texts, stats)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     bm25_scale = _scale(max(float(raw.max()), ideal))
