@@ -401,8 +401,7 @@ class IndexingQueue:
 
     def _has_adopted(self) -> bool:
         return any(
-            thread is not None and thread.adopted
-            for thread in map(self._threads.get, self._ready)
+            thread is not None and thread.adopted for thread in map(self._threads.get, self._ready)
         )
 
     async def _process_batch(self) -> tuple[int, int]:
@@ -682,9 +681,7 @@ class QueueMember:
         await self.queue._leave(self, drain=drain)
 
 
-_SHARED: weakref.WeakValueDictionary[tuple[int, ...], IndexingQueue] = (
-    weakref.WeakValueDictionary()
-)
+_SHARED: weakref.WeakValueDictionary[tuple[int, ...], IndexingQueue] = weakref.WeakValueDictionary()
 """The shared queues by (event loop, store, embedder, batch size, policy, clock) identities; a
 queue is dropped when its last member leaves (or, unclosed, when nothing references it)."""
 

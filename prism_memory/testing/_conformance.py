@@ -930,6 +930,11 @@ from ._conformance_agents import AGENT_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(AGENT_CHECKS)
 
+# shared indexing: one task per store and embedder, members, turns, the many-thread claim
+from ._conformance_indexing import INDEXING_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(INDEXING_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()
