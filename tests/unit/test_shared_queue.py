@@ -174,10 +174,11 @@ async def test_a_leaving_memory_drains_its_own_thread_while_the_queue_serves_oth
         assert set(statuses.values()) == {"indexed"}
         assert sorted((await result.done).indexed) == sorted(result.pending)
         assert staying._queue is not None
-        assert staying._queue.running  # the shared task goes on for the memory still open
+        shared = staying._queue.queue
+        assert shared.running  # the shared task goes on for the memory still open
         again = await staying.remember({"text": "after the other left"}, wait=True)
         assert again.pending == ()
-    assert not leaving._queue and not staying._queue
+    assert not shared.running  # the last to leave stopped it
 
 
 async def test_a_memory_resumes_only_its_own_thread_on_a_shared_queue():
