@@ -168,7 +168,7 @@ class IndexingQueue:
 
     @property
     def members(self) -> int:
-        """How many :class:`QueueMember`\\ s (memories) share this queue now."""
+        """How many members (memories, see :class:`QueueMember`) share this queue now."""
         return self._members
 
     async def start(self) -> None:
@@ -662,6 +662,10 @@ class QueueMember:
     def adopt(self, items: Iterable[ClaimedEntry]) -> None:
         """As :meth:`IndexingQueue.adopt`."""
         self.queue.adopt(items)
+
+    def wake(self) -> None:
+        """Tell the shared queue new rows are pending."""
+        self.queue.wake()
 
     def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:
         """A future that resolves once every id of this member's thread in ``ids`` is indexed or
