@@ -55,9 +55,11 @@ class IndexingPolicy:
     retry_max_seconds: float = 60.0
     """Longest retry delay."""
     busy_poll_seconds: float = 0.05
-    """How often to look for results while callers wait on ``done``."""
+    """How often to claim and look for results while callers wait on ``done`` for rows the queue
+    does not hold (a retry not yet due, another writer's lease)."""
     idle_poll_seconds: float = 5.0
-    """How often to look for due retries and other writers' rows when idle."""
+    """How often to look for due retries and other writers' rows when idle: one claim statement
+    for all the threads of the memories sharing the queue."""
     drain_seconds: float = 30.0
     """How long ``aclose()`` keeps indexing before it parks the rest."""
 
