@@ -68,6 +68,7 @@ class Phase:
     commits: int = 0
     rollbacks: int = 0
     checkouts: int = 0
+    connects: int = 0
     statements: int = 0
     claims: int = 0
     peak_checked_out: int = 0
@@ -105,6 +106,7 @@ class _Counter:
         event.listen(sync, "rollback", self._rollback)
         event.listen(sync, "before_cursor_execute", self._statement)
         event.listen(sync.pool, "checkout", self._checkout)
+        event.listen(sync.pool, "connect", self._connect)
 
     def _commit(self, *_: Any) -> None:
         self.phase.commits += 1
@@ -114,6 +116,9 @@ class _Counter:
 
     def _checkout(self, *_: Any) -> None:
         self.phase.checkouts += 1
+
+    def _connect(self, *_: Any) -> None:
+        self.phase.connects += 1  # an overflow connection is opened anew (and closed on return)
 
     def _statement(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.phase.statements += 1
@@ -157,7 +162,14 @@ async def measure(url: str, args: argparse.Namespace) -> Result:
     logging.getLogger("prism_memory").addHandler(failures)
     logging.getLogger("prism_memory").setLevel(logging.WARNING)
     schema = f"bench_many_{uuid.uuid4().hex[:10]}"
-    stores = await create_postgres_memory_stores(url, schema=schema, dimension=DIMENSION)
+    engine = None
+    if args.pool_size:  # the library's own engine, with a bigger pool
+        from prism_memory.postgres._engine import create_engine
+
+        engine = create_engine(url, pool_size=args.pool_size)
+    stores = await create_postgres_memory_stores(
+        None if engine else url, engine=engine, schema=schema, dimension=DIMENSION
+    )
     engine = stores.vector_store.engine
     pool = engine.sync_engine.pool
     counter = _Counter(engine)
@@ -243,6 +255,8 @@ async def measure(url: str, args: argparse.Namespace) -> Result:
     result.failed_iterations = failures.iterations
     result.pool_timeouts += failures.timeouts
     await stores.close()
+    if args.pool_size:
+        await engine.dispose()
     await asyncio.sleep(args.settle)
     commits1, rollbacks1 = await _server_xacts(url)
     result.server_commits = commits1 - commits0
@@ -260,6 +274,7 @@ def table(results: list[Result]) -> str:
         ("load: commits / rollbacks (library)", lambda r: f"{r.load.commits:,} / {r.load.rollbacks:,}"),
         ("load: pool checkouts / statements", lambda r: f"{r.load.checkouts:,} / {r.load.statements:,}"),
         ("load: claim statements", lambda r: f"{r.load.claims:,}"),
+        ("load: new connections (pool overflow churn)", lambda r: f"{r.load.connects:,}"),
         ("idle: claim statements per minute", lambda r: f"{r.claims_per_minute_idle:,.0f}"),
         ("idle: statements per minute", lambda r: f"{r.statements_per_minute_idle:,.0f}"),
         ("idle: commits / rollbacks (library)", lambda r: f"{r.idle.commits:,} / {r.idle.rollbacks:,}"),
@@ -293,6 +308,7 @@ def _shared_flags(args: argparse.Namespace) -> list[str]:
     flags = ["--memories", str(args.memories), "--writes", str(args.writes)]
     flags += ["--concurrency", str(args.concurrency), "--idle-seconds", str(args.idle_seconds)]
     flags += ["--settle", str(args.settle)]
+    flags += ["--pool-size", str(args.pool_size)] if args.pool_size else []
     return flags + (["--wait"] if args.wait else [])
 
 
@@ -302,6 +318,7 @@ async def main() -> None:
     parser.add_argument("--writes", type=int, default=3, help="remember() calls per memory")
     parser.add_argument("--concurrency", type=int, default=32, help="remember() calls in flight")
     parser.add_argument("--wait", action="store_true", help="remember(wait=True)")
+    parser.add_argument("--pool-size", type=int, help="engine pool size (default: the library's)")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=11.0, help="for pg_stat to catch up")
     parser.add_argument("--url", help="PostgreSQL URL (default: start an embedded server)")
