@@ -680,7 +680,10 @@ class QueueMember:
         return await self.queue._run_thread_until_idle(self.scope)
 
     async def aclose(self, *, drain: bool = True) -> None:
-        """Leave the queue (idempotent); see :meth:`IndexingQueue._leave`."""
+        """Leave the queue (idempotent). The last member stops it as :meth:`IndexingQueue.aclose`
+        does; any other one first, with ``drain``, indexes what its thread has claimable (within
+        the policy's ``drain_seconds``); then its watchers still waiting get an
+        :class:`IndexingError` and its rows stay pending for the next start."""
         if self._left:
             return
         self._left = True
