@@ -683,7 +683,8 @@ class QueueMember:
         """Leave the queue (idempotent). The last member stops it as :meth:`IndexingQueue.aclose`
         does; any other one first, with ``drain``, indexes what its thread has claimable (within
         the policy's ``drain_seconds``); then its watchers still waiting get an
-        :class:`IndexingError` and its rows stay pending for the next start."""
+        :class:`IndexingError`. Its rows not yet indexed stay stored: pending for the next start,
+        or indexed later by the queue still serving the other members if it already holds them."""
         if self._left:
             return
         self._left = True
