@@ -294,7 +294,7 @@ class IndexingQueue:
                 return
             if drain:
                 side = asyncio.create_task(
-                    self._run_thread_until_idle(member.scope), name=f"{self.worker_id}-drain"
+                    self._run_thread_until_idle(member.scope), name=f"prism-drain-{self.worker_id}"
                 )
                 self._drains.add(side)
                 side.add_done_callback(self._drain_done)
