@@ -590,6 +590,7 @@ class IndexingQueue:
         if not self._waiters:
             return
         wanted: dict[MemoryIdentity, set[str]] = {}
+        considered = {id(waiter) for waiter in self._waiters}
         for waiter in self._waiters:
             if not waiter.future.done():
                 wanted.setdefault(waiter.scope, set()).update(waiter.ids)
@@ -608,6 +609,9 @@ class IndexingQueue:
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if waiter.future.done():
+                continue
+            if id(waiter) not in considered:  # it came while the store was asked: next time
+                remaining.append(waiter)
                 continue
             states = {entry_id: status.get((waiter.scope, entry_id)) for entry_id in waiter.ids}
             if any(

@@ -7,6 +7,8 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import pytest
+
 from prism_memory import HashEmbedder, IndexingPolicy, InMemoryVectorStore, create_memory
 from prism_memory.indexing import join_queue
 from prism_memory.models import MemoryIdentity
@@ -207,3 +209,53 @@ class _NeverEmbeds:
 
     async def embed(self, texts):
         await asyncio.Event().wait()
+
+
+class SlowStatusStore(InMemoryVectorStore):
+    """index_status waits for ``gate`` while ``block`` is set (counts its calls)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.block = True
+        self.calls = 0
+
+    async def index_status(self, scope, ids):
+        self.calls += 1
+        if self.block:
+            await self.gate.wait()
+        return await super().index_status(scope, ids)
+
+
+async def test_a_watcher_added_while_the_store_is_asked_is_not_resolved_as_gone():
+    from prism_memory import IndexingError, IndexingQueue
+    from prism_memory.stores.base import EntryLease
+
+    store = SlowStatusStore()
+    here = scope("th")
+    now = utcnow()
+    taken = EntryLease(worker_id="someone-else", until=datetime(2999, 1, 1, tzinfo=UTC))
+    new = [
+        NewEntry(
+            id=i, text=i, role="user", metadata={}, consent=None, sequence=None,
+            occurred_at=now, importance=1.0, lineage=None,
+        )
+        for i in ("a", "b")
+    ]  # fmt: skip
+    await store.put_entries(here, new, now=now, lease=taken)  # pending; no one here may claim them
+    queue = IndexingQueue(store=store, embedder=HashEmbedder(DIM), scope=here, batch_size=2,
+                          clock=utcnow, policy=IndexingPolicy(busy_poll_seconds=0.01))  # fmt: skip
+    await queue.start()
+    first = queue.watch(["a"])
+    await wait_until(lambda: store.calls >= 1)  # the task is asking the store about "a"
+    second = queue.watch(["b"])  # arrives meanwhile
+    store.block = False
+    store.gate.set()
+    calls = store.calls
+    await wait_until(lambda: store.calls >= calls + 2)  # the task has looked again, twice
+    assert not first.done()
+    assert not second.done()  # "b" is pending: not reported as gone
+    await queue.aclose(drain=False)
+    for future in (first, second):
+        with pytest.raises(IndexingError):
+            await future
