@@ -433,13 +433,18 @@ class EntrySql:
         # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
         # ``id``, so every candidate cost a scan of the whole thread. The statistics row is the
         # outer side, so an empty corpus still returns one row (candidate columns NULL).
-        return (
+        statement = (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies}, "
             f"{pending} FROM stats s LEFT JOIN (({chosen}) AS c JOIN {self.entries} e "
             "ON e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = c.thread_id "
             "AND e.id = c.id) ON true"
         )
+        # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
+        # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL
+        # (plan_cache_mode auto) keeps the generic plan -- no planning per recall, whatever mix of
+        # thread sizes a connection has seen.
+        return _SCOPE_KEY.sub(r"(SELECT CAST(:\1 AS text))", statement)
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
     def neighbors(self, *, ranges: int, require_consent: bool, occurred_after: bool) -> str:
@@ -594,6 +599,7 @@ def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
 
 
 _BIND = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_SCOPE_KEY = re.compile(r"(?<![:\w]):(tenant|resource|thread|parent)(?!\w)")
 
 
 def search_statement(
