@@ -130,6 +130,8 @@ def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> di
 
 def _metadata_json(metadata: Mapping[str, Any], lineage: Lineage | None) -> str:
     """:func:`lineage_metadata` as JSON text, serialised once."""
+    if not metadata and lineage is None:
+        return "{}"
     stored = dict(metadata)
     if lineage is not None:
         stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
