@@ -600,7 +600,9 @@ def insert_params(
         "importance": [float(entry.importance) for entry in entries],
         "terms": [" ".join(sorted(counts)) for counts, _ in profiles],
         "term_counts": [length for _, length in profiles],
-        "leased": [lease is not None and lease.covers(entry.id) for entry in entries],
+        "leased": [  # a row stored with its vector is never leased
+            vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+        ],
         "embeddings": (
             [None] * len(entries) if vectors is None else [encode_vector(v) for v in vectors]
         ),
