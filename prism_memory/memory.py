@@ -397,7 +397,7 @@ class Memory:
             return None
         try:
             return await self.vector_store.put_entries(
-                scope, entries, now=now, vectors=list(vectors), model=self.embedding_model
+                scope, entries, now=now, vectors=vectors, model=self.embedding_model
             )
         except (InvalidVectorError, DimensionMismatchError) as exc:  # checked before any write
             logger.debug("the store refused the vectors; storing pending: %s", exc)

@@ -7,7 +7,6 @@ all and every driver error reaches the caller as a :class:`~prism_memory.errors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import asyncpg
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -184,9 +184,21 @@ def _connection_lost(exc: BaseException, driver: Any) -> bool:
     return (sqlstate_of(exc) or "").startswith(("08", "57P"))
 
 
-def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    loaded = json.loads(json.dumps(dict(metadata)))
-    return dict(loaded)
+def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
+    """The rows of ``vectors`` if it is a finite ``float32`` matrix of ``rows`` rows (of ``width``
+    columns when known) -- what an embedder's batch usually is, checked in one pass -- else
+    ``None``: then each vector is checked on its own and a bad one named in the error."""
+    if (
+        not isinstance(vectors, np.ndarray)
+        or vectors.dtype != np.float32
+        or vectors.ndim != 2
+        or vectors.shape[0] != rows
+        or vectors.shape[1] == 0
+        or (width is not None and vectors.shape[1] != width)
+        or not np.isfinite(vectors).all()
+    ):
+        return None
+    return list(vectors)
 
 
 class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
@@ -295,7 +307,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
         model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
@@ -325,6 +337,10 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                             width = await driver.fetchval(
                                 EntrySql.for_tables(self._tables).any_width
                             )
+                        checked = _finite_rows(vectors, len(unique), width)
+                        if checked is not None:
+                            width = checked[0].shape[0]
+                    if vectors is not None and checked is None:
                         checked, width = self._check_vectors(
                             (
                                 (vectors[at], f"vector of {entries[at].id!r}")

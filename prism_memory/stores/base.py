@@ -70,7 +70,7 @@ def check_limit(limit: int, name: str = "limit") -> None:
         raise ValidationError(f"{name} must be a non-negative integer")
 
 
-def check_entry_vectors(entries: Sequence[object], vectors: Sequence[object] | None) -> None:
+def check_entry_vectors(entries: Sequence[object], vectors: Sequence[Any] | Vector | None) -> None:
     """Adapter helper: ``put_entries``'s ``vectors``, when given, hold one vector per entry."""
     if vectors is not None and len(vectors) != len(entries):
         raise ValidationError(f"{len(vectors)} vectors for {len(entries)} entries")
@@ -277,7 +277,7 @@ class VectorStore(abc.ABC):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
         model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the ``entries`` whose id is new, atomically; return the stored records in input order.
@@ -286,7 +286,8 @@ class VectorStore(abc.ABC):
         (as :meth:`claim_pending` would have leased them), so the writer's own indexing worker
         embeds them without a claim and no other worker takes them meanwhile.
 
-        With ``vectors`` (one per entry, in the order of ``entries``), new rows are stored already
+        With ``vectors`` (one per entry, in the order of ``entries``: a sequence of vectors or a
+        matrix with one row per entry), new rows are stored already
         ``indexed`` with their vector and ``model`` as their ``embedding_model``: one write per row,
         recallable at once, never leased. Every vector is checked first (finite, the store's width):
         a bad one raises and nothing is written. The vector of an id that exists is ignored.

@@ -408,7 +408,7 @@ class InMemoryVectorStore(VectorStore):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
         model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically; return the stored records in input order.

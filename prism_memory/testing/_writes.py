@@ -74,7 +74,7 @@ async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> N
         scope,
         [_new("b", "replayed", case), _new("d", texts[3], case)],
         now=later,
-        vectors=[vectors[3], vectors[3]],
+        vectors=np.stack([vectors[3], vectors[3]]),  # a matrix, one row per entry
         model="m-2",
     )
     _check(again[0] == stored[1], f"an existing id is left exactly as stored: {again[0]}")
@@ -83,7 +83,7 @@ async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> N
     bad = np.full(width, np.nan, dtype=np.float32)
     await _raises(
         InvalidVectorError,
-        store.put_entries(scope, [_new("e", "never stored", case)], now=later, vectors=[bad]),
+        store.put_entries(scope, [_new("e", "never stored", case)], now=later, vectors=bad[None]),
         "a NaN vector",
     )
     await _raises(
