@@ -471,11 +471,14 @@ class EntrySql:
             "AS i(id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
             "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
             "importance, terms, term_count, leased, embedding, ord)), "
+            # the ids that exist: one lookup for the batch, on the primary key (before a table
+            # is first analysed the planner may walk the thread's (scope, sequence) range once
+            # instead; a correlated NOT EXISTS against the table walked it once per row)
+            f"existing AS (SELECT id FROM {self.entries} WHERE {scope} "
+            "AND id = ANY(CAST(:ids AS text[]))), "
             # autos: how many new rows before this one take an automatic sequence
             "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
-            f"FROM input i WHERE NOT EXISTS (SELECT 1 FROM {self.entries} x "
-            "WHERE x.tenant_id = :tenant AND x.resource_id = :resource "
-            "AND x.thread_id = :thread AND x.id = i.id) "
+            "FROM input i WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
             f"WINDOW w AS ({before})), "
             f"top AS (SELECT coalesce(max(sequence), -1) AS v FROM {self.entries} WHERE {scope}), "
             # an automatic sequence is one past the largest so far: the thread's top or an earlier
