@@ -32,6 +32,7 @@ import importlib.metadata
 import json
 import math
 import platform
+import struct
 import time
 import uuid
 from collections import Counter
@@ -236,11 +237,21 @@ async def apply_corrections(data: Dataset, make: Callable[[str], Memory]) -> Non
             await memory.correct(source, texts[source] + " (corrected)")
 
 
-async def copy_baseline(conn: asyncpg.Connection, schema: str, data: Dataset) -> float:
-    """COPY the same rows into a table of the same shape (every index but HNSW); rows/s.
+def tsvector_binary(terms: list[str]) -> bytes:
+    """PostgreSQL's binary ``tsvector`` (``tsvectorsend``): count, then each lexeme NUL-terminated
+    with no positions."""
+    return struct.pack(">i", len(terms)) + b"".join(t.encode() + b"\0\0\0" for t in terms)
 
-    ``text_tsv`` stays NULL (asyncpg's binary COPY has no tsvector encoder), which spares COPY the
-    lexical GIN entries the library writes: the baseline is, if anything, flattered."""
+
+async def copy_baseline(
+    conn: asyncpg.Connection, schema: str, data: Dataset
+) -> tuple[float, float]:
+    """COPY the same rows into a table of the same shape (every index but HNSW, which is deferred
+    for both); rows/s without and with the HNSW build afterwards. The rows carry the library's ``text_tsv`` (binary, through a codec
+    registered here), so the lexical GIN index is maintained as for the library's writes."""
+    await conn.set_type_codec(
+        "tsvector", schema="pg_catalog", encoder=tsvector_binary, decoder=bytes, format="binary"
+    )
     target = f'"{schema}".copy_target'
     await conn.execute(f'CREATE TABLE {target} (LIKE "{schema}".semantic_memory INCLUDING ALL)')
     for name in await conn.fetch(
@@ -254,14 +265,14 @@ async def copy_baseline(conn: asyncpg.Connection, schema: str, data: Dataset) ->
         "tenant_id", "resource_id", "thread_id", "id", "text", "role", "metadata",
         "consent_explicit", "consent_source", "consent_scope", "consent_visible", "sequence",
         "occurred_at", "created_at", "written_at", "importance", "legal_hold", "status",
-        "revision", "attempts", "embedding", "term_count",
+        "revision", "attempts", "embedding", "term_count", "text_tsv",
     ]  # fmt: skip
     records = [
         (
             TENANT, RESOURCE, thread_id(r.thread), r.id, r.text, "user",
             json.dumps({} if r.source is None else {"_lineage": {"sourceIds": [r.source]}}),
             not r.visible, "user", "thread", r.visible, r.index, now, now, now, 1.0, False,
-            "indexed", 1, 0, r.vector, len(tokenize(r.text)),
+            "indexed", 1, 0, r.vector, len(tokenize(r.text)), sorted(set(tokenize(r.text))),
         )
         for r in data.rows
     ]  # fmt: skip
@@ -270,8 +281,14 @@ async def copy_baseline(conn: asyncpg.Connection, schema: str, data: Dataset) ->
         "copy_target", schema_name=schema, columns=columns, records=records
     )
     seconds = time.perf_counter() - start
+    # the HNSW index built afterwards, with the statement deferred_vector_index() runs
+    start = time.perf_counter()
+    await conn.execute(
+        f"CREATE INDEX copy_target_hnsw ON {target} USING hnsw (embedding vector_cosine_ops)"
+    )
+    build = time.perf_counter() - start
     await conn.execute(f"DROP TABLE {target}")
-    return len(records) / seconds
+    return len(records) / seconds, len(records) / (seconds + build)
 
 
 # ---- contenders ---------------------------------------------------------------------------------
@@ -456,6 +473,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
             seconds = await load_prism(data, pg_memory)
             index_seconds = 0.0
         result["load"]["prism_rows_per_s"] = args.rows / (seconds + index_seconds)
+        result["load"]["prism_load_rows_per_s"] = args.rows / seconds
         result["load"]["prism_seconds"] = seconds
         result["load"]["hnsw_build_seconds"] = index_seconds
         result["load"]["hnsw_deferred"] = deferred is not None and not args.keep_hnsw
@@ -465,10 +483,13 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
         result["load"]["in_memory_rows_per_s"] = args.rows / mem_seconds
         await raw.execute(f'VACUUM (ANALYZE) "{schema}".semantic_memory')
         await raw.execute(f'ANALYZE "{schema}".semantic_memory_invalidation')
-        result["load"]["copy_rows_per_s"] = await copy_baseline(raw, schema, data)
+        copy_rates = await copy_baseline(raw, schema, data)
+        result["load"]["copy_rows_per_s"], result["load"]["copy_build_rows_per_s"] = copy_rates
         print(
-            f"  prism {result['load']['prism_rows_per_s']:,.0f} rows/s, "
-            f"COPY {result['load']['copy_rows_per_s']:,.0f} rows/s",
+            f"  prism {result['load']['prism_load_rows_per_s']:,.0f} rows/s "
+            f"({result['load']['prism_rows_per_s']:,.0f} with the HNSW build), "
+            f"COPY {result['load']['copy_rows_per_s']:,.0f} rows/s "
+            f"({result['load']['copy_build_rows_per_s']:,.0f} with the HNSW build)",
             flush=True,
         )
 
@@ -827,17 +848,24 @@ def markdown(result: dict[str, Any]) -> str:
         "| --- | --- |",
     ]
     ld = result["load"]
+    deferred = " (HNSW deferred)" if ld["hnsw_deferred"] else ""
     lines.append(
-        f"| prism_memory `remember(wait=True)`, {BATCH}/batch, free embedder"
-        f"{' (HNSW deferred, build included)' if ld['hnsw_deferred'] else ''} | {ld['prism_rows_per_s']:,.0f} |"
+        f"| prism_memory `remember(wait=True)`, {BATCH}/batch, free embedder{deferred}"
+        f" | {ld['prism_load_rows_per_s']:,.0f} |"
     )
     lines.append(f"| COPY into the same table shape (no HNSW) | {ld['copy_rows_per_s']:,.0f} |")
+    lines.append(f"| prism_memory, HNSW built afterwards | {ld['prism_rows_per_s']:,.0f} |")
+    lines.append(f"| COPY, HNSW built afterwards | {ld['copy_build_rows_per_s']:,.0f} |")
     if "langgraph_rows_per_s" in ld:
         lines.append(
             f"| LangGraph `abatch` puts, {BATCH}/batch | {ld['langgraph_rows_per_s']:,.0f} |"
         )
     lines.append(f"| in-memory `remember(wait=True)` | {ld['in_memory_rows_per_s']:,.0f} |")
-    lines.append(f"| prism / COPY (≥0.5) | {ld['prism_rows_per_s'] / ld['copy_rows_per_s']:.2f}× |")
+    lines.append(
+        f"| prism / COPY (≥0.5): load / with the HNSW build | "
+        f"{ld['prism_load_rows_per_s'] / ld['copy_rows_per_s']:.2f}× / "
+        f"{ld['prism_rows_per_s'] / ld['copy_build_rows_per_s']:.2f}× |"
+    )
     im = result["in_memory"]
     lines += [
         "",
