@@ -405,8 +405,10 @@ class EntrySql:
             )
             average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
             ctes += [
-                "frequencies AS (SELECT m.ord, count(*) AS df FROM eligible, "
-                "unnest(eligible.matched) AS m(ord) GROUP BY m.ord)",
+                # only the rows that hold a query term are unnested (most hold none)
+                "frequencies AS (SELECT m.ord, count(*) AS df FROM (SELECT matched FROM eligible "
+                "WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord) "
+                "GROUP BY m.ord)",
                 f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
                 "lexical_top AS (SELECT el.thread_id, el.id FROM eligible el CROSS JOIN stats s "
                 "WHERE cardinality(el.matched) > 0 ORDER BY "
