@@ -33,7 +33,7 @@ from .errors import (
     NotFoundError,
     ValidationError,
 )
-from .indexing import IndexingPolicy, IndexingQueue
+from .indexing import IndexingPolicy, QueueMember, join_queue
 from .limits import Limits
 from .models import (
     Candidate,
@@ -209,7 +209,7 @@ class Memory:
         self._working_thread = thread_id if working_scope == "thread" else None
         self._indexing = indexing
         self._clock = clock
-        self._queue: IndexingQueue | None = None
+        self._queue: QueueMember | None = None
         self._inflight: set[asyncio.Future[IndexingReport]] = set()
         self._closed = False
         self._identity = (
@@ -242,18 +242,17 @@ class Memory:
             queue, self._queue = self._queue, None
             await queue.aclose(drain=True)
 
-    async def _ensure_queue(self) -> IndexingQueue:
+    async def _ensure_queue(self) -> QueueMember:
         if self._closed:
             raise ConfigurationError("this memory is closed")
-        if self._queue is None:
-            self._queue = IndexingQueue(
+        if self._queue is None:  # one queue per store and embedder, shared by its open memories
+            self._queue = join_queue(
                 store=self.vector_store,
                 embedder=self.embedder,
                 scope=self.identity,
                 batch_size=self.limits.embed_batch,
                 clock=self._clock,
                 policy=self._indexing,
-                name=f"prism-indexer-{self.thread_id}",
             )
         await self._queue.start()
         return self._queue

@@ -426,7 +426,31 @@ class EntrySql:
             "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
             "AND (claimed_until IS NULL OR claimed_until <= :now) "
             "ORDER BY sequence, id, tenant_id, resource_id, thread_id LIMIT :limit "
-            "FOR UPDATE SKIP LOCKED) "
+            f"FOR UPDATE SKIP LOCKED) {self._lease_due}"
+        )
+
+    @functools.cached_property
+    def claim_in(self) -> str:
+        """Lease due pending rows of many threads in one statement (a shared indexing loop's
+        claim): for each thread of the arrays, in their order, its ``:each`` oldest due rows (one
+        probe of the scope index or the pending-by-tenant index per thread), ``:limit`` in all."""
+        return (
+            "WITH due AS (SELECT d.tenant_id, d.resource_id, d.thread_id, d.id FROM "
+            "unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
+            "CAST(:threads AS text[])) AS s(tenant_id, resource_id, thread_id) "
+            "CROSS JOIN LATERAL (SELECT tenant_id, resource_id, thread_id, id "
+            f"FROM {self.entries} WHERE tenant_id = s.tenant_id "
+            "AND resource_id = s.resource_id AND thread_id = s.thread_id AND status = 'pending' "
+            "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
+            "AND (claimed_until IS NULL OR claimed_until <= :now) "
+            "ORDER BY sequence, id LIMIT :each FOR UPDATE SKIP LOCKED) d LIMIT :limit) "
+            f"{self._lease_due}"
+        )
+
+    @functools.cached_property
+    def _lease_due(self) -> str:
+        """The claims' second half: lease the ``due`` rows to ``:worker`` and return them."""
+        return (
             f"UPDATE {self.entries} e SET claimed_by = :worker, claimed_until = :until FROM due "
             "WHERE e.tenant_id = due.tenant_id AND e.resource_id = due.resource_id "
             "AND e.thread_id = due.thread_id AND e.id = due.id "
@@ -962,6 +986,42 @@ class IndexingRepository(_Repository):
         rows = sorted(
             result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
         )
+        return self._claimed(rows)
+
+    async def claim_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due rows of ``scopes``, at most ``per_scope`` each, in one
+        statement; the scopes are served in the order given, each scope's rows by sequence."""
+        if limit == 0 or per_scope == 0 or not scopes:
+            return []
+        params: dict[str, Any] = {
+            "tenants": [scope.tenant_id for scope in scopes],
+            "resources": [scope.resource_id for scope in scopes],
+            "threads": [scope.thread_id for scope in scopes],
+            "now": now,
+            "until": now + timedelta(seconds=lease_seconds),
+            "worker": worker_id,
+            "each": per_scope,
+            "limit": limit,
+        }
+        result = await self.session.execute(text(self.sql.claim_in), params)
+        turn = {(s.tenant_id, s.resource_id, s.thread_id): i for i, s in enumerate(scopes)}
+        rows = sorted(
+            result.all(),
+            key=lambda r: (turn[(r.tenant_id, r.resource_id, r.thread_id)], r.sequence, r.id),
+        )
+        return self._claimed(rows)
+
+    @staticmethod
+    def _claimed(rows: Sequence[Any]) -> list[ClaimedEntry]:
         return [
             ClaimedEntry(
                 scope=MemoryIdentity(

@@ -580,6 +580,33 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now
             )
 
+    async def claim_pending_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease due pending rows of many threads in one statement (``FOR UPDATE SKIP LOCKED``)."""
+        check_limit(limit)
+        check_limit(per_scope, "per_scope")
+        check_lease(lease_seconds)
+        wanted = list(dict.fromkeys(scopes))
+        if not wanted or limit == 0 or per_scope == 0:
+            return []
+        async with self._unit("claim_pending") as session:
+            return await IndexingRepository(session, self._tables).claim_in(
+                wanted,
+                limit=limit,
+                per_scope=per_scope,
+                worker_id=worker_id,
+                lease_seconds=lease_seconds,
+                now=now,
+            )
+
     async def complete_indexing(
         self,
         items: Sequence[tuple[ClaimedEntry, Vector]],

@@ -464,6 +464,37 @@ class VectorStore(abc.ABC):
         run out is never returned, so concurrent workers never embed a row twice.
         """
 
+    async def claim_pending_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due pending entries of ``scopes``, at most ``per_scope`` of each.
+
+        The scopes are served in the order given (a worker shared by many threads rotates it, so
+        no thread's backlog starves another's); within a scope rows come ordered by sequence then
+        id, as :meth:`claim_pending` leases them. One call for many threads: a store should answer
+        it in one round trip (this default claims scope by scope).
+        """
+        check_limit(limit)
+        check_limit(per_scope, "per_scope")
+        claimed: list[ClaimedEntry] = []
+        for scope in dict.fromkeys(scopes):
+            room = min(per_scope, limit - len(claimed))
+            if room <= 0:
+                break
+            claimed.extend(
+                await self.claim_pending(
+                    scope, limit=room, worker_id=worker_id, lease_seconds=lease_seconds, now=now
+                )
+            )
+        return claimed
+
     @abc.abstractmethod
     async def complete_indexing(
         self,

@@ -77,6 +77,34 @@ def _micros(moment: datetime) -> int:
     return (moment - _EPOCH) // _MICROSECOND
 
 
+def _due(row: _Row, now: datetime) -> bool:
+    """A pending row is due once its retry time (if any) has come and its lease (if any) ran out."""
+    return (row.next_attempt_at is None or row.next_attempt_at <= now) and (
+        row.claimed_until is None or row.claimed_until <= now
+    )
+
+
+def _lease_rows(
+    rows: Sequence[tuple[_ScopeKey, _Row]], worker_id: str, now: datetime, lease_seconds: float
+) -> list[ClaimedEntry]:
+    """Lease ``rows`` to ``worker_id`` and describe them as claimed entries."""
+    until = now + timedelta(seconds=lease_seconds)
+    claimed: list[ClaimedEntry] = []
+    for key, row in rows:
+        row.claimed_by, row.claimed_until = worker_id, until
+        record = row.record
+        claimed.append(
+            ClaimedEntry(
+                scope=MemoryIdentity(tenant_id=key[0], resource_id=key[1], thread_id=key[2]),
+                id=record.id,
+                revision=record.revision,
+                text=record.text,
+                attempts=record.attempts,
+            )
+        )
+    return claimed
+
+
 def _key(scope: MemoryIdentity) -> _ScopeKey:
     return (scope.tenant_id, scope.resource_id, scope.thread_id)
 
@@ -928,26 +956,41 @@ class InMemoryVectorStore(VectorStore):
             if wanted is not None and key != wanted:
                 continue
             row = self._threads[key].rows[entry_id]
-            if row.next_attempt_at is not None and row.next_attempt_at > now:
-                continue
-            if row.claimed_until is not None and row.claimed_until > now:
-                continue
-            due.append((row.record.sequence, entry_id, key, row))
-        until = now + timedelta(seconds=lease_seconds)
-        claimed: list[ClaimedEntry] = []
-        for _, _, key, row in heapq.nsmallest(limit, due, key=lambda item: item[:3]):
-            row.claimed_by, row.claimed_until = worker_id, until
-            record = row.record
-            claimed.append(
-                ClaimedEntry(
-                    scope=MemoryIdentity(tenant_id=key[0], resource_id=key[1], thread_id=key[2]),
-                    id=record.id,
-                    revision=record.revision,
-                    text=record.text,
-                    attempts=record.attempts,
-                )
-            )
-        return claimed
+            if _due(row, now):
+                due.append((row.record.sequence, entry_id, key, row))
+        chosen = heapq.nsmallest(limit, due, key=lambda item: item[:3])
+        return _lease_rows([(key, row) for _, _, key, row in chosen], worker_id, now, lease_seconds)
+
+    async def claim_pending_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due entries of ``scopes`` (at most ``per_scope`` each), in one pass
+        over the pending rows; the scopes are served in the order given."""
+        check_limit(limit)
+        check_limit(per_scope, "per_scope")
+        check_lease(lease_seconds)
+        order = {_key(scope): i for i, scope in enumerate(dict.fromkeys(scopes))}
+        due: dict[_ScopeKey, list[tuple[int, str, _Row]]] = {}
+        for key, entry_id in self._pending:
+            if key in order:
+                row = self._threads[key].rows[entry_id]
+                if _due(row, now):
+                    due.setdefault(key, []).append((row.record.sequence, entry_id, row))
+        chosen: list[tuple[_ScopeKey, _Row]] = []
+        for key in sorted(due, key=order.__getitem__):
+            room = min(per_scope, limit - len(chosen))
+            if room <= 0:
+                break
+            rows = heapq.nsmallest(room, due[key], key=lambda item: item[:2])
+            chosen.extend((key, row) for _, _, row in rows)
+        return _lease_rows(chosen, worker_id, now, lease_seconds)
 
     def _leased(self, item: ClaimedEntry, worker_id: str, now: datetime) -> _Row | None:
         """The row ``item`` names, if ``worker_id`` still holds its lease at its revision."""

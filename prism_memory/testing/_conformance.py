@@ -925,6 +925,11 @@ from ._ranking import RANKING_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(RANKING_CHECKS)
 
+# shared indexing: one task per store and embedder, members, turns, the many-thread claim
+from ._conformance_indexing import INDEXING_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(INDEXING_CHECKS)
+
 # the agent-facing checks (embedding model, read-after-write, resource-wide recall) likewise
 from ._conformance_agents import AGENT_CHECKS  # noqa: E402
 

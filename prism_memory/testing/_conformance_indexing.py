@@ -1,0 +1,197 @@
+"""Conformance checks for shared indexing: the memories open on one store with one embedder share
+one indexing task, each memory's lifecycle stays its own, threads take turns, and the store's
+many-thread claim (:meth:`~prism_memory.stores.base.VectorStore.claim_pending_in`) keeps its rules.
+
+They live beside :mod:`prism_memory.testing._conformance` (whose helpers they use) and are added to
+its :data:`~prism_memory.testing.CONFORMANCE_CHECKS`, so every backend runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ..embedding import Embedder
+from ..errors import IndexingError, ValidationError
+from ..indexing import IndexingPolicy
+from ..models import MemoryIdentity
+from ..stores.base import NewEntry
+from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
+from ._fixtures import GatedEmbedder
+
+__all__ = ["INDEXING_CHECKS"]
+
+
+class _RecordingEmbedder:
+    """Delegates to an embedder and records every text it embeds, in order."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dimensions(self) -> int:
+        return self._inner.dimensions
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        return await self._inner.embed(texts)
+
+
+def _indexing_tasks() -> set[asyncio.Task[Any]]:
+    """The live indexing tasks of this event loop (named after their queue's worker id)."""
+    return {
+        task
+        for task in asyncio.all_tasks()
+        if task.get_name().startswith("prism-indexer-") and not task.done()
+    }
+
+
+async def memories_on_one_store_share_one_indexing_task(kit: ConformanceKit) -> None:
+    """Many memories on one store with one embedder run one indexing task between them; closing
+    some leaves it serving the others; the last to close stops it; another embedder gets its own."""
+    case = _Case(kit)
+    before = _indexing_tasks()
+    memories = [case.memory(thread=f"thread-{i}") for i in range(12)]
+    for memory in memories:
+        await memory.__aenter__()
+    started = _indexing_tasks() - before
+    _check(len(started) == 1, f"12 memories started {len(started)} indexing tasks, not 1")
+    (task,) = started
+    for i, memory in enumerate(memories):
+        result = await memory.remember({"id": "a", "text": f"first note of thread {i}"}, wait=True)
+        _check(result.pending == (), f"thread {i} indexed")
+    for memory in memories[:6]:
+        await memory.aclose()
+    _check(not task.done(), "closing some memories keeps the shared task serving the others")
+    for i, memory in enumerate(memories[6:], start=6):
+        await memory.remember({"id": "b", "text": f"second note of thread {i}"}, wait=True)
+        _check(await _ids(memory, f"second note of thread {i}", top_k=1) == ["b"], f"thread {i}")
+    other = case.memory(thread="thread-0", embedder=_RecordingEmbedder(kit.embedder))
+    await other.__aenter__()
+    _check(len(_indexing_tasks() - before) == 2, "another embedder runs its own task")
+    await other.aclose()
+    for memory in memories[6:]:
+        await memory.aclose()
+    _check(task.done(), "the last memory to close stops the shared task")
+    _check(not (_indexing_tasks() - before), "no indexing task is left running")
+
+
+async def a_closing_memory_fails_only_its_own_watchers(kit: ConformanceKit) -> None:
+    """A memory leaving a shared queue whose embedder is stuck gives up after its drain bound: its
+    own ``done`` fails with :class:`IndexingError` and its rows stay stored; the other memory keeps
+    its watcher, and both threads' rows are indexed once the embedder answers."""
+    case = _Case(kit)
+    gated = GatedEmbedder(kit.embedder)
+    policy = IndexingPolicy(
+        busy_poll_seconds=0.01, idle_poll_seconds=0.05, drain_seconds=0.2, lease_seconds=30
+    )
+    leaving = case.memory(thread="leaving", embedder=gated, indexing=policy)
+    staying = case.memory(thread="staying", embedder=gated, indexing=policy)
+    await staying.__aenter__()
+    left = await leaving.remember([{"id": "l1", "text": "left behind"}])
+    kept = asyncio.ensure_future((await staying.remember([{"id": "s1", "text": "still"}])).done)
+    await leaving.aclose()
+    await _raises(IndexingError, left.done, "the leaving memory's watcher")
+    _check(not kept.done(), "the staying memory's watcher still waits")
+    _check(await leaving.index_status(["l1"]) == {"l1": "pending"}, "kept pending, not dropped")
+    gated.release()
+    report = await asyncio.wait_for(kept, timeout=30)
+    _check(report.indexed == ("s1",), f"the staying memory's row is indexed: {report}")
+    reader = case.memory(thread="leaving", embedder=gated, indexing=policy)
+    deadline = asyncio.get_running_loop().time() + 30
+    while (await reader.index_status(["l1"])) != {"l1": "indexed"}:
+        _check(asyncio.get_running_loop().time() < deadline, "the left row is indexed in time")
+        await asyncio.sleep(0.02)
+    await staying.aclose()
+
+
+async def a_thread_backlog_does_not_hold_up_another_thread(kit: ConformanceKit) -> None:
+    """With one thread's long backlog in the shared queue, another thread's new rows are embedded
+    within about one claim's worth (four embedder batches) of the backlog, not after all of it."""
+    case = _Case(kit)
+    recording = _RecordingEmbedder(kit.embedder)
+    options: dict[str, Any] = {"embedder": recording, "limits": {"embed_batch": 2}}
+    busy = case.memory(thread="busy", **options)
+    quiet = case.memory(thread="quiet", **options)
+    await busy.__aenter__()
+    await quiet.__aenter__()
+    backlog_texts = [f"backlog entry number {i}" for i in range(200)]
+    backlog = await busy.remember([{"text": text} for text in backlog_texts])
+    quick = await quiet.remember({"id": "q", "text": "the quiet thread's note"})
+    embedded_before = len(recording.texts)
+    await asyncio.wait_for(quick.done, timeout=30)
+    position = recording.texts.index("the quiet thread's note")
+    claim = 2 * 4  # embed_batch x CLAIM_BATCHES: one batch in flight, then the quiet row's turn
+    _check(
+        position - embedded_before <= 2 * claim,
+        f"{position - embedded_before} backlog rows went first",
+    )
+    report = await asyncio.wait_for(backlog.done, timeout=60)
+    _check(len(report.indexed) == len(backlog_texts), f"the whole backlog is indexed: {report}")
+    await busy.aclose()
+    await quiet.aclose()
+
+
+async def claim_pending_in_takes_turns_between_threads(kit: ConformanceKit) -> None:
+    """The many-thread claim takes at most ``per_scope`` rows of each named thread, in the order
+    the threads are named, oldest first, ``limit`` in all; never a row of another thread, a row
+    leased to another worker, or a row twice."""
+    case = _Case(kit)
+    store = kit.vector_store
+    now = case.clock()
+    threads = [
+        MemoryIdentity(tenant_id=case.tenant, resource_id="r", thread_id=f"claim-{i}")
+        for i in range(4)
+    ]
+    for scope in threads:
+        entries = [
+            NewEntry(
+                id=f"{scope.thread_id}-{n}", text=f"row {n} of {scope.thread_id}", role="user",
+                metadata={}, consent=None, sequence=None, occurred_at=now, importance=1.0,
+                lineage=None,
+            )
+            for n in range(3)
+        ]  # fmt: skip
+        await store.put_entries(scope, entries, now=now)
+    lease: dict[str, Any] = {"lease_seconds": 60.0, "now": now}
+    named = [threads[2], threads[0], threads[1]]  # threads[3] is never named
+    await _raises(
+        ValidationError,
+        store.claim_pending_in(named, limit=5, per_scope=-1, worker_id="w", **lease),
+        "a negative per_scope",
+    )
+    _check(
+        await store.claim_pending_in(named, limit=0, per_scope=2, worker_id="w", **lease) == [],
+        "limit 0 claims nothing",
+    )
+    taken = await store.claim_pending(threads[1], limit=1, worker_id="other", **lease)
+    _check([c.id for c in taken] == ["claim-1-0"], f"another worker leased {taken}")
+    first = await store.claim_pending_in(named, limit=5, per_scope=2, worker_id="w", **lease)
+    got = [c.id for c in first]
+    expected = ["claim-2-0", "claim-2-1", "claim-0-0", "claim-0-1", "claim-1-1"]
+    _check(got == expected, f"first claim {got}, expected {expected}")
+    second = await store.claim_pending_in(named, limit=10, per_scope=2, worker_id="w", **lease)
+    got = [c.id for c in second]
+    _check(got == ["claim-2-2", "claim-0-2", "claim-1-2"], f"second claim {got}")
+    third = await store.claim_pending_in(named, limit=10, per_scope=2, worker_id="w", **lease)
+    _check(third == [], f"nothing left to claim: {third}")
+    later = now + timedelta(seconds=61)  # every lease has run out
+    again = await store.claim_pending_in(
+        [threads[3]], limit=10, per_scope=10, worker_id="w", lease_seconds=60.0, now=later
+    )
+    _check(len(again) == 3, f"the unnamed thread's rows were never leased: {again}")
+
+
+INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
+    check.__name__: check
+    for check in (
+        memories_on_one_store_share_one_indexing_task,
+        a_closing_memory_fails_only_its_own_watchers,
+        a_thread_backlog_does_not_hold_up_another_thread,
+        claim_pending_in_takes_turns_between_threads,
+    )
+}
+"""The checks of this module by name; part of ``CONFORMANCE_CHECKS``."""
