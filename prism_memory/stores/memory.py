@@ -211,7 +211,7 @@ class _SearchIndex:
             self._grow(vector.shape[0])
         at = self.size
         row = vector.astype(np.float64)
-        norm = float(np.linalg.norm(row))
+        norm = math.sqrt(float(row.dot(row)))  # what np.linalg.norm computes for 1-D
         self.unit[at] = row / norm if norm > 0.0 else row
         self.occurred_us[at] = _micros(record.occurred_at)
         self.sequence[at] = record.sequence
