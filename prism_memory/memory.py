@@ -578,11 +578,14 @@ class Memory:
             adjacent = tuple(
                 self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
             )
+        pending = found.pending  # counted by the search itself when the store can (one round trip)
+        if pending is None:
+            pending = await self.vector_store.count_pending(identity)
         return RecallResult(
             hits=tuple(hits),
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
-            pending=await self.vector_store.count_pending(identity),
+            pending=pending,
         )
 
     def _check_models(self, candidates: Sequence[Candidate]) -> None:

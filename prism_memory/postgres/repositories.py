@@ -245,14 +245,9 @@ class EntrySql:
         """The record columns, qualified by ``alias``."""
         return ", ".join(f"{alias}.{_quote(name)}" for name in RECORD_COLUMNS)
 
-    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
-        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
-
-        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
-        before the retention window; and no tombstone on the row itself or on any lineage source in
-        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
-        than ``written_at``).
-        """
+    @staticmethod
+    def _row_rules(*, require_consent: bool, occurred_after: bool, alias: str) -> list[str]:
+        """The rules of :func:`~prism_memory.stores.rules.is_recallable` that read the row alone."""
         e = alias
         parts = [
             f"{e}.status = 'indexed'",
@@ -264,6 +259,22 @@ class EntrySql:
             parts.append(f"{e}.consent_explicit")
         if occurred_after:
             parts.append(f"{e}.occurred_at >= :occurred_after")
+        return parts
+
+    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
+        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
+
+        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
+        before the retention window; and no tombstone on the row itself or on any lineage source in
+        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
+        than ``written_at``). The tombstones are probed per row: for rows of any thread (the
+        neighbours, a parent's shared rows, resource-wide recall); a search reads its own thread's
+        tombstones once instead (:meth:`search`).
+        """
+        e = alias
+        parts = self._row_rules(
+            require_consent=require_consent, occurred_after=occurred_after, alias=alias
+        )
         parts.append(
             # entries without lineage (most of them) skip the tombstone probe altogether
             f"((({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL OR "
@@ -294,7 +305,17 @@ class EntrySql:
         lexical: bool,
         resource_wide: bool = False,
     ) -> str:
-        """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
+        """Candidate selection, corpus statistics and the pending count in one statement (see
+        ``SearchRequest``); it always returns at least one row.
+
+        ``dead`` reads the thread's tombstones once (primary-key range) and folds them into one
+        *kill time* per entry id (a ``jsonb`` object, NULL when the thread has none):
+        ``infinity`` when any tombstone of a reason other than ``corrected`` names it, else its
+        newest correction. A row is invalidated exactly when its own or one of its lineage sources'
+        kill time is later than its ``written_at`` (:func:`prism_memory.stores.rules.invalidates`).
+        Each row is tested by a key lookup in that one object, never by a join or an index probe
+        per row, so the plan cannot depend on estimates: the same plan is right for a 13-row and a
+        13,000-row thread, and a cached generic plan stays as good as a custom one.
 
         ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
         exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
@@ -309,23 +330,44 @@ class EntrySql:
         threads, read through the partial index ``ix_resource_shared`` (whose predicate,
         :data:`~prism_memory.postgres.tables.RESOURCE_SHARED`, is repeated verbatim) and sorted
         exactly like the thread's own rows, so it cannot under-return either. A granted parent row
-        that travels is then read by that pool only, so each row counts once.
+        that travels is then read by that pool only, so each row counts once. Rows of other threads
+        are tested against their own thread's tombstones (:meth:`recallable`).
+
+        ``pending`` counts the thread's rows still waiting for a vector (the partial pending
+        index), so a recall needs no second round trip for ``RecallResult.pending``.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
+        own_where = " AND ".join(
+            [
+                *self._row_rules(
+                    require_consent=require_consent, occurred_after=occurred_after, alias="e"
+                ),
+                "(d.kills IS NULL OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) "
+                f"> e.written_at, false) AND ({lineage} IS NULL OR NOT EXISTS (SELECT 1 FROM "
+                f"jsonb_array_elements_text({lineage}) AS src(id) "
+                "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
+            ]
+        )
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
         own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
         parent = (
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
-        pools = [own]
+        # (FROM, WHERE) of each pool; the thread's own rows join its tombstones' kill times
+        pools = [(f"dead d CROSS JOIN {self.entries} e", f"{own} AND {own_where}")]
         if shared:
             # with a resource-wide recall, granted rows that travel come in through that pool
-            pools.append(parent + (" AND e.consent_scope = 'thread'" if resource_wide else ""))
+            granted = parent + (" AND e.consent_scope = 'thread'" if resource_wide else "")
+            pools.append((f"{self.entries} e", f"{granted} AND {where}"))
         if resource_wide:
             pools.append(
-                "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id <> :thread "
-                f"AND e.{RESOURCE_SHARED[1:-1]}"
+                (
+                    f"{self.entries} e",
+                    "e.tenant_id = :tenant AND e.resource_id = :resource "
+                    f"AND e.thread_id <> :thread AND e.{RESOURCE_SHARED[1:-1]} AND {where}",
+                )
             )
         # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
         # rows without any (most of them) skip the per-term probes.
@@ -338,10 +380,15 @@ class EntrySql:
         )
         eligible = " UNION ALL ".join(
             f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
-            f"FROM {self.entries} e WHERE {pool} AND e.embedding IS NOT NULL AND {where}"
-            for pool in pools
+            f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
+            for source, pool in pools
         )
         ctes = [
+            "dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills FROM ("
+            "SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at "
+            f"ELSE 'infinity'::timestamptz END) AS kill FROM {self.invalidation} "
+            "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
+            "GROUP BY entry_id) AS k)",
             f"eligible AS MATERIALIZED ({eligible})",
             "stats AS (SELECT count(*) AS documents, "
             "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
@@ -373,15 +420,21 @@ class EntrySql:
                 "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
                 "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
             )
+        pending = (
+            f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
+            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread) "
+            "AS pending"
+        )
         # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
         # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
-        # ``id``, so every candidate cost a scan of the whole thread.
+        # ``id``, so every candidate cost a scan of the whole thread. The statistics row is the
+        # outer side, so an empty corpus still returns one row (candidate columns NULL).
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
-            f"FROM ({chosen}) AS c JOIN {self.entries} e ON e.tenant_id = :tenant "
-            "AND e.resource_id = :resource AND e.thread_id = c.thread_id AND e.id = c.id "
-            "CROSS JOIN stats s"
+            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies}, "
+            f"{pending} FROM stats s LEFT JOIN (({chosen}) AS c JOIN {self.entries} e "
+            "ON e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = c.thread_id "
+            "AND e.id = c.id) ON true"
         )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -735,8 +788,8 @@ def search_statement(
 
 
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
-    """Candidates (record and stored vector) and corpus statistics from rows of
-    :meth:`EntrySql.search`."""
+    """Candidates (record and stored vector), corpus statistics and the thread's pending count
+    from rows of :meth:`EntrySql.search` (an empty corpus is one row without a candidate)."""
     if not rows:
         return SearchResult([], CorpusStats())
     first = rows[0]
@@ -746,7 +799,10 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         int(first["total_length"]),
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
-    return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
+    candidates = [
+        Candidate(record_from_row(r), r["embedding"]) for r in rows if r["id"] is not None
+    ]
+    return SearchResult(candidates, stats, pending=int(first["pending"]))
 
 
 def neighbors_statement(

@@ -110,10 +110,9 @@ class _Adapter:
         self._tables = tables
         self._owns_engine = owns_engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS);
-        # a host's engine gets them transaction-locally for the search queries instead.
-        self._set_plan_mode = not engine_sets_plans
-        # On those engines, reads go to the asyncpg driver directly (see ``_fetch``).
+        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS)
+        # and recall reads go to the asyncpg driver directly (see ``_fetch``); on a host's engine
+        # they run in units that ask for custom plans transaction-locally, like the RAG queries.
         self._direct_reads = engine_sets_plans
 
     @property
@@ -132,7 +131,7 @@ class _Adapter:
     ) -> AsyncIterator[AsyncSession]:
         with wrap_db_errors(action):
             async with self._sessions() as session, session.begin():
-                if custom_plans and self._set_plan_mode:
+                if custom_plans:
                     await session.execute(
                         text(
                             "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "

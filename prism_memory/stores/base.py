@@ -161,6 +161,9 @@ class SearchResult:
 
     candidates: list[Candidate]
     stats: CorpusStats
+    pending: int | None = None
+    """How many of the scope thread's entries wait for their vector (:meth:`VectorStore.count_pending`),
+    when the store counted them in the same read; ``None`` makes recall ask ``count_pending``."""
 
 
 @dataclass(frozen=True, slots=True)
