@@ -199,12 +199,15 @@ def assert_finite_vector(
         raise InvalidVectorError(f"{label} must be one-dimensional, got shape {raw.shape}")
     if raw.size == 0:
         raise InvalidVectorError(f"{label} is empty")
-    if not np.all(np.isfinite(raw)):
+    if not np.isfinite(raw).all():
         raise InvalidVectorError(f"{label} holds NaN or infinite values")
-    with np.errstate(over="ignore"):
-        result = raw.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(result)):
-        raise InvalidVectorError(f"{label} holds values too large for float32")
+    if raw.dtype == np.float32:
+        result = raw  # finite float32 already: nothing to convert or to overflow
+    else:
+        with np.errstate(over="ignore"):
+            result = raw.astype(np.float32, copy=False)
+        if not np.isfinite(result).all():
+            raise InvalidVectorError(f"{label} holds values too large for float32")
     if expected_length is not None and result.shape[0] != expected_length:
         raise DimensionMismatchError(
             f"{label} has width {result.shape[0]}, expected {expected_length}"

@@ -223,17 +223,28 @@ def tokenize(text: str) -> list[str]:
     ]
 
 
+_CACHED_TEXT_CHARS = 4096
+"""Texts up to this long have their terms memoised."""
+
+
 def query_terms(text: str) -> frozenset[str]:
-    """Distinct terms of ``text``: the vocabulary a recall's lexical leg looks for."""
+    """Distinct terms of ``text``: the vocabulary a recall's lexical leg looks for.
+
+    Memoised for recently seen short texts (a recall asks twice, and agents repeat queries).
+    """
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _cached_terms(text)
+    return frozenset(tokenize(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_terms(text: str) -> frozenset[str]:
     return frozenset(tokenize(text))
 
 
 def term_counts(text: str) -> Counter[str]:
     """``term -> occurrences`` in ``text`` (its length is ``sum(counts.values())``)."""
     return Counter(tokenize(text))
-
-
-_CACHED_TEXT_CHARS = 4096
 
 
 @functools.lru_cache(maxsize=8192)

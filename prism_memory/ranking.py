@@ -48,14 +48,13 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .lexical import (
     BM25_B,
     BM25_K1,
     CorpusStats,
-    bm25,
     corpus_stats,
-    ideal_bm25,
     query_terms,
     term_profile,
     term_weights,
@@ -90,15 +89,17 @@ DEFAULT_SCORING = RecallScoring()
 T = TypeVar("T")
 
 
-def _cosines(query: Vector, vectors: Sequence[Vector]) -> list[float]:
-    """:func:`cosine` of ``query`` with each of ``vectors`` (equal widths), in one matrix product."""
-    matrix = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+def _cosines(query: Vector, matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """:func:`cosine` of ``query`` with each row of ``matrix`` (float64), in one matrix product."""
     q = query.astype(np.float64, copy=False)
-    denominators = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    # np.linalg.norm's own arithmetic (row sums of squares; a 1-D dot), without its dispatch
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
+    denominators = norms * math.sqrt(float(q.dot(q)))
     dots = matrix @ q
     safe = np.where(denominators > 0.0, denominators, 1.0)
-    values = np.clip(np.where(denominators > 0.0, dots / safe, 0.0), -1.0, 1.0)
-    return [float(v) for v in values]
+    values = np.where(denominators > 0.0, dots / safe, 0.0)
+    clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(-1.0, values))
+    return clamped
 
 
 def cosine(query: Vector, vector: Vector) -> float:
@@ -158,6 +159,96 @@ def _scale(largest: float) -> float:
     return largest if largest > 0.0 else 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """The fusion's scores of ``n`` candidates, as float64 arrays in candidate order."""
+
+    semantic: npt.NDArray[np.float64]
+    bm25: npt.NDArray[np.float64]
+    lexical: npt.NDArray[np.float64]
+    similarity: npt.NDArray[np.float64]
+    semantic_scale: float
+    bm25_scale: float
+
+
+def _bm25s(
+    terms: frozenset[str], texts: Sequence[str], stats: CorpusStats
+) -> tuple[npt.NDArray[np.float64], float]:
+    """:func:`~prism_memory.lexical.bm25` of each of ``texts`` and :func:`ideal_bm25`, vectorised.
+
+    The same IEEE operations as the scalar formula, element-wise and term by term in sorted order,
+    so every value is bit-identical to it.
+    """
+    weights = term_weights(terms, stats)
+    total = np.zeros(len(texts), dtype=np.float64)
+    ideal = 0.0
+    if not weights:
+        return total, ideal
+    profiles = list(map(term_profile, texts))
+    lengths = np.array([length for _, length in profiles], dtype=np.float64)
+    frequencies = np.array(
+        [[counts.get(term, 0) for counts, _ in profiles] for term, _ in weights],
+        dtype=np.float64,
+    )  # one row per term, one column per text
+    average = stats.average_length
+    relative = BM25_B * lengths / average if average > 0.0 else BM25_B
+    norm = BM25_K1 * (1.0 - BM25_B + relative)
+    idfs = np.array([[weight] for _, weight in weights], dtype=np.float64)
+    gains = np.where(
+        frequencies > 0.0, idfs * frequencies * (BM25_K1 + 1.0) / (frequencies + norm), 0.0
+    )  # gains[t, d]: what term t adds to text d's BM25
+    for gain, (_, weight) in zip(gains, weights, strict=True):  # in sorted term order
+        total += gain
+        ideal += weight
+    return total, ideal
+
+
+def _score(
+    vectors: Sequence[Vector],
+    texts: Sequence[str],
+    *,
+    query_vector: Vector,
+    query_text: str,
+    stats: CorpusStats | None,
+    lexical_weight: float,
+) -> _Scores:
+    """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product)."""
+    terms = query_terms(query_text)
+    if stats is None:
+        stats = corpus_stats(texts, terms)
+    semantic = _cosines(query_vector, np.array(vectors).astype(np.float64))
+    raw, ideal = _bm25s(terms, texts, stats)
+    semantic_scale = _scale(float(np.abs(semantic).max()))
+    bm25_scale = _scale(max(float(raw.max()), ideal))
+    lexical = raw / bm25_scale
+    blend = (1.0 - lexical_weight) * (semantic / semantic_scale) + lexical_weight * lexical
+    similarity = np.minimum(1.0, np.maximum(-1.0, blend))  # both parts are ≤ 1: removes an ulp
+    return _Scores(semantic, raw, lexical, similarity, semantic_scale, bm25_scale)
+
+
+def _ranked(
+    keys: npt.NDArray[np.float64],
+    sequences: Sequence[int],
+    ids: Sequence[str],
+    then: npt.NDArray[np.float64] | None = None,
+) -> list[int]:
+    """Positions ordered by ``keys`` descending, then sequence and id ascending, then ``then``
+    descending; equal keys keep their input order (a stable sort)."""
+    numbers = np.array(sequences, dtype=np.int64)
+    order = np.lexsort((numbers, -keys))
+    ordered_keys, ordered_numbers = keys[order], numbers[order]
+    tied = (ordered_keys[1:] == ordered_keys[:-1]) & (ordered_numbers[1:] == ordered_numbers[:-1])
+    if not tied.any():
+        ranked: list[int] = order.tolist()
+        return ranked  # (key, sequence) decides every pair: the order is final
+    key_list = keys.tolist()
+    then_list = then.tolist() if then is not None else [0.0] * len(key_list)
+    return sorted(
+        range(len(key_list)),
+        key=lambda i: (-key_list[i], sequences[i], ids[i], -then_list[i]),
+    )
+
+
 def fuse(
     candidates: Sequence[FusionCandidate[T]],
     *,
@@ -175,44 +266,31 @@ def fuse(
     """
     if not candidates:
         return []
-    terms = query_terms(query_text)
-    if stats is None:
-        stats = corpus_stats((c.text for c in candidates), terms)
-    semantic = _cosines(query_vector, [c.vector for c in candidates])
-    lexical_raw: list[float] = []
-    weights = term_weights(terms, stats)
-    for candidate in candidates:
-        if weights:
-            counts, length = term_profile(candidate.text)
-            lexical_raw.append(bm25(terms, counts, length, stats, weights=weights))
-        else:
-            lexical_raw.append(0.0)
-    semantic_scale = _scale(max(abs(value) for value in semantic))
-    bm25_scale = _scale(max(max(lexical_raw), ideal_bm25(terms, stats)))
-    fused: list[Fused[T]] = []
-    for candidate, cos, raw in zip(candidates, semantic, lexical_raw, strict=True):
-        lexical = raw / bm25_scale
-        blend = (1.0 - lexical_weight) * (cos / semantic_scale) + lexical_weight * lexical
-        similarity = min(1.0, max(-1.0, blend))  # both parts are ≤ 1: this only removes an ulp
-        fused.append(
-            Fused(
-                item=candidate.item,
-                id=candidate.id,
-                sequence=candidate.sequence,
-                semantic=cos,
-                bm25=raw,
-                lexical=lexical,
-                similarity=similarity,
-                semantic_scale=semantic_scale,
-                bm25_scale=bm25_scale,
-            )
+    scores = _score(
+        [c.vector for c in candidates],
+        [c.text for c in candidates],
+        query_vector=query_vector,
+        query_text=query_text,
+        stats=stats,
+        lexical_weight=lexical_weight,
+    )
+    semantic, raw = scores.semantic.tolist(), scores.bm25.tolist()
+    lexical, similarity = scores.lexical.tolist(), scores.similarity.tolist()
+    order = _ranked(scores.similarity, [c.sequence for c in candidates], [c.id for c in candidates])
+    return [
+        Fused(
+            item=candidates[i].item,
+            id=candidates[i].id,
+            sequence=candidates[i].sequence,
+            semantic=semantic[i],
+            bm25=raw[i],
+            lexical=lexical[i],
+            similarity=similarity[i],
+            semantic_scale=scores.semantic_scale,
+            bm25_scale=scores.bm25_scale,
         )
-    fused.sort(key=lambda f: (-f.similarity, f.sequence, f.id))
-    return fused
-
-
-def _order_key(hit: RecallHit) -> tuple[float, int, str]:
-    return (-hit.score, hit.record.sequence, hit.record.id)
+        for i in order
+    ]
 
 
 def rerank(
@@ -230,53 +308,61 @@ def rerank(
 
     Duplicate candidates (same thread and id) are scored once. ``shared_thread_id`` marks hits that
     came from a parent thread through a share grant. ``stats`` are the statistics the store
-    returned with the candidates.
+    returned with the candidates. Ties on the score break on sequence, then id, then similarity.
     """
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
-    unique: dict[tuple[str, str], FusionCandidate[MemoryRecord]] = {}
-    for candidate in candidates:
-        record = candidate.record
-        key = (record.thread_id, record.id)
-        if key not in unique:
-            unique[key] = FusionCandidate(
-                record, record.id, record.sequence, candidate.vector, record.text
-            )
-    fused = fuse(
-        list(unique.values()),
+    chosen = list(candidates)
+    records = [candidate.record for candidate in chosen]
+    if len({(r.thread_id, r.id) for r in records}) < len(records):  # score each record once
+        unique: dict[tuple[str, str], Candidate] = {}
+        for candidate in chosen:
+            unique.setdefault((candidate.record.thread_id, candidate.record.id), candidate)
+        chosen = list(unique.values())
+        records = [candidate.record for candidate in chosen]
+    vectors = [candidate.vector for candidate in chosen]
+    if not records:
+        return []
+    scores = _score(
+        vectors,
+        [r.text for r in records],
         query_vector=query_vector,
         query_text=query_text,
         stats=stats,
         lexical_weight=rules.lexical_weight,
     )
-    hits: list[RecallHit] = []
-    for scored in fused:
-        record = scored.item
-        recency = (
-            recency_score(record.occurred_at, now, rules.half_life_ms)
-            if rules.half_life_ms is not None
-            else 1.0
+    half_life = rules.half_life_ms
+    if half_life is None:
+        recency = np.ones(len(records), dtype=np.float64)
+    else:
+        ages = [recency_score(r.occurred_at, now, half_life) for r in records]
+        recency = np.array(ages, dtype=np.float64)
+    weights = np.array([r.importance for r in records], dtype=np.float64)
+    importance = np.minimum(1.0, np.maximum(0.0, weights))
+    blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
+    score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
+    order = _ranked(
+        score, [r.sequence for r in records], [r.id for r in records], scores.similarity
+    )[:top_k]
+    similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
+    lexical, raw = scores.lexical.tolist(), scores.bm25.tolist()
+    recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
+    return [
+        RecallHit(
+            record=records[i],
+            similarity=similarity[i],
+            semantic=semantic[i],
+            lexical=lexical[i],
+            recency=recencies[i],
+            importance=importances[i],
+            score=final[i],
+            shared=shared_thread_id is not None and records[i].thread_id == shared_thread_id,
+            bm25=raw[i],
+            semantic_scale=scores.semantic_scale,
+            bm25_scale=scores.bm25_scale,
         )
-        importance = min(1.0, max(0.0, record.importance))
-        blend = w_similarity * scored.similarity + w_recency * recency + w_importance * importance
-        score = min(1.0, max(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
-        hits.append(
-            RecallHit(
-                record=record,
-                similarity=scored.similarity,
-                semantic=scored.semantic,
-                lexical=scored.lexical,
-                recency=recency,
-                importance=importance,
-                score=score,
-                shared=shared_thread_id is not None and record.thread_id == shared_thread_id,
-                bm25=scored.bm25,
-                semantic_scale=scored.semantic_scale,
-                bm25_scale=scored.bm25_scale,
-            )
-        )
-    hits.sort(key=_order_key)
-    return hits[:top_k]
+        for i in order
+    ]
 
 
 def explain(

@@ -47,6 +47,7 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/ranking.py": [
         "tests/unit/test_ranking.py",
         "tests/unit/test_fusion_edges.py",
+        "tests/unit/test_fusion_arithmetic.py",
         "tests/unit/test_memory_store.py",
     ],
     "prism_memory/stores/rules.py": [

@@ -16,6 +16,8 @@ from __future__ import annotations
 import bisect
 import copy
 import heapq
+import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -61,6 +63,8 @@ _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]
 _WorkingKey = tuple[str, str, str | None]
 _Positions = npt.NDArray[np.intp]
+_SORT_ALL = 512
+"""Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -143,6 +147,8 @@ class _SearchIndex:
         "dead",
         "explicit_consent",
         "lengths",
+        "live",
+        "live_length",
         "occurred_us",
         "positions",
         "postings",
@@ -170,11 +176,15 @@ class _SearchIndex:
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-        self.postings: dict[str, list[int]] = {}
+        self.postings: dict[str, array[int]] = {}
         """Term -> ascending slots whose text contains it (dead slots included, masked by the
-        eligible positions a search intersects them with)."""
+        eligibility mask of a search), as compact int64 arrays."""
         self.size = 0
         self.dead = 0
+        self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
+        """Cached live slots and their mask (``None``: recompute; any write drops it)."""
+        self.live_length = 0
+        """Total term count of the live slots."""
 
     def _grow(self, width: int) -> None:
         capacity = max(16, 2 * self.size)
@@ -214,8 +224,13 @@ class _SearchIndex:
         self.vectors.append(vector)
         self.positions[record.id] = at
         for term in dict.fromkeys(terms):
-            self.postings.setdefault(term, []).append(at)
+            slots = self.postings.get(term)
+            if slots is None:
+                slots = self.postings[term] = array("q")
+            slots.append(at)
         self.size += 1
+        self.live_length += len(terms)
+        self.live = None
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -223,6 +238,15 @@ class _SearchIndex:
         if at is not None:
             self.alive[at] = False
             self.dead += 1
+            self.live_length -= int(self.lengths[at])
+            self.live = None
+
+    def live_slots(self) -> tuple[_Positions, npt.NDArray[np.bool_]]:
+        """The live slots and their mask (read-only to callers; cached until the next write)."""
+        if self.live is None:
+            mask = self.alive[: self.size].copy()
+            self.live = (np.flatnonzero(mask), mask)
+        return self.live
 
     def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
         """The request-dependent part of the rules (and liveness), as a mask over the slots."""
@@ -236,27 +260,26 @@ class _SearchIndex:
     def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
         """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
         by ``(sequence, id)``, as every backend breaks them."""
-        if primary.shape[0] > limit:
+        if primary.shape[0] > max(limit, _SORT_ALL):
             kth = np.partition(primary, limit - 1)[limit - 1]
-            keep = np.flatnonzero(primary <= kth)
+            keep = np.flatnonzero(primary < kth)
+            tied = np.flatnonzero(primary == kth)
+            need = limit - keep.shape[0]
+            if tied.shape[0] > need:  # many keys equal the cut: only the smallest sequences stay
+                tied_sequence = self.sequence[at[tied]]
+                cut = np.partition(tied_sequence, need - 1)[need - 1]
+                tied = tied[tied_sequence <= cut]
+            keep = np.concatenate((keep, tied))
+            sequences = self.sequence[at[keep]]
+            keep = keep[np.lexsort((sequences, primary[keep]))]
         else:
-            keep = np.arange(primary.shape[0])
-        sequence = self.sequence[at]
-        keep = keep[np.lexsort((sequence[keep], primary[keep]))]
-        if keep.shape[0] > limit:
-            # keep the first ``limit`` plus whoever ties the last of them on (key, sequence)
-            last = keep[limit - 1]
-            end = limit
-            while (
-                end < keep.shape[0]
-                and primary[keep[end]] == primary[last]
-                and sequence[keep[end]] == sequence[last]
-            ):
-                end += 1
-            keep = keep[:end]
-        keys, sequences = primary[keep], sequence[keep]
+            sequences = self.sequence[at]
+            keep = np.lexsort((sequences, primary))
+        # the first ``limit`` and the next one decide who is in and in which order
+        head = keep[: limit + 1]
+        keys, sequences = primary[head], self.sequence[at[head]]
         if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
-            return keep[:limit]  # no (key, sequence) ties: the order is final
+            return keep[:limit]  # no (key, sequence) ties among them: the order is final
         records = self.records
         ordered = sorted(
             keep.tolist(),
@@ -276,6 +299,8 @@ class _Thread:
     """``entry_id -> (cause_id, reason) -> tombstone``."""
     index: _SearchIndex | None = None
     order: list[tuple[int, str]] | None = None
+    pending: set[str] = field(default_factory=set)
+    """Ids of the thread's ``pending`` rows (this thread's share of the store's ledger)."""
     top: int | None = None
     """The largest sequence in the thread (cached; ``None``: recompute)."""
 
@@ -346,6 +371,28 @@ class _Thread:
         return index
 
 
+_Picks = tuple[int, list[float], list[int]]
+"""One pool's picks of one search leg: pool number, scores and slots, best first."""
+
+
+def _merged(leg: list[_Picks], pools: list[_Pool], limit: int) -> list[tuple[int, int]]:
+    """``(pool number, slot)`` of the best ``limit`` picks of a leg over all its pools: score
+    descending, then sequence, id and pool number ascending."""
+    if not leg:
+        return []
+    if len(leg) == 1:  # one pool's picks are already its best, in order
+        number, _, taken = leg[0]
+        return [(number, position) for position in taken]
+    picks: list[tuple[float, int, str, int, int]] = []
+    for number, scores, taken in leg:
+        records = pools[number].index.records
+        picks.extend(
+            (-score, records[position].sequence, records[position].id, number, position)
+            for score, position in zip(scores, taken, strict=True)
+        )
+    return [(number, position) for *_, number, position in heapq.nsmallest(limit, picks)]
+
+
 @dataclass(slots=True)
 class _Pool:
     """Eligible positions of one thread's index taking part in a search."""
@@ -353,6 +400,10 @@ class _Pool:
     index: _SearchIndex
     positions: _Positions
     """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
+    mask: npt.NDArray[np.bool_]
+    """``positions`` as a mask over the index's slots."""
+    length: int
+    """Total term count of ``positions`` (the pool's share of the BM25 corpus length)."""
 
 
 class InMemoryVectorStore(VectorStore):
@@ -402,8 +453,10 @@ class InMemoryVectorStore(VectorStore):
         thread.rows[row.record.id] = row
         if row.record.status == "pending":
             self._pending.add((key, row.record.id))
+            thread.pending.add(row.record.id)
         else:
             self._pending.discard((key, row.record.id))
+            thread.pending.discard(row.record.id)
         thread.changed(row.record.id, row)
 
     def _check_vectors(
@@ -563,6 +616,7 @@ class InMemoryVectorStore(VectorStore):
         for entry_id in dict.fromkeys(ids):
             if thread.rows.pop(entry_id, None) is not None:
                 self._pending.discard((key, entry_id))
+                thread.pending.discard(entry_id)
                 thread.changed(entry_id, None)
                 thread.top = None
                 gone += 1
@@ -600,66 +654,68 @@ class InMemoryVectorStore(VectorStore):
         pools = self._pools(scope, request)
         if not pools:
             return SearchResult([], CorpusStats())
-        norm = float(np.linalg.norm(query.astype(np.float64)))
-        unit_query = (query.astype(np.float64) / (norm if norm > 0.0 else 1.0)).astype(np.float32)
+        wide = query.astype(np.float64)
+        norm = math.sqrt(float(wide.dot(wide)))  # what np.linalg.norm computes for 1-D
+        unit_query = (wide / (norm if norm > 0.0 else 1.0)).astype(np.float32)
         terms = sorted(request.terms)
 
         documents = total_length = 0
         frequency: dict[str, int] = {}
         present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
-        nearest: list[tuple[float, int, str, int, int]] = []
+        nearest: list[_Picks] = []
         for number, pool in enumerate(pools):
             index, positions = pool.index, pool.positions
             documents += int(positions.shape[0])
-            total_length += int(index.lengths[positions].sum())
+            total_length += pool.length
             holding: list[tuple[str, _Positions]] = []
             for term in terms:
-                hits = index.postings.get(term)
-                if hits is None:
+                slots = index.postings.get(term)
+                if slots is None:
                     continue
-                found = np.intersect1d(
-                    np.asarray(hits, dtype=np.intp), positions, assume_unique=True
-                )
+                hits = np.array(slots, dtype=np.intp)
+                found = hits[pool.mask[hits]]
                 if found.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
                     holding.append((term, found))
             present.append(holding)
-            if 2 * positions.shape[0] >= index.size:
+            if positions.shape[0] == index.size:
+                scores = index.unit[: index.size] @ unit_query
+            elif 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
             else:
                 scores = index.unit[positions] @ unit_query
-            for at in index.top(-scores, positions, request.limit):
-                position = int(positions[at])
-                record = index.records[position]
-                nearest.append((-float(scores[at]), record.sequence, record.id, number, position))
+            best = index.top(-scores, positions, request.limit)
+            nearest.append((number, scores[best].tolist(), positions[best].tolist()))
         stats = CorpusStats(documents, total_length, frequency)
 
-        lexical: list[tuple[float, int, str, int, int]] = []
-        weights = dict(term_weights(terms, stats))
+        lexical: list[_Picks] = []
+        weights = dict(term_weights(terms, stats)) if frequency else {}
         for number, holding in enumerate(present):
             if not holding:
                 continue
             index = pools[number].index
-            sums = np.zeros(index.size, dtype=np.float64)
-            for term, found in holding:  # sorted terms: every sum adds its idfs in that order
-                sums[found] += weights[term]
-            matched = np.unique(np.concatenate([found for _, found in holding]))
-            scores = leg_scores(sums[matched], index.lengths[matched], stats)
-            for at in index.top(-scores, matched, request.limit):  # ties: (sequence, id)
-                position = int(matched[at])
-                record = index.records[position]
-                lexical.append((-float(scores[at]), record.sequence, record.id, number, position))
+            if len(holding) == 1:
+                ((term, matched),) = holding
+                sums = np.full(matched.shape[0], weights[term])
+            else:
+                every = np.zeros(index.size, dtype=np.float64)
+                for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                    every[found] += weights[term]
+                matched = np.flatnonzero(every)  # idf > 0: a slot's sum is positive iff it matched
+                sums = every[matched]
+            scores = leg_scores(sums, index.lengths[matched], stats)
+            best = index.top(-scores, matched, request.limit)  # ties: (sequence, id)
+            lexical.append((number, scores[best].tolist(), matched[best].tolist()))
 
         chosen: dict[tuple[int, int], None] = {}
-        for picks in (nearest, lexical):
-            for *_, number, position in heapq.nsmallest(request.limit, picks):
-                chosen[(number, position)] = None
-        candidates: list[Candidate] = []
-        for number, position in chosen:
-            index = pools[number].index
-            candidates.append(
-                Candidate(_export(index.records[position]), index.vectors[position].copy())
-            )
+        for leg in (nearest, lexical):
+            chosen.update(dict.fromkeys(_merged(leg, pools, request.limit)))
+        records = [pool.index.records for pool in pools]
+        vectors = [pool.index.vectors for pool in pools]
+        candidates = [
+            Candidate(_export(records[number][position]), vectors[number][position].copy())
+            for number, position in chosen
+        ]
         return SearchResult(candidates, stats)
 
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
@@ -668,9 +724,15 @@ class InMemoryVectorStore(VectorStore):
         own = self._thread(key)
         if own is not None:
             index = own.search_index()
-            positions = np.flatnonzero(index.eligible(request.filter))
+            if request.filter.require_consent or request.filter.occurred_after is not None:
+                eligible = index.eligible(request.filter)
+                positions = np.flatnonzero(eligible)
+                length = int(index.lengths[positions].sum())
+            else:  # only liveness applies: the cached live slots
+                positions, eligible = index.live_slots()
+                length = index.live_length
             if positions.shape[0]:
-                pools.append(_Pool(index, positions))
+                pools.append(_Pool(index, positions, eligible, length))
         shared = request.shared
         granted: _Positions | None = None
         parent_key: _ScopeKey | None = None
@@ -692,14 +754,18 @@ class InMemoryVectorStore(VectorStore):
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
                     granted = None
-                positions = np.flatnonzero(mask & index.eligible(request.filter))
+                mask &= index.eligible(request.filter)
+                positions = np.flatnonzero(mask)
                 if positions.shape[0]:
-                    pools.append(_Pool(index, positions))
+                    length = int(index.lengths[positions].sum())
+                    pools.append(_Pool(index, positions, mask, length))
         if granted is not None and granted.shape[0] and parent_key is not None:
             index = self._threads[parent_key].search_index()
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
-                pools.append(_Pool(index, named))
+                mask = np.zeros(index.size, dtype=np.bool_)
+                mask[named] = True
+                pools.append(_Pool(index, named, mask, int(index.lengths[named].sum())))
         return pools
 
     def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
@@ -752,9 +818,7 @@ class InMemoryVectorStore(VectorStore):
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector."""
         thread = self._thread(_key(scope))
-        if thread is None:
-            return 0
-        return sum(1 for row in thread.rows.values() if row.record.status == "pending")
+        return 0 if thread is None else len(thread.pending)
 
     async def list_oldest(
         self,
