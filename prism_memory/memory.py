@@ -29,6 +29,7 @@ from .errors import (
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     IndexingError,
+    InvalidVectorError,
     LineageCapError,
     NotFoundError,
     ValidationError,
@@ -313,8 +314,11 @@ class Memory:
 
         Returns once the rows are stored. ``pending`` lists the ids awaiting their vector (an entry is
         not recallable until it has one); ``await result.done`` for the :class:`IndexingReport`.
-        With ``wait=True`` this returns only once they are indexed, and raises
-        :class:`~prism_memory.errors.IndexingError` if any failed (the rows stay stored).
+        With ``wait=True`` the entries are embedded first and stored already indexed, with their
+        vectors, in one write (recallable as soon as this returns). If the embedder fails they are
+        stored pending instead and the indexing queue retries them as in the background case; this
+        then returns once they are indexed, and raises :class:`~prism_memory.errors.IndexingError`
+        if any failed (the rows stay stored).
         """
         scope = self.identity
         items = self._entry_list(entries)
@@ -328,25 +332,34 @@ class Memory:
             prepared[entry.id] = entry
         await self._check_lineage_sources(scope, prepared)
         queue = await self._ensure_queue()
-        # new rows are stored already leased to this memory's worker: it embeds them at once,
-        # without a claim round trip, and no other worker takes them meanwhile
-        lease = queue.lease(prepared)
-        records = await self.vector_store.put_entries(
-            scope, list(prepared.values()), now=now, lease=lease
+        new = list(prepared.values())
+        records = await self._put_indexed(scope, new, now) if wait else None
+        # the rows just written with their vectors (an existing id is never rewritten)
+        indexed = tuple(
+            r.id
+            for r in records or ()
+            if r.status == "indexed" and r.created_at == now and r.revision == 1
         )
+        lease = None
+        if records is None:
+            # new rows are stored already leased to this memory's worker: it embeds them at once,
+            # without a claim round trip, and no other worker takes them meanwhile
+            lease = queue.lease(prepared)
+            records = await self.vector_store.put_entries(scope, new, now=now, lease=lease)
         failed = [record.id for record in records if record.status == "failed"]
         if failed:  # remembering again is how a host retries a failed entry
             await self.vector_store.requeue_failed(scope, failed)
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
         done = queue.watch(pending)
-        queue.adopt(
-            ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
-            for r in records
-            if lease.covers(r.id)
-            and r.status == "pending"
-            and r.created_at == now
-            and r.revision == 1
-        )
+        if lease is not None:
+            queue.adopt(
+                ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
+                for r in records
+                if lease.covers(r.id)
+                and r.status == "pending"
+                and r.created_at == now
+                and r.revision == 1
+            )
         if not done.done():
             self._inflight.add(done)
             done.add_done_callback(self._inflight.discard)
@@ -357,8 +370,37 @@ class Memory:
                 raise IndexingError(
                     f"{len(report.failed)} entries failed to index", dict(report.failed)
                 )
-            result = replace(result, pending=())  # everything it waited for is indexed
+            if indexed:
+                report = replace(report, indexed=tuple(sorted({*report.indexed, *indexed})))
+                settled: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
+                settled.set_result(report)
+                done = settled
+            result = replace(result, pending=(), done=done)  # everything it waited for is indexed
         return result
+
+    async def _put_indexed(
+        self, scope: MemoryIdentity, entries: Sequence[NewEntry], now: datetime
+    ) -> list[MemoryRecord] | None:
+        """Embed ``entries`` now and store the new ones indexed with their vectors (one write per
+        row); ``None`` -- nothing stored -- if the embedder or its vectors fail, so the caller
+        stores them pending and the queue retries, records and reports the failure as usual."""
+        try:
+            vectors = await embed_batched(
+                self.embedder,
+                [entry.text for entry in entries],
+                batch_size=self.limits.embed_batch,
+                dimensions=self.embedder.dimensions,
+            )
+        except Exception as exc:  # noqa: BLE001 - the queue retries it and records the failure
+            logger.debug("embedding before the write failed; storing pending: %s", exc)
+            return None
+        try:
+            return await self.vector_store.put_entries(
+                scope, entries, now=now, vectors=vectors, model=self.embedding_model
+            )
+        except (InvalidVectorError, DimensionMismatchError) as exc:  # checked before any write
+            logger.debug("the store refused the vectors; storing pending: %s", exc)
+            return None
 
     def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
         if isinstance(entries, MemoryEntry | Mapping):
@@ -536,11 +578,14 @@ class Memory:
             adjacent = tuple(
                 self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
             )
+        pending = found.pending  # counted by the search itself when the store can (one round trip)
+        if pending is None:
+            pending = await self.vector_store.count_pending(identity)
         return RecallResult(
             hits=tuple(hits),
             adjacent=adjacent,
             explanations=explain_hits(hits, rules) if explain else None,
-            pending=await self.vector_store.count_pending(identity),
+            pending=pending,
         )
 
     def _check_models(self, candidates: Sequence[Candidate]) -> None:

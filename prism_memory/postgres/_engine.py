@@ -35,8 +35,10 @@ __all__ = [
 
 SERVER_SETTINGS = {
     "application_name": "prism_memory",
-    # asyncpg prepares and caches statements; a generic plan is far worse for skewed scopes.
-    "plan_cache_mode": "force_custom_plan",
+    # asyncpg prepares and caches statements. The recall statements are written so that one plan
+    # fits every thread size (benchmarks/README.md), so PostgreSQL may keep a generic plan for them
+    # and skip planning (~0.4 ms a call); the RAG queries still ask for custom plans per transaction.
+    "plan_cache_mode": "auto",
     # Per-thread queries touch a few thousand rows at most: a parallel worker's start-up costs more
     # than it saves (measured in benchmarks/recall.py).
     "max_parallel_workers_per_gather": "0",
@@ -49,7 +51,8 @@ _PLANNED_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 def sets_plans(engine: AsyncEngine) -> bool:
     """Whether :func:`create_engine` made ``engine``: then every connection carries
-    :data:`SERVER_SETTINGS` and reads need no transaction-local planner settings."""
+    :data:`SERVER_SETTINGS` and recall reads go to the driver directly, with no transaction-local
+    planner settings."""
     return engine.sync_engine in _PLANNED_ENGINES
 
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from asyncpg import InterfaceError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..errors import (
@@ -79,7 +80,8 @@ def wrap_db_errors(action: str) -> Iterator[None]:
         yield
     except PrismMemoryError:
         raise
-    except (DBAPIError, SQLAlchemyError, OSError) as exc:
+    except (DBAPIError, SQLAlchemyError, OSError, InterfaceError) as exc:
+        # InterfaceError: the asyncpg driver's own, such as a call on a connection that died
         raise translate(exc, action) from exc
     except Exception as exc:
         if sqlstate_of(exc) is not None:  # an asyncpg error that bypassed SQLAlchemy

@@ -16,8 +16,9 @@ Two styles, chosen per path:
   working document's conditional ``UPDATE ... WHERE version = :expected`` -- so concurrent writers
   neither collide nor lose updates.
 * **Core and hand-written SQL on the hot paths.** :class:`EntryRepository` and
-  :class:`IndexingRepository` never build ORM objects: entry upserts are batched Core ``insert`` /
-  ``update`` executemany over the Core table; search, neighbours, lineage lookups, claims and vector
+  :class:`IndexingRepository` never build ORM objects: a batch of new entries is one hand-written
+  ``INSERT ... SELECT FROM unnest(...)`` (one array parameter per column), other updates are Core
+  statements over the Core table; search, neighbours, lineage lookups, claims and vector
   writes are hand-written SQL whose text is built once per table set (:class:`EntrySql`), apart from
   execution, with bound parameters; identifiers come only from validated names and are always
   quoted.
@@ -33,12 +34,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, Text, any_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Table, Text, any_, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, tokenize
+from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, term_profile, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -54,6 +55,7 @@ from ..models import (
 from ..stores.base import (
     ClaimedEntry,
     EntryLease,
+    NewEntry,
     RecallFilter,
     SearchRequest,
     SearchResult,
@@ -71,12 +73,15 @@ __all__ = [
     "ShareGrantRepository",
     "TombstoneRepository",
     "WorkingRepository",
-    "entry_values",
+    "insert_params",
+    "inserted_record",
     "lineage_metadata",
     "neighbors_statement",
     "record_from_row",
+    "records_statement",
     "search_result",
     "search_statement",
+    "thread_lock_key",
     "to_positional",
 ]
 
@@ -123,12 +128,32 @@ def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> di
     return dict(stored)
 
 
+def _metadata_json(metadata: Mapping[str, Any], lineage: Lineage | None) -> str:
+    """:func:`lineage_metadata` as JSON text, serialised once."""
+    if not metadata and lineage is None:
+        return "{}"
+    stored = dict(metadata)
+    if lineage is not None:
+        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+    return json.dumps(stored)
+
+
 def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
     metadata = dict(stored)
     raw = metadata.pop(_LINEAGE_KEY, None)
     if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
         return metadata, None
     return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
+
+
+_CONSENT_COLUMNS = (
+    "consent_explicit",
+    "consent_source",
+    "consent_scope",
+    "consent_visible",
+    "consent_granted_at",
+    "consent_revoked_at",
+)
 
 
 def _consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
@@ -181,39 +206,10 @@ def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
     )
 
 
-def entry_values(record: MemoryRecord) -> dict[str, Any]:
-    """Column values of ``record`` (ledger columns other than its own fields left out)."""
-    return {
-        "tenant_id": record.tenant_id,
-        "resource_id": record.resource_id,
-        "thread_id": record.thread_id,
-        "id": record.id,
-        "text": record.text,
-        "role": record.role,
-        "metadata": lineage_metadata(record.metadata, record.lineage),
-        **_consent_values(record.consent),
-        "sequence": record.sequence,
-        "occurred_at": record.occurred_at,
-        "created_at": record.created_at,
-        "written_at": record.written_at,
-        "importance": record.importance,
-        "legal_hold": record.legal_hold,
-        "status": record.status,
-        "revision": record.revision,
-        "attempts": record.attempts,
-        "last_error": record.last_error,
-        "embedding_model": record.embedding_model,
-    }
-
-
 def lexical_values(body: str) -> dict[str, Any]:
     """``lexical_terms`` (distinct terms, sorted) and ``term_count`` of a text, for ``text_tsv``."""
     terms = tokenize(body)
     return {"lexical_terms": sorted(set(terms)), "term_count": len(terms)}
-
-
-_TERMS_TSVECTOR = func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
-"""``text_tsv`` of a written row: exactly the library's terms (no parser of the database's own)."""
 
 
 def _scope_params(scope: MemoryIdentity) -> dict[str, str]:
@@ -249,14 +245,9 @@ class EntrySql:
         """The record columns, qualified by ``alias``."""
         return ", ".join(f"{alias}.{_quote(name)}" for name in RECORD_COLUMNS)
 
-    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
-        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
-
-        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
-        before the retention window; and no tombstone on the row itself or on any lineage source in
-        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
-        than ``written_at``).
-        """
+    @staticmethod
+    def _row_rules(*, require_consent: bool, occurred_after: bool, alias: str) -> list[str]:
+        """The rules of :func:`~prism_memory.stores.rules.is_recallable` that read the row alone."""
         e = alias
         parts = [
             f"{e}.status = 'indexed'",
@@ -268,6 +259,22 @@ class EntrySql:
             parts.append(f"{e}.consent_explicit")
         if occurred_after:
             parts.append(f"{e}.occurred_at >= :occurred_after")
+        return parts
+
+    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
+        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
+
+        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
+        before the retention window; and no tombstone on the row itself or on any lineage source in
+        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
+        than ``written_at``). The tombstones are probed per row: for rows of any thread (the
+        neighbours, a parent's shared rows, resource-wide recall); a search reads its own thread's
+        tombstones once instead (:meth:`search`).
+        """
+        e = alias
+        parts = self._row_rules(
+            require_consent=require_consent, occurred_after=occurred_after, alias=alias
+        )
         parts.append(
             # entries without lineage (most of them) skip the tombstone probe altogether
             f"((({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL OR "
@@ -298,7 +305,17 @@ class EntrySql:
         lexical: bool,
         resource_wide: bool = False,
     ) -> str:
-        """Candidate selection and corpus statistics in one statement (see ``SearchRequest``).
+        """Candidate selection, corpus statistics and the pending count in one statement (see
+        ``SearchRequest``); it always returns at least one row.
+
+        ``dead`` reads the thread's tombstones once (primary-key range) and folds them into one
+        *kill time* per entry id (a ``jsonb`` object, NULL when the thread has none):
+        ``infinity`` when any tombstone of a reason other than ``corrected`` names it, else its
+        newest correction. A row is invalidated exactly when its own or one of its lineage sources'
+        kill time is later than its ``written_at`` (:func:`prism_memory.stores.rules.invalidates`).
+        Each row is tested by a key lookup in that one object, never by a join or an index probe
+        per row, so the plan cannot depend on estimates: the same plan is right for a 13-row and a
+        13,000-row thread, and a cached generic plan stays as good as a custom one.
 
         ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
         exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
@@ -313,23 +330,44 @@ class EntrySql:
         threads, read through the partial index ``ix_resource_shared`` (whose predicate,
         :data:`~prism_memory.postgres.tables.RESOURCE_SHARED`, is repeated verbatim) and sorted
         exactly like the thread's own rows, so it cannot under-return either. A granted parent row
-        that travels is then read by that pool only, so each row counts once.
+        that travels is then read by that pool only, so each row counts once. Rows of other threads
+        are tested against their own thread's tombstones (:meth:`recallable`).
+
+        ``pending`` counts the thread's rows still waiting for a vector (the partial pending
+        index), so a recall needs no second round trip for ``RecallResult.pending``.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
+        own_where = " AND ".join(
+            [
+                *self._row_rules(
+                    require_consent=require_consent, occurred_after=occurred_after, alias="e"
+                ),
+                "(d.kills IS NULL OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) "
+                f"> e.written_at, false) AND ({lineage} IS NULL OR NOT EXISTS (SELECT 1 FROM "
+                f"jsonb_array_elements_text({lineage}) AS src(id) "
+                "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
+            ]
+        )
         distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
         own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
         parent = (
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
             "AND e.id = ANY(CAST(:shared_ids AS text[]))"
         )
-        pools = [own]
+        # (FROM, WHERE) of each pool; the thread's own rows join its tombstones' kill times
+        pools = [(f"dead d CROSS JOIN {self.entries} e", f"{own} AND {own_where}")]
         if shared:
             # with a resource-wide recall, granted rows that travel come in through that pool
-            pools.append(parent + (" AND e.consent_scope = 'thread'" if resource_wide else ""))
+            granted = parent + (" AND e.consent_scope = 'thread'" if resource_wide else "")
+            pools.append((f"{self.entries} e", f"{granted} AND {where}"))
         if resource_wide:
             pools.append(
-                "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id <> :thread "
-                f"AND e.{RESOURCE_SHARED[1:-1]}"
+                (
+                    f"{self.entries} e",
+                    "e.tenant_id = :tenant AND e.resource_id = :resource "
+                    f"AND e.thread_id <> :thread AND e.{RESOURCE_SHARED[1:-1]} AND {where}",
+                )
             )
         # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
         # rows without any (most of them) skip the per-term probes.
@@ -342,10 +380,15 @@ class EntrySql:
         )
         eligible = " UNION ALL ".join(
             f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
-            f"FROM {self.entries} e WHERE {pool} AND e.embedding IS NOT NULL AND {where}"
-            for pool in pools
+            f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
+            for source, pool in pools
         )
         ctes = [
+            "dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills FROM ("
+            "SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at "
+            f"ELSE 'infinity'::timestamptz END) AS kill FROM {self.invalidation} "
+            "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
+            "GROUP BY entry_id) AS k)",
             f"eligible AS MATERIALIZED ({eligible})",
             "stats AS (SELECT count(*) AS documents, "
             "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
@@ -377,15 +420,21 @@ class EntrySql:
                 "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
                 "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
             )
+        pending = (
+            f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
+            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread) "
+            "AS pending"
+        )
         # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
         # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
-        # ``id``, so every candidate cost a scan of the whole thread.
+        # ``id``, so every candidate cost a scan of the whole thread. The statistics row is the
+        # outer side, so an empty corpus still returns one row (candidate columns NULL).
         return (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies} "
-            f"FROM ({chosen}) AS c JOIN {self.entries} e ON e.tenant_id = :tenant "
-            "AND e.resource_id = :resource AND e.thread_id = c.thread_id AND e.id = c.id "
-            "CROSS JOIN stats s"
+            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies}, "
+            f"{pending} FROM stats s LEFT JOIN (({chosen}) AS c JOIN {self.entries} e "
+            "ON e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = c.thread_id "
+            "AND e.id = c.id) ON true"
         )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -459,6 +508,86 @@ class EntrySql:
         )
 
     @functools.cached_property
+    def records(self) -> str:
+        """The records of ``:ids`` in the thread (primary key)."""
+        return (
+            f"SELECT {self.columns()} FROM {self.entries} e WHERE e.tenant_id = :tenant "
+            "AND e.resource_id = :resource AND e.thread_id = :thread "
+            "AND e.id = ANY(CAST(:ids AS text[]))"
+        )
+
+    @functools.cached_property
+    def lock_thread(self) -> str:
+        """Serialise the writers of one thread until the transaction ends (sequence assignment)."""
+        return "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"
+
+    @functools.cached_property
+    def insert(self) -> str:
+        """One batch of new entries in one statement, run under :attr:`lock_thread`.
+
+        The rows arrive as parallel arrays (``unnest ... WITH ORDINALITY``: one bound parameter per
+        column however many rows). Ids that exist are left out (never rewritten: ``ON CONFLICT DO
+        NOTHING`` semantics, exact because every writer of the thread holds the lock); the new rows get
+        their sequences in input order -- an explicit one as given, otherwise one past the largest
+        so far (the thread's, read on the ``(scope, sequence)`` index, or an earlier row's of this
+        batch) -- and are inserted ``indexed`` where a vector came with them, else ``pending``
+        (leased where ``leased``); tombstones an earlier, forgotten entry of the same id left behind
+        are deleted. Returns ``id, sequence`` of the inserted rows.
+        """
+        scope = "tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread"
+        before = "ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
+        return (
+            "WITH input AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:texts AS text[]), "
+            "CAST(:roles AS text[]), CAST(:metadata AS jsonb[]), "
+            "CAST(:consent_explicit AS boolean[]), CAST(:consent_source AS text[]), "
+            "CAST(:consent_scope AS text[]), CAST(:consent_visible AS boolean[]), "
+            "CAST(:consent_granted_at AS timestamptz[]), "
+            "CAST(:consent_revoked_at AS timestamptz[]), CAST(:sequences AS bigint[]), "
+            "CAST(:occurred_at AS timestamptz[]), CAST(:importance AS double precision[]), "
+            "CAST(:terms AS text[]), CAST(:term_counts AS integer[]), "
+            "CAST(:leased AS boolean[]), CAST(:embeddings AS vector[])) WITH ORDINALITY "
+            "AS i(id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+            "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
+            "importance, terms, term_count, leased, embedding, ord)), "
+            # the ids that exist: one lookup for the batch, on the primary key (before a table
+            # is first analysed the planner may walk the thread's (scope, sequence) range once
+            # instead; a correlated NOT EXISTS against the table walked it once per row)
+            f"existing AS (SELECT id FROM {self.entries} WHERE {scope} "
+            "AND id = ANY(CAST(:ids AS text[]))), "
+            # autos: how many new rows before this one take an automatic sequence
+            "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
+            "FROM input i WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
+            f"WINDOW w AS ({before})), "
+            f"top AS (SELECT coalesce(max(sequence), -1) AS v FROM {self.entries} WHERE {scope}), "
+            # an automatic sequence is one past the largest so far: the thread's top or an earlier
+            # explicit sequence, each plus the automatic rows in between
+            "numbered AS (SELECT f.*, coalesce(f.sequence, f.autos + 1 + "
+            "greatest(top.v, max(f.sequence - f.autos) OVER w)) AS seq FROM fresh f, top "
+            f"WINDOW w AS ({before})), "
+            f"inserted AS (INSERT INTO {self.entries} (tenant_id, resource_id, thread_id, id, "
+            "text, role, metadata, consent_explicit, consent_source, consent_scope, "
+            "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
+            "created_at, written_at, importance, legal_hold, status, revision, attempts, "
+            "claimed_by, claimed_until, embedding, embedding_model, text_tsv, term_count) "
+            "SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, "
+            "n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, "
+            "n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, "
+            "CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, "
+            "CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, "
+            "CASE WHEN n.leased THEN CAST(:worker AS text) END, "
+            "CASE WHEN n.leased THEN CAST(:until AS timestamptz) END, n.embedding, "
+            "CASE WHEN n.embedding IS NOT NULL THEN CAST(:model AS text) END, "
+            "array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count "
+            # no ON CONFLICT: under the lock ``existing`` is exact, and a speculative insertion
+            # costs about a third of the statement; a row some other writer slipped in without
+            # the lock fails the whole statement (unique violation), it never half-applies
+            "FROM numbered n ORDER BY n.ord RETURNING id, sequence), "
+            f"cleared AS (DELETE FROM {self.invalidation} WHERE {scope} "
+            "AND entry_id IN (SELECT id FROM inserted)) "
+            "SELECT id, sequence FROM inserted"
+        )
+
+    @functools.cached_property
     def complete(self) -> str:
         """Store claimed vectors where the lease (worker, unexpired) and revision still match."""
         return (
@@ -525,6 +654,86 @@ class EntrySql:
         )
 
 
+def thread_lock_key(scope: MemoryIdentity) -> str:
+    """The text :attr:`EntrySql.lock_thread` hashes into the thread's advisory lock."""
+    return "\x1f".join((scope.tenant_id, scope.resource_id, scope.thread_id))
+
+
+def insert_params(
+    scope: MemoryIdentity,
+    entries: Sequence[NewEntry],
+    *,
+    now: datetime,
+    lease: EntryLease | None,
+    vectors: Sequence[Vector] | None,
+    model: str | None,
+) -> dict[str, Any]:
+    """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
+    checked ``vectors`` (one per entry, or ``None``)."""
+    consents = [_consent_values(entry.consent) for entry in entries]
+    profiles = [term_profile(entry.text) for entry in entries]
+    return {
+        **_scope_params(scope),
+        "ids": [entry.id for entry in entries],
+        "texts": [entry.text for entry in entries],
+        "roles": [entry.role for entry in entries],
+        "metadata": [_metadata_json(entry.metadata, entry.lineage) for entry in entries],
+        **{name: [c[name] for c in consents] for name in _CONSENT_COLUMNS},
+        "sequences": [entry.sequence for entry in entries],
+        "occurred_at": [entry.occurred_at for entry in entries],
+        "importance": [float(entry.importance) for entry in entries],
+        "terms": [" ".join(sorted(counts)) for counts, _ in profiles],
+        "term_counts": [length for _, length in profiles],
+        "leased": [  # a row stored with its vector is never leased
+            vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+        ],
+        "embeddings": (
+            [None] * len(entries) if vectors is None else [encode_vector(v) for v in vectors]
+        ),
+        "now": now,
+        "worker": None if lease is None else lease.worker_id,
+        "until": None if lease is None else lease.until,
+        "model": model,
+    }
+
+
+def records_statement(
+    tables: PrismTables, scope: MemoryIdentity, ids: Sequence[str]
+) -> tuple[str, dict[str, Any]]:
+    """:attr:`EntrySql.records` and its bound values: the stored records of ``ids``."""
+    return EntrySql.for_tables(tables).records, {**_scope_params(scope), "ids": list(ids)}
+
+
+def inserted_record(
+    scope: MemoryIdentity,
+    entry: NewEntry,
+    sequence: int,
+    *,
+    now: datetime,
+    indexed: bool,
+    model: str | None,
+) -> MemoryRecord:
+    """The record :attr:`EntrySql.insert` stored for ``entry`` at ``sequence``."""
+    return MemoryRecord(
+        tenant_id=scope.tenant_id,
+        resource_id=scope.resource_id,
+        thread_id=scope.thread_id,
+        id=entry.id,
+        text=entry.text,
+        role=entry.role,
+        metadata=json.loads(json.dumps(dict(entry.metadata))) if entry.metadata else {},
+        consent=entry.consent,
+        sequence=sequence,
+        occurred_at=entry.occurred_at,
+        created_at=now,
+        written_at=now,
+        importance=entry.importance,
+        lineage=entry.lineage,
+        status="indexed" if indexed else "pending",
+        embedding_model=model if indexed else None,
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
     """Rewrite ``:name`` binds (never ``::casts``) into asyncpg's ``$n``; return the names in order.
@@ -579,8 +788,8 @@ def search_statement(
 
 
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
-    """Candidates (record and stored vector) and corpus statistics from rows of
-    :meth:`EntrySql.search`."""
+    """Candidates (record and stored vector), corpus statistics and the thread's pending count
+    from rows of :meth:`EntrySql.search` (an empty corpus is one row without a candidate)."""
     if not rows:
         return SearchResult([], CorpusStats())
     first = rows[0]
@@ -590,7 +799,10 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         int(first["total_length"]),
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
-    return SearchResult([Candidate(record_from_row(r), r["embedding"]) for r in rows], stats)
+    candidates = [
+        Candidate(record_from_row(r), r["embedding"]) for r in rows if r["id"] is not None
+    ]
+    return SearchResult(candidates, stats, pending=int(first["pending"]))
 
 
 def neighbors_statement(
@@ -643,37 +855,7 @@ class EntryRepository(_Repository):
 
     async def lock_thread(self, scope: MemoryIdentity) -> None:
         """Serialise writers of one thread until the transaction ends (sequence assignment)."""
-        key = "\x1f".join((scope.tenant_id, scope.resource_id, scope.thread_id))
-        await self.session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
-        )
-
-    async def max_sequence(self, scope: MemoryIdentity) -> int:
-        """The largest sequence in the thread, ``-1`` when it is empty."""
-        t = self.tables.entries
-        stmt = select(func.coalesce(func.max(t.c.sequence), -1)).where(self._scoped(scope))
-        return int((await self.session.execute(stmt)).scalar_one())
-
-    async def insert_many(
-        self, records: Sequence[MemoryRecord], *, lease: EntryLease | None = None
-    ) -> None:
-        """Insert new rows in one batched statement (insertmanyvalues), with their terms, leased
-        to ``lease.worker_id`` where ``lease`` covers them."""
-        if not records:
-            return
-        stmt = insert(self.tables.entries).values(text_tsv=_TERMS_TSVECTOR)
-        rows = []
-        for record in records:
-            leased = lease is not None and lease.covers(record.id)
-            rows.append(
-                {
-                    **entry_values(record),
-                    **lexical_values(record.text),
-                    "claimed_by": lease.worker_id if lease is not None and leased else None,
-                    "claimed_until": lease.until if lease is not None and leased else None,
-                }
-            )
-        await self.session.execute(stmt, rows)
+        await self.session.execute(text(self.sql.lock_thread), {"key": thread_lock_key(scope)})
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
@@ -864,17 +1046,6 @@ class TombstoneRepository(_Repository):
             set_={"created_at": stmt.excluded.created_at},
         )
         await self.session.execute(stmt)
-
-    async def remove_on_entries(self, scope: MemoryIdentity, entry_ids: Sequence[str]) -> int:
-        """Delete every tombstone on ``entry_ids`` (new entries reusing a forgotten id)."""
-        model = self.tables.orm.Tombstone
-        stmt = delete(model).where(
-            model.tenant_id == scope.tenant_id,
-            model.resource_id == scope.resource_id,
-            model.thread_id == scope.thread_id,
-            _in_array(model.entry_id, list(dict.fromkeys(entry_ids))),
-        )
-        return _rowcount(await self.session.execute(stmt))
 
     async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""

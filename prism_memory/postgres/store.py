@@ -7,7 +7,6 @@ all and every driver error reaches the caller as a :class:`~prism_memory.errors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import asyncpg
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -51,6 +51,7 @@ from ..stores.base import (
     Tombstone,
     VectorStore,
     WorkingStore,
+    check_entry_vectors,
     check_lease,
     check_limit,
 )
@@ -64,10 +65,14 @@ from .repositories import (
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+    insert_params,
+    inserted_record,
     neighbors_statement,
     record_from_row,
+    records_statement,
     search_result,
     search_statement,
+    thread_lock_key,
     to_positional,
 )
 from .tables import (
@@ -105,10 +110,9 @@ class _Adapter:
         self._tables = tables
         self._owns_engine = owns_engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS);
-        # a host's engine gets them transaction-locally for the search queries instead.
-        self._set_plan_mode = not engine_sets_plans
-        # On those engines, reads go to the asyncpg driver directly (see ``_fetch``).
+        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS)
+        # and recall reads go to the asyncpg driver directly (see ``_fetch``); on a host's engine
+        # they run in units that ask for custom plans transaction-locally, like the RAG queries.
         self._direct_reads = engine_sets_plans
 
     @property
@@ -127,7 +131,7 @@ class _Adapter:
     ) -> AsyncIterator[AsyncSession]:
         with wrap_db_errors(action):
             async with self._sessions() as session, session.begin():
-                if custom_plans and self._set_plan_mode:
+                if custom_plans:
                     await session.execute(
                         text(
                             "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
@@ -179,9 +183,21 @@ def _connection_lost(exc: BaseException, driver: Any) -> bool:
     return (sqlstate_of(exc) or "").startswith(("08", "57P"))
 
 
-def _normalised_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    loaded = json.loads(json.dumps(dict(metadata)))
-    return dict(loaded)
+def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
+    """The rows of ``vectors`` if it is a finite ``float32`` matrix of ``rows`` rows (of ``width``
+    columns when known) -- what an embedder's batch usually is, checked in one pass -- else
+    ``None``: then each vector is checked on its own and a bad one named in the error."""
+    if (
+        not isinstance(vectors, np.ndarray)
+        or vectors.dtype != np.float32
+        or vectors.ndim != 2
+        or vectors.shape[0] != rows
+        or vectors.shape[1] == 0
+        or (width is not None and vectors.shape[1] != width)
+        or not np.isfinite(vectors).all()
+    ):
+        return None
+    return list(vectors)
 
 
 class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
@@ -290,52 +306,95 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         *,
         now: datetime,
         lease: EntryLease | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
+        model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
-        Writers of one thread are serialised by a transaction-scoped advisory lock, so sequence
-        assignment (``max + 1``, 0 in an empty thread, in input order) never collides; new rows go
-        in one batched ``INSERT``. An existing id is returned as stored and never rewritten.
+        One transaction on the pooled connection's asyncpg driver (no ORM session; statements
+        prepared once per connection): a transaction-scoped advisory lock serialises the writers
+        of one thread, so sequence assignment (``max + 1``, 0 in an empty thread, in input order)
+        never collides; then one statement inserts the new rows -- with their vectors,
+        ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert`). Only when some ids
+        already exist are they read back, as stored; an existing id is never rewritten.
         """
+        check_entry_vectors(entries, vectors)
         if not entries:
             return []
-        async with self._unit("put_entries") as session:
-            repo = EntryRepository(session, self._tables)
-            await repo.lock_thread(scope)
-            existing = await repo.get(scope, [entry.id for entry in entries])
-            staged: dict[str, MemoryRecord] = {record.id: record for record in existing}
-            needs_top = any(e.sequence is None and e.id not in staged for e in entries)
-            top = await repo.max_sequence(scope) if needs_top else -1
-            new: list[MemoryRecord] = []
-            for entry in entries:
-                if entry.id in staged:
-                    continue  # an existing id is never rewritten (governance holds)
-                record = MemoryRecord(
-                    tenant_id=scope.tenant_id,
-                    resource_id=scope.resource_id,
-                    thread_id=scope.thread_id,
-                    id=entry.id,
-                    text=entry.text,
-                    role=entry.role,
-                    metadata=_normalised_metadata(entry.metadata),
-                    consent=entry.consent,
-                    sequence=top + 1 if entry.sequence is None else entry.sequence,
-                    occurred_at=entry.occurred_at,
-                    created_at=now,
-                    written_at=now,
-                    importance=entry.importance,
-                    lineage=entry.lineage,
+        first: dict[str, int] = {}  # the first occurrence of an id wins
+        for at, entry in enumerate(entries):
+            first.setdefault(entry.id, at)
+        unique = [entries[at] for at in first.values()]
+        with wrap_db_errors("put_entries"):
+            async with self._engine.connect() as conn:
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                try:
+                    checked: list[Vector] | None = None
+                    width = self._width
+                    if vectors is not None:
+                        if width is None:  # unpinned: the width of the vectors stored so far
+                            width = await driver.fetchval(
+                                EntrySql.for_tables(self._tables).any_width
+                            )
+                        checked = _finite_rows(vectors, len(unique), width)
+                        if checked is not None:
+                            width = checked[0].shape[0]
+                    if vectors is not None and checked is None:
+                        checked, width = self._check_vectors(
+                            (
+                                (vectors[at], f"vector of {entries[at].id!r}")
+                                for at in first.values()
+                            ),
+                            width,
+                        )
+                    params = insert_params(
+                        scope, unique, now=now, lease=lease, vectors=checked, model=model
+                    )
+                    stored, inserted = await self._insert(
+                        driver, scope, params, unique, now, indexed=checked is not None, model=model
+                    )
+                except Exception as exc:
+                    if _connection_lost(exc, driver):
+                        await conn.invalidate()  # never back into the pool
+                    raise
+        if checked is not None and inserted:
+            self._remember_width(width)
+        return [stored[entry.id] for entry in entries]
+
+    async def _insert(
+        self,
+        driver: Any,
+        scope: MemoryIdentity,
+        params: Mapping[str, Any],
+        unique: Sequence[NewEntry],
+        now: datetime,
+        *,
+        indexed: bool,
+        model: str | None,
+    ) -> tuple[dict[str, MemoryRecord], int]:
+        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and how
+        many were inserted (``indexed`` with their vectors, else pending)."""
+        sql = EntrySql.for_tables(self._tables)
+        lock, _ = to_positional(sql.lock_thread)
+        insert, names = to_positional(sql.insert)
+        async with driver.transaction():
+            await driver.execute(lock, thread_lock_key(scope))
+            rows = await driver.fetch(insert, *(params[name] for name in names))
+            sequences = {row["id"]: int(row["sequence"]) for row in rows}
+            stored = {
+                entry.id: inserted_record(
+                    scope, entry, sequences[entry.id], now=now, indexed=indexed, model=model
                 )
-                top = max(top, record.sequence)
-                staged[entry.id] = record
-                new.append(record)
-            if new:
-                await repo.insert_many(new, lease=lease)
-                # tombstones an earlier, forgotten entry of the same id left behind
-                await TombstoneRepository(session, self._tables).remove_on_entries(
-                    scope, [record.id for record in new]
-                )
-        return [staged[entry.id] for entry in entries]
+                for entry in unique
+                if entry.id in sequences
+            }
+            existing = [entry.id for entry in unique if entry.id not in sequences]
+            if existing:  # a replay: read back what is stored
+                read, values = records_statement(self._tables, scope, existing)
+                read, names = to_positional(read)
+                found = await driver.fetch(read, *(values[name] for name in names))
+                stored.update((row["id"], record_from_row(row)) for row in found)
+        return stored, len(sequences)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""

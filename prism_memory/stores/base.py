@@ -58,6 +58,7 @@ __all__ = [
     "Tombstone",
     "VectorStore",
     "WorkingStore",
+    "check_entry_vectors",
     "check_lease",
     "check_limit",
 ]
@@ -67,6 +68,12 @@ def check_limit(limit: int, name: str = "limit") -> None:
     """Adapter helper: a ``limit`` argument must be a non-negative integer."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValidationError(f"{name} must be a non-negative integer")
+
+
+def check_entry_vectors(entries: Sequence[object], vectors: Sequence[Any] | Vector | None) -> None:
+    """Adapter helper: ``put_entries``'s ``vectors``, when given, hold one vector per entry."""
+    if vectors is not None and len(vectors) != len(entries):
+        raise ValidationError(f"{len(vectors)} vectors for {len(entries)} entries")
 
 
 def check_lease(lease_seconds: float) -> None:
@@ -154,6 +161,9 @@ class SearchResult:
 
     candidates: list[Candidate]
     stats: CorpusStats
+    pending: int | None = None
+    """How many of the scope thread's entries wait for their vector (:meth:`VectorStore.count_pending`),
+    when the store counted them in the same read; ``None`` makes recall ask ``count_pending``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,12 +280,20 @@ class VectorStore(abc.ABC):
         *,
         now: datetime,
         lease: EntryLease | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
+        model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the ``entries`` whose id is new, atomically; return the stored records in input order.
 
         With ``lease``, the new rows it covers are stored leased to ``lease.worker_id`` until ``lease.until``
         (as :meth:`claim_pending` would have leased them), so the writer's own indexing worker
         embeds them without a claim and no other worker takes them meanwhile.
+
+        With ``vectors`` (one per entry, in the order of ``entries``: a sequence of vectors or a
+        matrix with one row per entry), new rows are stored already
+        ``indexed`` with their vector and ``model`` as their ``embedding_model``: one write per row,
+        recallable at once, never leased. Every vector is checked first (finite, the store's width):
+        a bad one raises and nothing is written. The vector of an id that exists is ignored.
 
         A new row is ``pending``, revision 1, ``created_at = written_at = now``, and any tombstones
         left on its id by an earlier (forgotten) entry are dropped. An id that exists is left

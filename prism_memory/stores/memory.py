@@ -52,6 +52,7 @@ from .base import (
     Tombstone,
     VectorStore,
     WorkingStore,
+    check_entry_vectors,
     check_lease,
     check_limit,
 )
@@ -488,19 +489,31 @@ class InMemoryVectorStore(VectorStore):
         *,
         now: datetime,
         lease: EntryLease | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
+        model: str | None = None,
     ) -> list[MemoryRecord]:
         """Insert the entries whose id is new, atomically; return the stored records in input order.
 
-        A new row is ``pending``, revision 1, ``created_at = written_at = now``; a new row without a
-        sequence gets ``max(sequence in thread) + 1`` (0 in an empty thread), counting the rows this
-        call wrote before it. An existing id is left as stored (see :meth:`VectorStore.put_entries`).
+        A new row is ``pending``, revision 1, ``created_at = written_at = now`` (``indexed`` with its
+        vector when ``vectors`` are given); a new row without a sequence gets ``max(sequence in
+        thread) + 1`` (0 in an empty thread), counting the rows this call wrote before it. An
+        existing id is left as stored (see :meth:`VectorStore.put_entries`).
         """
+        check_entry_vectors(entries, vectors)
+        checked: list[Vector | None] = [None] * len(entries)
+        width = self._width
+        if vectors is not None:
+            valid, width = self._check_vectors(
+                (vector, f"vector of {entry.id!r}")
+                for entry, vector in zip(entries, vectors, strict=True)
+            )
+            checked = list(valid)
         key = _key(scope)
         thread = self._thread(key)
         existing: dict[str, _Row] = {} if thread is None else thread.rows
         staged: dict[str, _Row] = {}
         top = -1 if thread is None else thread.max_sequence()
-        for entry in entries:
+        for entry, vector in zip(entries, checked, strict=True):
             current = staged.get(entry.id) or existing.get(entry.id)
             if current is None:
                 metadata = copy.deepcopy(dict(entry.metadata))
@@ -521,9 +534,12 @@ class InMemoryVectorStore(VectorStore):
                         written_at=now,
                         importance=entry.importance,
                         lineage=entry.lineage,
-                    )
+                        status="pending" if vector is None else "indexed",
+                        embedding_model=None if vector is None else model,
+                    ),
+                    vector,
                 )
-                if lease is not None and lease.covers(entry.id):
+                if vector is None and lease is not None and lease.covers(entry.id):
                     row.claimed_by, row.claimed_until = lease.worker_id, lease.until
             else:
                 row = current  # an existing id is never rewritten (governance holds)
@@ -536,6 +552,8 @@ class InMemoryVectorStore(VectorStore):
                 if thread.tombstones.pop(row.record.id, None) is not None:
                     thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
                 self._set_row(key, thread, row)
+            if any(row.vector is not None for row in changed):
+                self._width = width
         return [_export(staged[entry.id].record) for entry in entries]
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:

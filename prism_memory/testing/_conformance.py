@@ -935,6 +935,11 @@ from ._conformance_agents import AGENT_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(AGENT_CHECKS)
 
+# the write path: rows stored with their vectors in one write
+from ._writes import WRITE_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(WRITE_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()

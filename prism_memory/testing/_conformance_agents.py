@@ -14,6 +14,8 @@ from typing import Any
 
 from ..embedding import Embedder
 from ..errors import CapExceededError, EmbeddingModelMismatchError, ValidationError
+from ..lexical import query_terms
+from ..stores.base import RecallFilter, SearchRequest
 from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["AGENT_CHECKS"]
@@ -99,6 +101,19 @@ async def recall_reports_and_can_wait_for_pending_writes(kit: ConformanceKit) ->
     memory = case.memory(embedder=held)
     await memory.remember({"id": "early", "text": "the kettle is in the kitchen"}, wait=True)
     await memory.remember({"id": "late", "text": "the kettle is blue HELD"})
+    found = await kit.vector_store.search(
+        memory.identity,
+        SearchRequest(
+            vector=(await kit.embedder.embed(["kettle"]))[0],
+            terms=query_terms("kettle"),
+            limit=4,
+            filter=RecallFilter(now=case.clock()),
+        ),
+    )
+    _check(
+        found.pending in (None, 1),
+        f"a store that counts pending rows in its search counts what count_pending does: {found}",
+    )
     plain = await memory.recall("blue kettle")
     _check([h.id for h in plain.hits] == ["early"], f"not yet embedded: {plain.hits}")
     _check(plain.pending == 1, f"pending={plain.pending}")
@@ -119,6 +134,14 @@ async def recall_reports_and_can_wait_for_pending_writes(kit: ConformanceKit) ->
         await _raises(ValidationError, memory.recall("x", include_pending=bad), f"{bad!r}")  # type: ignore[arg-type]
     await _raises(CapExceededError, memory.recall("x", include_pending=61), "over the cap")
     await memory.aclose()
+    # a thread whose only entry waits for its vector: nothing to recall, one pending
+    other_held = _HeldEmbedder(kit.embedder, "HELD")
+    alone = case.memory("thread-2", embedder=other_held)
+    await alone.remember({"id": "only", "text": "a red kettle HELD"})
+    empty = await alone.recall("red kettle")
+    _check(empty.hits == () and empty.pending == 1, f"only a pending entry: {empty}")
+    other_held.release()
+    await alone.aclose()
 
 
 def _user(entry_id: str, text: str, scope: str = "user", **extra: Any) -> dict[str, Any]:

@@ -291,7 +291,8 @@ async def test_a_memory_indexes_through_it_and_writes_nothing_for_a_bad_response
         stored = await memory.get("good")
         assert stored.status == "indexed"
         assert stored.embedding_model == "test-embed@8"
-        server.script = [lambda _: ok({"data": [{"index": 0, "embedding": [1.0] * 3}]})]
+        # twice: remember(wait=True) embeds before the write, then the queue tries once more
+        server.script = [lambda _: ok({"data": [{"index": 0, "embedding": [1.0] * 3}]})] * 2
         with pytest.raises(IndexingError):
             await memory.remember({"id": "bad", "text": "coffee black"}, wait=True)
         bad = await memory.get("bad")

@@ -3,6 +3,7 @@ and the candidate re-fetch planned on the primary key."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 
@@ -127,3 +128,96 @@ async def test_refetch_is_planned_on_the_primary_key(make_postgres_stores):
     tail = plan.split("\n")
     assert any(f"{names.entries}_pkey" in line for line in tail), plan
     assert names.ix_hnsw not in plan, plan
+
+
+def _nodes(node: dict[str, object]) -> list[dict[str, object]]:
+    found = [node]
+    for child in node.get("Plans", []):  # type: ignore[attr-defined]
+        found += _nodes(child)
+    return found
+
+
+async def test_a_big_thread_reads_its_tombstones_once(make_postgres_stores):
+    """The plan-shape regression: the exclusion rules read the thread's tombstones once and test
+    each row by a lookup, never by a probe or a join per row (which walked the tombstones once per
+    row with lineage and anti-joined per row), and the generic plan has the same shape."""
+    stores = await make_postgres_stores(dimension=8)
+    store = stores.vector_store
+    names = store.tables.names
+    entries = f'"{names.schema}"."{names.entries}"'
+    invalidation = f'"{names.schema}"."{names.invalidation}"'
+    rng = np.random.default_rng(5)
+    async with stores.engine.begin() as conn:
+        # one 3,000-row thread: e1, e11, e21, ... revoked, and e10, e20, ... derived from them
+        await conn.execute(
+            text(
+                f"INSERT INTO {entries} (tenant_id, resource_id, thread_id, id, text, role, metadata, "
+                "consent_explicit, consent_source, consent_scope, consent_visible, sequence, "
+                "occurred_at, created_at, written_at, importance, legal_hold, status, revision, "
+                "attempts, embedding, term_count, text_tsv) "
+                "SELECT 'tenant-a', 'user-1', 'thread-1', 'e' || g, 'text ' || g, 'user', "
+                "CASE WHEN g % 10 = 0 THEN jsonb_build_object('_lineage', "
+                "jsonb_build_object('sourceIds', jsonb_build_array('e' || (g - 9)))) "
+                "ELSE '{}'::jsonb END, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, "
+                "false, 'indexed', 1, 0, CAST(:v AS vector), 2, "
+                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 3000) AS g"
+            ),
+            {"v": rng.standard_normal(8).astype(np.float32)},
+        )
+        await conn.execute(
+            text(
+                f"INSERT INTO {invalidation} (tenant_id, resource_id, thread_id, entry_id, "
+                "cause_id, reason, created_at) SELECT 'tenant-a', 'user-1', 'thread-1', "
+                "'e' || g, 'e' || g, 'revoked', now() FROM generate_series(1, 3000, 10) AS g"
+            )
+        )
+        await conn.execute(text(f"ANALYZE {entries}"))
+        await conn.execute(text(f"ANALYZE {invalidation}"))
+    request = SearchRequest(
+        vector=rng.standard_normal(8).astype(np.float32),
+        terms=frozenset({"text"}),
+        limit=40,
+        filter=RecallFilter(now=NOW),
+    )
+    sql, params, _ = search_statement(EntrySql.for_tables(store.tables), scope_of_thread(), request)
+    found = await store.search(scope_of_thread(), request)
+    # 300 rows hold a revoked tombstone and 300 derive from one: 2,400 remain
+    assert found.stats.documents == 2400
+    assert found.pending == 0
+    positional, names_in_order = to_positional(sql)
+    args = [params[name] for name in names_in_order]
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        analyzed = await driver.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *args)
+        # the plan a prepared statement keeps: PREPARE under force_generic_plan, run with literals
+        await driver.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            await driver.execute(f"PREPARE shape AS {positional}")
+            generic = await driver.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE shape("
+                + ", ".join(_literal(value) for value in args)
+                + ")"
+            )
+        finally:
+            await driver.execute("DEALLOCATE ALL; RESET plan_cache_mode")
+    for plan, what in ((analyzed, "custom"), (generic, "generic")):
+        nodes = _nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+        on_tombstones = [n for n in nodes if n.get("Relation Name") == names.invalidation]
+        assert len(on_tombstones) == 1, f"{what}: the tombstones are read once"
+        assert all(n.get("Actual Loops", 1) == 1 for n in on_tombstones), f"{what}: not per row"
+        assert not any(n.get("Index Name") == names.ix_hnsw for n in nodes), what
+
+
+def _literal(value: object) -> str:
+    """``value`` as an SQL literal (the few types the search binds)."""
+    if isinstance(value, np.ndarray):
+        return "'[" + ",".join(repr(float(x)) for x in value) + "]'"
+    if isinstance(value, list):
+        return "'{" + ",".join('"' + str(x).replace("'", "''") + '"' for x in value) + "}'"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def scope_of_thread() -> MemoryIdentity:
+    return MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-1")

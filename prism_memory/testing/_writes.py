@@ -1,0 +1,177 @@
+"""Conformance checks of the write path: rows stored with their vectors in one write.
+
+``remember(wait=True)`` embeds first and hands the vectors to
+:meth:`~prism_memory.stores.base.VectorStore.put_entries`, which stores the new rows ``indexed``; a
+failing embedder falls back to the pending rows the indexing queue retries. These checks hold the
+store contract and the facade to that on every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import numpy as np
+
+from ..errors import DimensionMismatchError, IndexingError, InvalidVectorError
+from ..models import MemoryIdentity
+from ..stores.base import NewEntry
+from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
+from ._fixtures import FlakyEmbedder
+
+__all__ = ["WRITE_CHECKS"]
+
+
+def _new(entry_id: str, text: str, case: _Case, sequence: int | None = None) -> NewEntry:
+    return NewEntry(
+        id=entry_id,
+        text=text,
+        role="user",
+        metadata={"k": [1, 2]},
+        consent=None,
+        sequence=sequence,
+        occurred_at=case.clock(),
+        importance=1.0,
+        lineage=None,
+    )
+
+
+async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> None:
+    """Rows written with their vectors are indexed and recallable at once; sequences follow the
+    same rule as pending rows; an existing id keeps what is stored; a bad vector writes nothing."""
+    case = _Case(kit)
+    store = kit.vector_store
+    width = kit.embedder.dimensions
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-1")
+    now = case.clock()
+    texts = ["Ada plays the cello", "Ada keeps bees", "Ada rows on Sundays", "Ada reads maps"]
+    vectors = np.asarray(await kit.embedder.embed(texts), dtype=np.float32)
+    entries = [
+        _new("a", texts[0], case),
+        _new("b", texts[1], case, sequence=7),
+        _new("c", texts[2], case),
+        _new("a", "a second 'a' in one call", case),
+    ]
+    stored = await store.put_entries(
+        scope, entries, now=now, vectors=[*vectors[:3], vectors[0]], model="m-1"
+    )
+    _check([r.id for r in stored] == ["a", "b", "c", "a"], "records in input order")
+    _check([r.sequence for r in stored] == [0, 7, 8, 0], f"sequences: {stored}")
+    _check(
+        all(r.status == "indexed" and r.embedding_model == "m-1" for r in stored),
+        f"stored indexed, with the model: {stored}",
+    )
+    _check(stored[0].text == texts[0], "the first occurrence of an id wins")
+    status = await store.index_status(scope, ["a", "b", "c"])
+    _check(
+        status == dict.fromkeys("abc", ("indexed", None)), f"index_status says indexed: {status}"
+    )
+    memory = case.memory()
+    _check(await _ids(memory, "Ada bees", top_k=1) == ["b"], "recallable with no queue involved")
+    # a replay with other vectors, and a new row after it: the old rows are left as stored
+    later = now + timedelta(minutes=1)
+    again = await store.put_entries(
+        scope,
+        [_new("b", "replayed", case), _new("d", texts[3], case)],
+        now=later,
+        vectors=np.stack([vectors[3], vectors[3]]),  # a matrix, one row per entry
+        model="m-2",
+    )
+    _check(again[0] == stored[1], f"an existing id is left exactly as stored: {again[0]}")
+    _check(again[1].sequence == 9 and again[1].status == "indexed", f"new row: {again[1]}")
+    # vectors are checked before anything is written
+    bad = np.full(width, np.nan, dtype=np.float32)
+    await _raises(
+        InvalidVectorError,
+        store.put_entries(scope, [_new("e", "never stored", case)], now=later, vectors=bad[None]),
+        "a NaN vector",
+    )
+    await _raises(
+        DimensionMismatchError,
+        store.put_entries(
+            scope,
+            [_new("e", "never stored", case)],
+            now=later,
+            vectors=[np.ones(width + 1, dtype=np.float32)],
+        ),
+        "a vector of another width",
+    )
+    _check(await store.known_ids(scope, ["e"]) == set(), "a rejected write stored nothing")
+    _check(await store.count_by_thread(scope) == 4, "four rows in all")
+    await memory.aclose()
+
+
+async def remember_wait_embeds_before_the_write(kit: ConformanceKit) -> None:
+    """``remember(wait=True)`` stores its rows indexed: recallable by any memory at once, one
+    embedder call for the batch, the embedder's model recorded; a replay changes nothing."""
+    case = _Case(kit)
+    counting = FlakyEmbedder(kit.embedder, failures=0)
+    writer = case.memory(embedder=counting)
+    reader = case.memory()
+    texts = ["Grace sails a dinghy", "Grace bakes sourdough", "Grace fixes radios"]
+    result = await writer.remember(
+        [{"id": f"g{i}", "text": t} for i, t in enumerate(texts)], wait=True
+    )
+    _check(result.pending == (), f"nothing pending after wait=True: {result}")
+    report = await asyncio.wait_for(result.done, timeout=10)
+    _check(report.indexed == ("g0", "g1", "g2") and not report.failed, f"report: {report}")
+    _check(counting.calls == 1, f"one embedder call for the batch, got {counting.calls}")
+    records = [await reader.get(f"g{i}") for i in range(3)]
+    _check(
+        all(
+            r.status == "indexed"
+            and r.attempts == 0
+            and r.embedding_model == writer.embedding_model
+            for r in records
+        ),
+        f"stored indexed with the model: {records}",
+    )
+    _check(await _ids(reader, "sourdough", top_k=1) == ["g1"], "recallable by another memory")
+    case.clock.advance(hours=1)
+    replay = await writer.remember(
+        [{"id": "g1", "text": "Grace bakes rye"}, {"id": "g3", "text": "Grace climbs"}], wait=True
+    )
+    _check(replay.accepted == ("g1", "g3"), f"replay accepted: {replay}")
+    _check(await reader.get("g1") == records[1], "a replayed id is left exactly as stored")
+    _check(
+        (await reader.get("g3")).sequence == 3, "a new row after a replay takes the next sequence"
+    )
+    await writer.aclose()
+
+
+async def remember_wait_with_failing_embedder_stores_pending(kit: ConformanceKit) -> None:
+    """If the embedder fails, ``remember(wait=True)`` still stores every row (pending) and the
+    queue retries them as it retries background writes; a permanent failure is reported."""
+    case = _Case(kit)
+    flaky = FlakyEmbedder(kit.embedder, failures=2)
+    memory = case.memory(embedder=flaky)
+    result = await memory.remember({"id": "f1", "text": "Linus grows chillies"}, wait=True)
+    _check(result.pending == (), f"indexed once it returns: {result}")
+    record = await memory.get("f1")
+    _check(record.status == "indexed", f"indexed by the queue: {record}")
+    _check(record.attempts == 1, f"the queue's failed attempt is recorded: {record}")
+    _check(flaky.calls == 3, f"before the write, once by the queue, then success: {flaky.calls}")
+    _check(await _ids(memory, "chillies", top_k=1) == ["f1"], "recallable after the retry")
+
+    broken = FlakyEmbedder(kit.embedder, failures=10**6)
+    failing = case.memory(thread="thread-2", embedder=broken)
+    await _raises(
+        IndexingError,
+        failing.remember([{"id": "x1", "text": "never embedded"}], wait=True),
+        "a permanently failing embedder",
+    )
+    status = await failing.index_status(["x1"])
+    _check(status == {"x1": "failed"}, f"the row is stored and its failure recorded: {status}")
+    await memory.aclose()
+    await failing.aclose()
+
+
+WRITE_CHECKS = {
+    check.__name__: check
+    for check in (
+        put_entries_with_vectors_stores_rows_indexed,
+        remember_wait_embeds_before_the_write,
+        remember_wait_with_failing_embedder_stores_pending,
+    )
+}
+"""The write-path checks by name."""

@@ -1,0 +1,49 @@
+"""Concurrent writers of one thread on separate connections: the advisory lock serialises them, so
+overlapping batches store every id once, never fail on each other's rows, and take gap-free
+sequences."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from prism_memory.models import MemoryIdentity
+from prism_memory.stores.base import NewEntry
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+SCOPE = MemoryIdentity(tenant_id="t", resource_id="r", thread_id="busy")
+
+
+def _entry(i: int) -> NewEntry:
+    return NewEntry(
+        id=f"e{i:03d}",
+        text=f"note {i}",
+        role="user",
+        metadata={},
+        consent=None,
+        sequence=None,
+        occurred_at=NOW,
+        importance=1.0,
+        lineage=None,
+    )
+
+
+async def test_overlapping_batches_store_each_id_once_in_gap_free_order(make_postgres_stores):
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    rng = np.random.default_rng(3)
+    batches = [[_entry(i) for i in range(start, start + 30)] for start in range(0, 100, 10)]
+
+    async def write(batch: list[NewEntry], with_vectors: bool) -> None:
+        vectors = rng.standard_normal((len(batch), 4)).astype(np.float32) if with_vectors else None
+        await store.put_entries(SCOPE, batch, now=NOW, vectors=vectors, model="m")
+
+    await asyncio.gather(*(write(batch, n % 2 == 0) for n, batch in enumerate(batches)))
+    rows = await store.list_by_thread(SCOPE, after=None, limit=1000)
+    assert sorted(r.id for r in rows) == [f"e{i:03d}" for i in range(120)]
+    assert sorted(r.sequence for r in rows) == list(range(120))
