@@ -4,9 +4,10 @@ Opens ``--memories`` memories (one thread each) on one store with one free embed
 ``--writes`` single-row entries through each (``--concurrency`` calls in flight), waits until every
 row is indexed, then leaves them open and idle for ``--idle-seconds``, and closes them. Reports:
 
-* transactions: the library's own (SQLAlchemy commit / rollback events, per phase) and the
-  server's (``pg_stat_database`` ``xact_commit`` / ``xact_rollback`` deltas over the whole run,
-  read after the statistics settle);
+* transactions: the library's own (SQLAlchemy commit / rollback events, per phase; statements
+  sent to the asyncpg driver directly are not seen) and the server's (``pg_stat_database``
+  ``xact_commit`` / ``xact_rollback`` deltas over the whole run, read after the statistics
+  settle: the total to compare);
 * the connection pool: peak overflow, peak checked-out connections, pool timeouts, failed
   ``remember()`` calls and failed indexing iterations (logged by ``prism_memory.indexing``);
 * rows/s until every row is indexed; claim statements per minute while idle (the idle polls);
