@@ -174,7 +174,8 @@ class _Scores:
 def _bm25s(
     terms: frozenset[str], texts: Sequence[str], stats: CorpusStats
 ) -> tuple[npt.NDArray[np.float64], float]:
-    """:func:`~prism_memory.lexical.bm25` of each of ``texts`` and :func:`ideal_bm25`, vectorised.
+    """:func:`~prism_memory.lexical.bm25` of each of ``texts``, and
+    :func:`~prism_memory.lexical.ideal_bm25`, vectorised.
 
     The same IEEE operations as the scalar formula, element-wise and term by term in sorted order,
     so every value is bit-identical to it.
@@ -337,8 +338,8 @@ def rerank(
     else:
         ages = [recency_score(r.occurred_at, now, half_life) for r in records]
         recency = np.array(ages, dtype=np.float64)
-    weights = np.array([r.importance for r in records], dtype=np.float64)
-    importance = np.minimum(1.0, np.maximum(0.0, weights))
+    given = np.array([r.importance for r in records], dtype=np.float64)
+    importance = np.minimum(1.0, np.maximum(0.0, given))
     blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
     score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
     order = _ranked(

@@ -377,7 +377,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         sql = EntrySql.for_tables(self._tables)
         lock, _ = to_positional(sql.lock_thread)
         insert, names = to_positional(sql.insert)
-        async with driver.transaction():
+        # READ COMMITTED whatever the server's default: the insert must see what the writer that
+        # held the lock before committed (its own snapshot, taken after the lock is granted)
+        async with driver.transaction(isolation="read_committed"):
             await driver.execute(lock, thread_lock_key(scope))
             rows = await driver.fetch(insert, *(params[name] for name in names))
             sequences = {row["id"]: int(row["sequence"]) for row in rows}

@@ -212,7 +212,7 @@ class _SearchIndex:
             self._grow(vector.shape[0])
         at = self.size
         row = vector.astype(np.float64)
-        norm = float(np.linalg.norm(row))
+        norm = math.sqrt(float(row.dot(row)))  # what np.linalg.norm computes for 1-D
         self.unit[at] = row / norm if norm > 0.0 else row
         self.occurred_us[at] = _micros(record.occurred_at)
         self.sequence[at] = record.sequence
@@ -315,6 +315,31 @@ class _Thread:
         """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
         self.index = None
         self.order = None
+
+    def tombstoned(self, entry_ids: Iterable[str]) -> None:
+        """Bring the index up to date after tombstones on ``entry_ids`` came or went.
+
+        Only those rows and the rows whose lineage names one of them can change eligibility
+        (:func:`is_recallable` reads a record's own tombstones and its direct sources'), so they
+        are re-checked one by one instead of rebuilding the thread's index.
+        """
+        index = self.index
+        if index is None:
+            return
+        named = set(entry_ids)
+        affected = [entry_id for entry_id in named if entry_id in self.rows]
+        affected += [
+            row.record.id
+            for row in self.rows.values()
+            if row.record.lineage is not None
+            and row.record.id not in named
+            and not named.isdisjoint(row.record.lineage.source_ids)
+        ]
+        if 2 * len(affected) > index.size:
+            self.touch()  # most of the thread: a rebuild is cheaper
+            return
+        for entry_id in affected:
+            self.changed(entry_id, self.rows[entry_id])
 
     def changed(self, entry_id: str, row: _Row | None) -> None:
         """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted."""
@@ -874,7 +899,7 @@ class InMemoryVectorStore(VectorStore):
         for tombstone in tombstones:
             key = (tombstone.cause_id, tombstone.reason)
             thread.tombstones.setdefault(tombstone.entry_id, {})[key] = tombstone
-        thread.touch()
+        thread.tombstoned(tombstone.entry_id for tombstone in tombstones)
 
     async def remove_tombstones(
         self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
@@ -883,15 +908,15 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(_key(scope))
         if thread is None:
             return 0
-        removed = 0
+        lifted: list[str] = []
         for entry_id, by_cause in list(thread.tombstones.items()):
             if by_cause.pop((cause_id, reason), None) is not None:
-                removed += 1
+                lifted.append(entry_id)
                 if not by_cause:
                     del thread.tombstones[entry_id]
-        if removed:
-            thread.touch()
-        return removed
+        if lifted:
+            thread.tombstoned(lifted)
+        return len(lifted)
 
     async def apply_governance(
         self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime

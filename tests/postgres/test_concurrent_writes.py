@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from prism_memory.models import MemoryIdentity
+from prism_memory.postgres import create_postgres_memory_stores
+from prism_memory.postgres._engine import SERVER_SETTINGS, create_engine
 from prism_memory.stores.base import NewEntry
 
 pytestmark = pytest.mark.postgres
@@ -33,8 +35,17 @@ def _entry(i: int) -> NewEntry:
     )
 
 
-async def test_overlapping_batches_store_each_id_once_in_gap_free_order(make_postgres_stores):
-    stores = await make_postgres_stores(dimension=4)
+@pytest.mark.parametrize("isolation", ["read committed", "repeatable read"])
+async def test_overlapping_batches_store_each_id_once_in_gap_free_order(
+    make_postgres_stores, postgres_url, isolation
+):
+    made = await make_postgres_stores(dimension=4)
+    # a server whose default isolation is stricter: the write still reads after the lock
+    settings = {**SERVER_SETTINGS, "default_transaction_isolation": isolation}
+    engine = create_engine(postgres_url, pooled=False, connect_args={"server_settings": settings})
+    stores = await create_postgres_memory_stores(
+        engine=engine, schema=made.vector_store.tables.names.schema, dimension=4
+    )
     store = stores.vector_store
     rng = np.random.default_rng(3)
     batches = [[_entry(i) for i in range(start, start + 30)] for start in range(0, 100, 10)]
@@ -47,3 +58,4 @@ async def test_overlapping_batches_store_each_id_once_in_gap_free_order(make_pos
     rows = await store.list_by_thread(SCOPE, after=None, limit=1000)
     assert sorted(r.id for r in rows) == [f"e{i:03d}" for i in range(120)]
     assert sorted(r.sequence for r in rows) == list(range(120))
+    await engine.dispose()

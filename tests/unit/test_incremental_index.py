@@ -126,3 +126,38 @@ async def test_a_write_updates_the_index_in_place():
     assert "e20" in found
     assert "e3" not in found
     assert len(found) == 20
+
+
+async def test_tombstones_come_and_go_without_a_rebuild():
+    rng = np.random.default_rng(3)
+    store = InMemoryVectorStore(dimension=WIDTH)
+    await store.put_entries(SCOPE, [_entry(i, f"text {i}") for i in range(10)], now=NOW)
+    await store.put_entries(SCOPE, [_entry(10, "derived", lineage="e2")], now=NOW)
+    await _index_pending(store, rng)
+    request = SearchRequest(
+        vector=rng.standard_normal(WIDTH).astype(np.float32),
+        terms=frozenset({"text", "deriv"}),
+        limit=100,
+        filter=RecallFilter(now=NOW),
+    )
+    everyone = {f"e{i}" for i in range(11)}
+    assert {c.record.id for c in (await store.search(SCOPE, request)).candidates} == everyone
+    thread = store._threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
+    built = thread.index
+
+    await store.add_tombstones(SCOPE, [Tombstone("e2", "hold-1", "held", NOW)])
+    found = await store.search(SCOPE, request)
+    assert {c.record.id for c in found.candidates} == everyone - {"e2", "e10"}  # e10 derives
+    assert (found.stats.documents, found.stats.document_frequency) == (9, {"text": 9})
+    assert thread.index is built
+    incremental, rebuilt = await _both(store, request)
+    assert incremental == rebuilt
+    built = thread.index
+
+    assert await store.remove_tombstones(SCOPE, "hold-1", "held") == 1
+    found = await store.search(SCOPE, request)
+    assert {c.record.id for c in found.candidates} == everyone
+    assert found.stats.document_frequency == {"text": 10, "deriv": 1}
+    assert thread.index is built
+    incremental, rebuilt = await _both(store, request)
+    assert incremental == rebuilt
