@@ -4,9 +4,10 @@ Opens ``--memories`` memories (one thread each) on one store with one free embed
 ``--writes`` single-row entries through each (``--concurrency`` calls in flight), waits until every
 row is indexed, then leaves them open and idle for ``--idle-seconds``, and closes them. Reports:
 
-* transactions: the library's own (SQLAlchemy commit / rollback events, per phase) and the
-  server's (``pg_stat_database`` ``xact_commit`` / ``xact_rollback`` deltas over the whole run,
-  read after the statistics settle);
+* transactions: the library's own (SQLAlchemy commit / rollback events, per phase; statements
+  sent to the asyncpg driver directly are not seen) and the server's (``pg_stat_database``
+  ``xact_commit`` / ``xact_rollback`` deltas over the whole run, read after the statistics
+  settle: the total to compare);
 * the connection pool: peak overflow, peak checked-out connections, pool timeouts, failed
   ``remember()`` calls and failed indexing iterations (logged by ``prism_memory.indexing``);
 * rows/s until every row is indexed; claim statements per minute while idle (the idle polls);
@@ -126,6 +127,19 @@ class _Counter:
             self.phase.claims += 1
 
 
+class _SlowEmbedder:
+    """A free embedder behind a fixed latency per call (a remote embedding API's round trip)."""
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self.dimensions = inner.dimensions
+
+    async def embed(self, texts: Any) -> Any:
+        await asyncio.sleep(self._seconds)
+        return await self._inner.embed(texts)
+
+
 class _Failures(logging.Handler):
     """Counts failed indexing iterations and pool timeouts the library logs."""
 
@@ -193,7 +207,9 @@ async def measure(url: str, args: argparse.Namespace) -> Result:
             await asyncio.sleep(0.005)
 
     sampler = asyncio.create_task(sample_pool())
-    embedder = HashEmbedder(dimensions=DIMENSION)
+    embedder: Any = HashEmbedder(dimensions=DIMENSION)
+    if args.embed_ms:
+        embedder = _SlowEmbedder(embedder, args.embed_ms / 1000)
     memories = [
         create_memory(
             tenant_id="bench-tenant",
@@ -309,6 +325,7 @@ def _shared_flags(args: argparse.Namespace) -> list[str]:
     flags += ["--concurrency", str(args.concurrency), "--idle-seconds", str(args.idle_seconds)]
     flags += ["--settle", str(args.settle)]
     flags += ["--pool-size", str(args.pool_size)] if args.pool_size else []
+    flags += ["--embed-ms", str(args.embed_ms)]
     return flags + (["--wait"] if args.wait else [])
 
 
@@ -319,6 +336,7 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="remember() calls in flight")
     parser.add_argument("--wait", action="store_true", help="remember(wait=True)")
     parser.add_argument("--pool-size", type=int, help="engine pool size (default: the library's)")
+    parser.add_argument("--embed-ms", type=float, default=0.0, help="embedder latency per call")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=11.0, help="for pg_stat to catch up")
     parser.add_argument("--url", help="PostgreSQL URL (default: start an embedded server)")

@@ -34,12 +34,23 @@ from .errors import EmbedderError, IndexingError, InvalidVectorError, PrismMemor
 from .models import IndexingReport, IndexStatus, MemoryIdentity, Vector
 from .stores.base import ClaimedEntry, EntryLease, VectorStore
 
-__all__ = ["CLAIM_BATCHES", "IndexingPolicy", "IndexingQueue", "QueueMember", "join_queue"]
+__all__ = [
+    "CLAIM_BATCHES",
+    "SHARED_LANES",
+    "IndexingPolicy",
+    "IndexingQueue",
+    "QueueMember",
+    "join_queue",
+]
 
 logger = logging.getLogger("prism_memory.indexing")
 
 CLAIM_BATCHES = 4
 """A worker leases this many embedder batches at a time, so claims and stores are amortised."""
+
+SHARED_LANES = 4
+"""A shared queue embeds and stores up to this many claims at once (the next one is taken while
+the others wait on the embedder or the database); claims themselves are taken one at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +150,15 @@ class IndexingQueue:
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._draining = False
-        self._batch_lock = asyncio.Lock()
+        self._lanes = 1
+        self._batch_lock = asyncio.Semaphore(1)
+        """A lane per batch in hand (one, or :data:`SHARED_LANES` on a shared queue)."""
+        self._batches: set[asyncio.Task[None]] = set()
+        """Batches handed off to finish beside the worker loop (a shared queue's other lanes)."""
+        self._flying: dict[MemoryIdentity, int] = {}
+        """Rows per thread taken into a batch and not yet finished."""
+        self._landed = asyncio.Event()
+        """Set whenever a batch finishes."""
         self._threads: dict[MemoryIdentity, _Thread] = {}
         """Per thread, least recently served first (claims and turns follow this order)."""
         if scope is not None:
@@ -234,9 +253,10 @@ class IndexingQueue:
         before = self.indexed_total
         while True:
             self._next_sweep = 0.0  # look in every thread each time
-            _, claimed = await self._process_batch()
+            _, claimed = await self._process(None)
             if claimed == 0:
                 break
+        await self._landing()
         await self._resolve_waiters()
         return self.indexed_total - before
 
@@ -256,7 +276,7 @@ class IndexingQueue:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        drains = list(self._drains)
+        drains = [*self._drains, *self._batches]
         for side in drains:
             side.cancel()
         if drains:
@@ -359,6 +379,10 @@ class IndexingQueue:
             _, claimed = await self._process(scope)
             if claimed == 0:
                 break
+        while self._flying.get(scope):  # rows of the thread another lane is finishing
+            self._landed.clear()
+            if self._flying.get(scope):
+                await self._landed.wait()
         await self._resolve_waiters()
         self.wake()  # the background task may have watchers to resolve from what this settled
         return thread.indexed - before
@@ -382,6 +406,7 @@ class IndexingQueue:
                 logger.exception("indexing iteration failed; retrying")
                 await asyncio.sleep(self._policy.busy_poll_seconds)
             if self._stop.is_set() and (not self._draining or claimed == 0):
+                await self._landing()
                 return
             # after a batch handed over by remember() nothing else is known to be due: wait for
             # the next wake-up instead of spending a claim round trip on an empty queue
@@ -409,11 +434,17 @@ class IndexingQueue:
     async def _process_batch(self) -> tuple[int, int]:
         """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
         statement; return ``(indexed, claimed)``."""
-        return await self._process(None)
+        return await self._process(None, hand_off=self._lanes > 1)
 
-    async def _process(self, scope: MemoryIdentity | None) -> tuple[int, int]:
-        """One batch: adopted rows first (of ``scope``, or in turns), else a claim."""
-        async with self._batch_lock:
+    async def _process(
+        self, scope: MemoryIdentity | None, *, hand_off: bool = False
+    ) -> tuple[int, int]:
+        """One batch: adopted rows first (of ``scope``, or in turns), else a claim; embedded and
+        stored here, or (``hand_off``) in a task of its own while the caller takes the next one
+        (``indexed`` is then reported as 0)."""
+        await self._batch_lock.acquire()
+        handed = False
+        try:
             limit = self._batch_size * CLAIM_BATCHES
             claimed = self._take_adopted(limit, scope)
             if scope is None:
@@ -426,19 +457,61 @@ class IndexingQueue:
                 return 0, 0
             keys = [(item.scope, item.id) for item in claimed]
             self._in_hand.update(keys)
-            try:
-                done: list[tuple[ClaimedEntry, Vector]] = []
-                for start in range(0, len(claimed), self._batch_size):
-                    done.extend(await self._embed_items(claimed[start : start + self._batch_size]))
-                indexed = 0
-                if done:
-                    indexed = await self._store.complete_indexing(
-                        done, worker_id=self.worker_id, now=self._clock(), model=self._model
-                    )
-                    self._count(done, indexed)
-            finally:
-                self._in_hand.difference_update(keys)
-            return indexed, len(claimed)
+            for item in claimed:
+                self._flying[item.scope] = self._flying.get(item.scope, 0) + 1
+            if hand_off:
+                task = asyncio.create_task(self._finish_apart(claimed))
+                self._batches.add(task)
+                task.add_done_callback(self._batches.discard)
+                handed = True
+                return 0, len(claimed)
+            return await self._finish(claimed), len(claimed)
+        finally:
+            if not handed:
+                self._batch_lock.release()
+
+    async def _finish(self, claimed: Sequence[ClaimedEntry]) -> int:
+        """Embed and store ``claimed`` (taken into a batch by :meth:`_process`); count them."""
+        try:
+            done: list[tuple[ClaimedEntry, Vector]] = []
+            for start in range(0, len(claimed), self._batch_size):
+                done.extend(await self._embed_items(claimed[start : start + self._batch_size]))
+            indexed = 0
+            if done:
+                indexed = await self._store.complete_indexing(
+                    done, worker_id=self.worker_id, now=self._clock(), model=self._model
+                )
+                self._count(done, indexed)
+            return indexed
+        finally:
+            self._in_hand.difference_update((item.scope, item.id) for item in claimed)
+            for item in claimed:
+                left = self._flying.get(item.scope, 0) - 1
+                if left > 0:
+                    self._flying[item.scope] = left
+                else:
+                    self._flying.pop(item.scope, None)
+            self._landed.set()
+
+    async def _finish_apart(self, claimed: Sequence[ClaimedEntry]) -> None:
+        """:meth:`_finish` in a lane of its own; then the watchers it settled are resolved."""
+        try:
+            await self._finish(claimed)
+            await self._resolve_waiters()
+        except asyncio.CancelledError:
+            raise
+        except PrismMemoryError as exc:
+            logger.warning("indexing batch failed; its rows stay pending: %s", str(exc)[:500])
+        except Exception:
+            logger.exception("indexing batch failed; its rows stay pending")
+        finally:
+            self._batch_lock.release()
+            self.wake()  # a lane is free, and watchers may wait on what just landed
+
+    async def _landing(self) -> None:
+        """Wait for the batches finishing in other lanes."""
+        while self._batches:
+            await asyncio.wait(set(self._batches))
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, Vector]], indexed: int) -> None:
         self.indexed_total += indexed
@@ -595,16 +668,16 @@ class IndexingQueue:
             if not waiter.future.done():
                 wanted.setdefault(waiter.scope, set()).update(waiter.ids)
         status: dict[_Key, tuple[IndexStatus, str | None]] = {}
+        asked: set[_Key] = set()  # rows the store was asked about: absent from its answer = gone
         for scope, ids in wanted.items():
-            unknown: list[str] = []
-            for entry_id in sorted(ids):
-                key = (scope, entry_id)
-                if key in self._settled:
-                    status[key] = self._settled[key]
-                elif key not in self._in_hand:
-                    unknown.append(entry_id)
+            unknown = [
+                entry_id
+                for entry_id in sorted(ids)
+                if (scope, entry_id) not in self._settled and (scope, entry_id) not in self._in_hand
+            ]
             if unknown:
                 found = await self._store.index_status(scope, unknown)
+                asked.update((scope, entry_id) for entry_id in unknown)
                 status.update(((scope, entry_id), state) for entry_id, state in found.items())
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
@@ -613,9 +686,15 @@ class IndexingQueue:
             if id(waiter) not in considered:  # it came while the store was asked: next time
                 remaining.append(waiter)
                 continue
-            states = {entry_id: status.get((waiter.scope, entry_id)) for entry_id in waiter.ids}
+            # what this queue settled meanwhile (other lanes finish while the store is asked)
+            # wins; a row neither settled nor looked up is still in hand, or lost its lease
+            states = {
+                entry_id: self._settled.get(key) or status.get(key)
+                for entry_id in waiter.ids
+                for key in [(waiter.scope, entry_id)]
+            }
             if any(
-                (state is None and (waiter.scope, entry_id) in self._in_hand)
+                (state is None and (waiter.scope, entry_id) not in asked)
                 or (state is not None and state[0] == "pending")
                 for entry_id, state in states.items()
             ):
@@ -733,6 +812,8 @@ def join_queue(
             policy=policy,
         )
         queue._all_scopes = False
+        queue._lanes = SHARED_LANES
+        queue._batch_lock = asyncio.Semaphore(SHARED_LANES)
         queue._loop = loop
         queue._shared_key = key
         _SHARED[key] = queue

@@ -259,3 +259,43 @@ async def test_a_watcher_added_while_the_store_is_asked_is_not_resolved_as_gone(
     for future in (first, second):
         with pytest.raises(IndexingError):
             await future
+
+
+class ConcurrencyEmbedder:
+    """Blocks every call until released; records how many calls were in flight at once."""
+
+    def __init__(self) -> None:
+        self._inner = HashEmbedder(DIM)
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most = 0
+
+    @property
+    def dimensions(self) -> int:
+        return DIM
+
+    async def embed(self, texts):
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await self.gate.wait()
+            return await self._inner.embed(texts)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_shared_queue_embeds_several_threads_batches_at_once():
+    from prism_memory.indexing import SHARED_LANES
+
+    store, embedder = InMemoryVectorStore(), ConcurrencyEmbedder()
+    memories = [memory(store, embedder, f"thread-{i}") for i in range(SHARED_LANES + 1)]
+    results = []
+    for i, m in enumerate(memories):
+        results.append(await m.remember({"text": f"entry of thread {i}"}))
+        await wait_until(lambda i=i: embedder.in_flight == min(i + 1, SHARED_LANES))
+    assert embedder.most == SHARED_LANES  # one lane per batch, never more
+    embedder.gate.set()
+    reports = await asyncio.gather(*(r.done for r in results))
+    assert all(len(report.indexed) == 1 for report in reports)  # the last waited for a lane
+    for m in memories:
+        await m.aclose()
