@@ -15,7 +15,7 @@ row is indexed, then leaves them open and idle for ``--idle-seconds``, and close
 
 ``--before DIR`` first runs the same measurement, in a subprocess on the same server, with
 ``prism_memory`` imported from another checkout (for example main's tree, exported with
-``git archive main | tar -x -C /tmp/main``), and prints both side by side.
+``mkdir -p /tmp/main && git archive main | tar -x -C /tmp/main``), and prints both side by side.
 
     .venv/bin/python benchmarks/many_memories.py                       # this checkout, 1,000 memories
     .venv/bin/python benchmarks/many_memories.py --before /tmp/main    # main, then this checkout
