@@ -39,7 +39,7 @@ from typing import Any
 
 import asyncpg
 import numpy as np
-from recall import DIM, LookupEmbedder, unit_vectors
+from recall import DIM, LookupEmbedder, database, unit_vectors
 
 from prism_memory import Memory, create_memory
 from prism_memory.postgres import create_postgres_memory_stores
@@ -209,22 +209,8 @@ def main() -> None:
     parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
-    server = None
-    if args.url:
-        from sqlalchemy.engine import make_url
-
-        url = args.url
-        libpq_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    else:
-        from prism_memory.postgres.embedded import start_embedded_postgres
-
-        server = start_embedded_postgres()
-        url, libpq_url = server.url, server.libpq_url
-    try:
+    with database(args.url) as (url, libpq_url):
         result = asyncio.run(run(args, url, libpq_url))
-    finally:
-        if server is not None:
-            server.close()
     result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

