@@ -73,6 +73,7 @@ __all__ = [
     "ShareGrantRepository",
     "TombstoneRepository",
     "WorkingRepository",
+    "begin_locked_statement",
     "claim_in_statement",
     "claim_statement",
     "claimed_entries",
@@ -85,6 +86,7 @@ __all__ = [
     "search_result",
     "search_statement",
     "thread_lock_key",
+    "thread_lock_literal",
     "to_positional",
 ]
 
@@ -680,6 +682,23 @@ class EntrySql:
 def thread_lock_key(scope: MemoryIdentity) -> str:
     """The text :attr:`EntrySql.lock_thread` hashes into the thread's advisory lock."""
     return "\x1f".join((scope.tenant_id, scope.resource_id, scope.thread_id))
+
+
+def begin_locked_statement(scope: MemoryIdentity) -> str:
+    """``BEGIN ISOLATION LEVEL READ COMMITTED`` and :attr:`EntrySql.lock_thread` for ``scope`` as one
+    simple-query message (one round trip; the lock key is inlined by :func:`thread_lock_literal`,
+    so it hashes to the same lock as the bound form)."""
+    return (
+        "BEGIN ISOLATION LEVEL READ COMMITTED; "
+        f"SELECT pg_advisory_xact_lock(hashtextextended({thread_lock_literal(scope)}, 0))"
+    )
+
+
+def thread_lock_literal(scope: MemoryIdentity) -> str:
+    """:func:`thread_lock_key` as an escaped ``E''`` string literal (backslashes doubled, quotes
+    doubled: the same text under any ``standard_conforming_strings``)."""
+    key = thread_lock_key(scope).replace("\\", "\\\\").replace("'", "''")
+    return f"E'{key}'"
 
 
 def insert_params(

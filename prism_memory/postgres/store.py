@@ -7,6 +7,7 @@ all and every driver error reaches the caller as a :class:`~prism_memory.errors.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -65,6 +66,7 @@ from .repositories import (
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+    begin_locked_statement,
     claim_in_statement,
     claim_statement,
     claimed_entries,
@@ -75,7 +77,6 @@ from .repositories import (
     records_statement,
     search_result,
     search_statement,
-    thread_lock_key,
     to_positional,
 )
 from .tables import (
@@ -338,9 +339,10 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
         One transaction on the pooled connection's asyncpg driver (no ORM session; statements
-        prepared once per connection): a transaction-scoped advisory lock serialises the writers
-        of one thread, so sequence assignment (``max + 1``, 0 in an empty thread, in input order)
-        never collides; then one statement inserts the new rows -- with their vectors,
+        prepared once per connection), three round trips: ``BEGIN`` with a transaction-scoped
+        advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
+        sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
+        then one statement inserts the new rows -- with their vectors,
         ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert`). Only when some ids
         already exist are they read back, as stored; an existing id is never rewritten.
         """
@@ -380,7 +382,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                         driver, scope, params, unique, now, indexed=checked is not None, model=model
                     )
                 except Exception as exc:
-                    if _connection_lost(exc, driver):
+                    if _connection_lost(exc, driver) or driver.is_in_transaction():
                         await conn.invalidate()  # never back into the pool
                     raise
         if checked is not None and inserted:
@@ -400,13 +402,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
     ) -> tuple[dict[str, MemoryRecord], int]:
         """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and how
         many were inserted (``indexed`` with their vectors, else pending)."""
-        sql = EntrySql.for_tables(self._tables)
-        lock, _ = to_positional(sql.lock_thread)
-        insert, names = to_positional(sql.insert)
-        # READ COMMITTED whatever the server's default: the insert must see what the writer that
-        # held the lock before committed (its own snapshot, taken after the lock is granted)
-        async with driver.transaction(isolation="read_committed"):
-            await driver.execute(lock, thread_lock_key(scope))
+        insert, names = to_positional(EntrySql.for_tables(self._tables).insert)
+        try:
+            # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
+            # default: the insert must see what the writer that held the lock before committed
+            # (its own snapshot, taken after the lock is granted)
+            await driver.execute(begin_locked_statement(scope))
             rows = await driver.fetch(insert, *(params[name] for name in names))
             sequences = {row["id"]: int(row["sequence"]) for row in rows}
             stored = {
@@ -422,6 +423,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 read, names = to_positional(read)
                 found = await driver.fetch(read, *(values[name] for name in names))
                 stored.update((row["id"], record_from_row(row)) for row in found)
+            await driver.execute("COMMIT")
+        except BaseException:
+            if not driver.is_closed() and driver.is_in_transaction():
+                with contextlib.suppress(Exception):  # put_entries drops a connection left in one
+                    await driver.execute("ROLLBACK")
+            raise
         return stored, len(sequences)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:

@@ -13,6 +13,7 @@ import pytest
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import SERVER_SETTINGS, create_engine
+from prism_memory.postgres.repositories import thread_lock_key, thread_lock_literal
 from prism_memory.stores.base import NewEntry
 
 pytestmark = pytest.mark.postgres
@@ -59,3 +60,27 @@ async def test_overlapping_batches_store_each_id_once_in_gap_free_order(
     assert sorted(r.id for r in rows) == [f"e{i:03d}" for i in range(120)]
     assert sorted(r.sequence for r in rows) == list(range(120))
     await engine.dispose()
+
+
+@pytest.mark.parametrize("conforming", ["on", "off"])
+async def test_the_inlined_lock_key_is_the_bound_one(make_postgres_stores, conforming):
+    """The write takes the thread lock in the same simple-query message as ``BEGIN``, its key
+    inlined as a literal: it must hash exactly as the bound key other writers (governance) use,
+    whatever the key holds and however the server reads backslashes in plain literals."""
+    stores = await make_postgres_stores(dimension=4)
+    scopes = [
+        SCOPE,
+        MemoryIdentity(tenant_id="it's", resource_id="back\\slash", thread_id="\\'; --"),
+        MemoryIdentity(tenant_id="ünï\\\\cödé ✓", resource_id="E'x'", thread_id="''"),
+    ]
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        await driver.execute(f"SET standard_conforming_strings = {conforming}")
+        for scope in scopes:
+            same = await driver.fetchval(
+                f"SELECT hashtextextended({thread_lock_literal(scope)}, 0) "
+                "= hashtextextended($1, 0)",
+                thread_lock_key(scope),
+            )
+            assert same, scope
+        await driver.execute("RESET standard_conforming_strings")

@@ -1,7 +1,7 @@
 """Fault injection on the write path: the connection dies at each statement of ``put_entries``.
 
-``put_entries`` runs straight on the asyncpg driver (BEGIN, the thread's advisory lock, one insert
-statement, COMMIT), so the statements are counted on the driver: while armed, the ``target``-th
+``put_entries`` runs straight on the asyncpg driver (BEGIN with the thread's advisory lock, one
+insert statement, COMMIT), so the statements are counted on the driver: while armed, the ``target``-th
 ``execute``/``fetch`` is swapped for ``pg_terminate_backend(pg_backend_pid())``. Afterwards the
 thread must hold exactly what it held before or exactly what an undisturbed write leaves: every
 new row with its vector and the reused id's tombstone gone, or none of it.
