@@ -379,7 +379,8 @@ class EntrySql:
             else ""
         )
         eligible = " UNION ALL ".join(
-            f"SELECT e.thread_id, e.id, e.sequence, {distance} AS distance, e.term_count{matched} "
+            f"SELECT e.ctid AS row_ctid, e.id, e.sequence, {distance} AS distance, "
+            f"e.term_count{matched} "
             f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
             for source, pool in pools
         )
@@ -392,10 +393,10 @@ class EntrySql:
             f"eligible AS MATERIALIZED ({eligible})",
             "stats AS (SELECT count(*) AS documents, "
             "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
-            "nearest_top AS (SELECT thread_id, id FROM eligible "
+            "nearest_top AS (SELECT row_ctid FROM eligible "
             "ORDER BY distance, sequence, id LIMIT :limit)",
         ]
-        chosen = "SELECT thread_id, id FROM nearest_top"
+        chosen = "SELECT row_ctid FROM nearest_top"
         frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
             k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
@@ -410,14 +411,14 @@ class EntrySql:
                 "WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord) "
                 "GROUP BY m.ord)",
                 f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
-                "lexical_top AS (SELECT el.thread_id, el.id FROM eligible el CROSS JOIN stats s "
+                "lexical_top AS (SELECT el.row_ctid FROM eligible el CROSS JOIN stats s "
                 "WHERE cardinality(el.matched) > 0 ORDER BY "
                 "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
                 f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
                 f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
                 "el.sequence, el.id LIMIT :limit)",
             ]
-            chosen += " UNION SELECT thread_id, id FROM lexical_top"
+            chosen += " UNION SELECT row_ctid FROM lexical_top"
             frequencies = (
                 "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
                 "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
@@ -427,16 +428,18 @@ class EntrySql:
             "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread) "
             "AS pending"
         )
-        # The re-fetch joins the chosen keys on the primary key (one index probe each). Written as
-        # ``(thread_id, id) IN (...)`` the planner walked the thread's scope index with a filter on
-        # ``id``, so every candidate cost a scan of the whole thread. The statistics row is the
-        # outer side, so an empty corpus still returns one row (candidate columns NULL).
+        # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is
+        # stable within the statement's one snapshot, and it needs no index descent. Joined on the
+        # primary key, the planner (estimating one row per CTE) chose a merge join that walked the
+        # key from the start of the resource -- every thread before the recalled one; written as
+        # ``(thread_id, id) IN (...)`` it walked the thread's scope index per candidate. The
+        # statistics row is the outer side, so an empty corpus still returns one row (candidate
+        # columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies}, "
-            f"{pending} FROM stats s LEFT JOIN (({chosen}) AS c JOIN {self.entries} e "
-            "ON e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = c.thread_id "
-            "AND e.id = c.id) ON true"
+            f"{pending} FROM stats s LEFT JOIN {self.entries} e "
+            f"ON e.ctid = ANY(ARRAY({chosen}))"
         )
         # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
         # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL
