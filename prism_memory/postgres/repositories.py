@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Table, Text, any_, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -61,7 +62,7 @@ from ..stores.base import (
     SearchResult,
     Tombstone,
 )
-from ._engine import encode_vector
+from ._engine import decode_vector, encode_vector
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import RESOURCE_SHARED, PrismTables
 
@@ -169,8 +170,12 @@ def _consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
 
 
 def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
-    """Build a :class:`MemoryRecord` from a row holding :data:`RECORD_COLUMNS`."""
-    metadata, lineage = _split_metadata(row["metadata"] or {})
+    """Build a :class:`MemoryRecord` from a row holding :data:`RECORD_COLUMNS` (``metadata`` as
+    the decoded document or its JSON text)."""
+    stored = row["metadata"]
+    if isinstance(stored, str):
+        stored = json.loads(stored) if stored != "{}" else None
+    metadata, lineage = _split_metadata(stored or {})
     consent = (
         MemoryConsent(
             source=row["consent_source"],
@@ -241,9 +246,15 @@ class EntrySql:
         )
 
     @staticmethod
-    def columns(alias: str = "e") -> str:
-        """The record columns, qualified by ``alias``."""
-        return ", ".join(f"{alias}.{_quote(name)}" for name in RECORD_COLUMNS)
+    def columns(alias: str = "e", *, json_as_text: bool = False) -> str:
+        """The record columns, qualified by ``alias``; ``json_as_text`` reads ``metadata`` as its
+        JSON text, for :func:`record_from_row` to parse only when a record is built."""
+        return ", ".join(
+            f"CAST({alias}.metadata AS text) AS metadata"
+            if json_as_text and name == "metadata"
+            else f"{alias}.{_quote(name)}"
+            for name in RECORD_COLUMNS
+        )
 
     @staticmethod
     def _row_rules(*, require_consent: bool, occurred_after: bool, alias: str) -> list[str]:
@@ -437,8 +448,9 @@ class EntrySql:
         # columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns()}, e.embedding, s.documents, s.total_length, {frequencies}, "
-            f"{pending} FROM stats s LEFT JOIN {self.entries} e "
+            f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
+            f"s.documents, s.total_length, {frequencies}, {pending} "
+            f"FROM stats s LEFT JOIN {self.entries} e "
             f"ON e.ctid = ANY(ARRAY({chosen}))"
         )
         # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
@@ -810,10 +822,37 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         int(first["total_length"]),
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
+    found = [r for r in rows if r["id"] is not None]
+    vectors = _vectors([r["embedding"] for r in found])
+    # ranking reads a few fields of every candidate; whole records are built for the hits only
     candidates = [
-        Candidate(record_from_row(r), r["embedding"]) for r in rows if r["id"] is not None
+        Candidate.deferred(
+            vector,
+            thread_id=r["thread_id"],
+            id=r["id"],
+            text=r["text"],
+            sequence=r["sequence"],
+            occurred_at=r["occurred_at"],
+            importance=r["importance"],
+            embedding_model=r["embedding_model"],
+            build=functools.partial(record_from_row, r),
+        )
+        for r, vector in zip(found, vectors, strict=True)
     ]
     return SearchResult(candidates, stats, pending=int(first["pending"]))
+
+
+def _vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
+    """Stored vectors from pgvector's binary format (``vector_send``): one array for the whole
+    batch when their dimensions agree (they do in a table of one embedding model)."""
+    if not sent:
+        return []
+    size = len(sent[0])
+    if any(len(data) != size for data in sent):
+        return [decode_vector(data) for data in sent]
+    # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
+    matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
+    return list(matrix[:, 1:].astype(np.float32))
 
 
 def neighbors_statement(
