@@ -35,7 +35,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Table, Text, any_, bindparam, delete, func, select, text, update
+from sqlalchemy import (
+    Table,
+    Text,
+    any_,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -772,6 +783,9 @@ def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
 
 
 _BIND = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_STATUS_SQL: dict[str, str] = {"pending": "pending", "indexed": "indexed", "failed": "failed"}
+"""The statuses an SQL text may hold as constants (a key error for anything else)."""
+
 _SCOPE_KEY = re.compile(r"(?<![:\w]):(tenant|resource|thread|parent)(?!\w)")
 
 
@@ -1033,7 +1047,10 @@ class EntryRepository(_Repository):
         t = self.tables.entries
         stmt = select(func.count()).select_from(t).where(self._scoped(scope))
         if status is not None:
-            stmt = stmt.where(t.c.status == status)
+            # a constant, not a bound value: the plan PostgreSQL caches for the statement (generic
+            # after five runs) can then use the partial ``status = 'pending'`` indexes -- with a
+            # bound status the generic plan walked the whole thread (3.7x slower on 4,879 rows)
+            stmt = stmt.where(t.c.status == literal_column(f"'{_STATUS_SQL[status]}'"))
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def list_oldest(
