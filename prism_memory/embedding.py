@@ -241,6 +241,10 @@ async def embed_batched(
             raise InvalidVectorError("embedder returned something without a length") from exc
         if count != len(chunk):
             raise InvalidVectorError(f"embedder returned {count} vectors for {len(chunk)} texts")
+        matrix = _finite_matrix(result, width)
+        if matrix is not None:  # the usual answer, checked in one pass
+            rows.extend(matrix)
+            continue
         rows.extend(
             assert_finite_vector(item, f"embedding {start + offset}", width)
             for offset, item in enumerate(result)
@@ -248,3 +252,22 @@ async def embed_batched(
     if not rows:
         return np.zeros((0, width), dtype=np.float32)
     return np.stack(rows)
+
+
+def _finite_matrix(result: object, width: int) -> Vector | None:
+    """``result`` as a float32 matrix if it is a numeric ``(n, width)`` array whose values are all
+    finite in float32 -- what :func:`assert_finite_vector` accepts row by row -- else ``None`` (the
+    rows are then checked one by one, so a bad one is named in the error)."""
+    if (
+        not isinstance(result, np.ndarray)
+        or result.dtype.kind not in "fiu"
+        or result.ndim != 2
+        or result.shape[1] != width
+        or width == 0
+    ):
+        return None
+    with np.errstate(over="ignore"):
+        matrix = result.astype(np.float32, copy=False)
+    if not np.isfinite(matrix).all():
+        return None
+    return np.ascontiguousarray(matrix)

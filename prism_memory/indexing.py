@@ -113,6 +113,14 @@ class _Thread:
     """Rows of this thread the queue indexed."""
     ready: bool = False
     """Whether the thread is in the queue's turns for its adopted rows."""
+    swept: float | None = None
+    """When (``time.monotonic``) a claim over this thread last found nothing due, if no row of it
+    was handed to the queue since (``None``: unknown). Stopping skips a thread swept within the
+    policy's ``idle_poll_seconds``: a memory whose rows were all written indexed closes without a
+    claim round trip."""
+    handed: int = 0
+    """Bumped whenever rows of this thread may have become pending through this queue (a lease,
+    a watch, a failure to retry): a claim in flight meanwhile does not count as a sweep."""
 
 
 _Key = tuple[MemoryIdentity, str]
@@ -158,7 +166,9 @@ class IndexingQueue:
         self._flying: dict[MemoryIdentity, int] = {}
         """Rows per thread taken into a batch and not yet finished."""
         self._landed = asyncio.Event()
-        """Set whenever a batch finishes."""
+        """Set whenever a batch or a claim finishes."""
+        self._claiming = 0
+        """Claim statements in flight: rows they lease are in no one's hands until they return."""
         self._threads: dict[MemoryIdentity, _Thread] = {}
         """Per thread, least recently served first (claims and turns follow this order)."""
         if scope is not None:
@@ -175,6 +185,9 @@ class IndexingQueue:
         self._next_sweep = 0.0
         """When (``time.monotonic``) the next idle look for due rows is; the first is at once."""
         self._took_adopted = False
+        self._leased = False
+        """Whether this queue may hold a lease in the store (one was handed out or claimed since
+        the last release): closing releases leases only then."""
         self._members = 0
         self._drains: set[asyncio.Task[int]] = set()
         self._shared_key: tuple[int, ...] | None = None
@@ -211,7 +224,13 @@ class IndexingQueue:
         """A lease on the first of ``ids`` -- as many as one claim takes -- for rows written now and
         handed to :meth:`adopt` (see :meth:`VectorStore.put_entries`); the rest stay free for any
         worker to claim, so other workers still share a large write."""
+        return self._lease(self._fixed, ids)
+
+    def _lease(self, scope: MemoryIdentity | None, ids: Iterable[str]) -> EntryLease:
         first = list(dict.fromkeys(ids))[: self._batch_size * CLAIM_BATCHES]
+        self._leased = True
+        if scope is not None:
+            self._touch(scope)
         return EntryLease(
             worker_id=self.worker_id,
             until=self._clock() + timedelta(seconds=self._policy.lease_seconds),
@@ -224,6 +243,8 @@ class IndexingQueue:
         added = False
         for item in items:
             thread = self._thread(item.scope)
+            thread.swept = None
+            thread.handed += 1
             thread.adopted.append(item)
             self._in_hand.add((item.scope, item.id))
             if not thread.ready:
@@ -286,8 +307,10 @@ class IndexingQueue:
             thread.ready = False
         self._ready.clear()
         self._in_hand.clear()
-        with contextlib.suppress(PrismMemoryError):
-            await self._store.release_claims(self.worker_id)
+        if self._leased:  # a queue that never leased a row has nothing to release
+            with contextlib.suppress(PrismMemoryError):
+                await self._store.release_claims(self.worker_id)
+                self._leased = False
         with contextlib.suppress(PrismMemoryError):
             await self._resolve_waiters()
         self._fail_waiters(None)
@@ -314,7 +337,8 @@ class IndexingQueue:
                 return
             if drain:
                 side = asyncio.create_task(
-                    self._run_thread_until_idle(member.scope), name=f"prism-drain-{self.worker_id}"
+                    self._run_thread_until_idle(member.scope, skip_swept=True),
+                    name=f"prism-drain-{self.worker_id}",
                 )
                 self._drains.add(side)
                 side.add_done_callback(self._drain_done)
@@ -343,6 +367,7 @@ class IndexingQueue:
         if not ids:
             future.set_result(IndexingReport(indexed=()))
             return future
+        self._touch(scope)
         self._waiters.append(_Waiter(scope, frozenset(ids), future, owner))
         self.wake()
         return future
@@ -364,24 +389,38 @@ class IndexingQueue:
                 waiter.future.exception()  # retrieved here, so asyncio does not log it as lost
         self._waiters = remaining
 
+    def _touch(self, scope: MemoryIdentity) -> None:
+        """Rows of ``scope`` may have become pending through this queue: not swept any more."""
+        thread = self._threads.get(scope)
+        if thread is not None:
+            thread.swept = None
+            thread.handed += 1
+
     def _thread(self, scope: MemoryIdentity) -> _Thread:
         thread = self._threads.get(scope)
         if thread is None:
             thread = self._threads[scope] = _Thread()
         return thread
 
-    async def _run_thread_until_idle(self, scope: MemoryIdentity) -> int:
+    async def _run_thread_until_idle(
+        self, scope: MemoryIdentity, *, skip_swept: bool = False
+    ) -> int:
         """Embed ``scope``'s adopted and claimable rows until none is left; count what the queue
-        indexed of that thread meanwhile."""
+        indexed of that thread meanwhile. ``skip_swept``: no claim for a thread swept clean within
+        ``idle_poll_seconds`` (a leaving member's drain)."""
         thread = self._thread(scope)
         before = thread.indexed
         while True:
+            if skip_swept and not thread.adopted and self._swept(thread, time.monotonic()):
+                break
             _, claimed = await self._process(scope)
             if claimed == 0:
                 break
-        while self._flying.get(scope):  # rows of the thread another lane is finishing
+        # rows of the thread another lane is finishing, or another lane's claim may be leasing
+        # (it skipped them as locked and has not returned yet)
+        while self._flying.get(scope) or self._claiming:
             self._landed.clear()
-            if self._flying.get(scope):
+            if self._flying.get(scope) or self._claiming:
                 await self._landed.wait()
         await self._resolve_waiters()
         self.wake()  # the background task may have watchers to resolve from what this settled
@@ -450,9 +489,18 @@ class IndexingQueue:
             if scope is None:
                 self._took_adopted = bool(claimed)
             if not claimed:
-                claimed = await (
-                    self._claim(limit) if scope is None else self._claim_in([scope], limit)
-                )
+                self._claiming += 1
+                try:
+                    claimed = await (
+                        self._claim(limit) if scope is None else self._claim_in([scope], limit)
+                    )
+                except BaseException:
+                    self._leased = True  # a claim that failed may still have committed
+                    raise
+                finally:
+                    self._claiming -= 1
+                    self._landed.set()
+                self._leased = self._leased or bool(claimed)
             if not claimed:
                 return 0, 0
             keys = [(item.scope, item.id) for item in claimed]
@@ -567,9 +615,15 @@ class IndexingQueue:
                 now=self._clock(),
             )
         moment = time.monotonic()
-        if self._stop.is_set() or moment >= self._next_sweep:
+        if moment >= self._next_sweep:
             self._next_sweep = moment + self._policy.idle_poll_seconds
             self._probe = {key: None for key, thread in self._threads.items() if thread.members}
+        elif self._stop.is_set():  # draining: every member's thread not swept clean just now
+            self._probe = {
+                key: None
+                for key, thread in self._threads.items()
+                if thread.members and not self._swept(thread, moment)
+            }
         wanted = dict(self._probe)
         wanted.update(dict.fromkeys(self._unaccounted()))
         order = [key for key in self._threads if key in wanted]
@@ -588,18 +642,32 @@ class IndexingQueue:
         if not scopes:
             return []
         lease, now = self._policy.lease_seconds, self._clock()
+        started = time.monotonic()
+        handed = {key: thread.handed for key in scopes if (thread := self._threads.get(key))}
         if len(scopes) == 1:
-            return await self._store.claim_pending(
+            claimed = await self._store.claim_pending(
                 scopes[0], limit=limit, worker_id=self.worker_id, lease_seconds=lease, now=now
             )
-        return await self._store.claim_pending_in(
-            scopes,
-            limit=limit,
-            per_scope=self._batch_size,
-            worker_id=self.worker_id,
-            lease_seconds=lease,
-            now=now,
-        )
+        else:
+            claimed = await self._store.claim_pending_in(
+                scopes,
+                limit=limit,
+                per_scope=self._batch_size,
+                worker_id=self.worker_id,
+                lease_seconds=lease,
+                now=now,
+            )
+        found = {item.scope for item in claimed}
+        for key, count in handed.items():  # nothing due, and nothing handed over meanwhile
+            thread = self._threads.get(key)
+            if key not in found and thread is not None and thread.handed == count:
+                thread.swept = started
+        return claimed
+
+    def _swept(self, thread: _Thread, moment: float) -> bool:
+        """Whether a claim found nothing due in ``thread`` within the last ``idle_poll_seconds``
+        and no row of it was handed to this queue since."""
+        return thread.swept is not None and moment - thread.swept < self._policy.idle_poll_seconds
 
     def _unaccounted(self) -> list[MemoryIdentity]:
         """Threads with a watcher waiting for a row this queue neither holds nor has settled."""
@@ -647,6 +715,7 @@ class IndexingQueue:
         )
         now = self._clock()
         retry_at = None if permanent else now + self._policy.retry_delay(attempts)
+        self._touch(item.scope)  # due again later (or failed): the thread is not swept clean
         message = f"{type(exc).__name__}: {exc}"[:1000]
         logger.warning(
             "embedding entry %s failed (attempt %d, %s): %s",
@@ -742,7 +811,7 @@ class QueueMember:
 
     def lease(self, ids: Iterable[str]) -> EntryLease:
         """As :meth:`IndexingQueue.lease`: new rows are written leased to the shared queue."""
-        return self.queue.lease(ids)
+        return self.queue._lease(self.scope, ids)
 
     def adopt(self, items: Iterable[ClaimedEntry]) -> None:
         """As :meth:`IndexingQueue.adopt`."""
@@ -750,6 +819,7 @@ class QueueMember:
 
     def wake(self) -> None:
         """Tell the shared queue new rows are pending."""
+        self.queue._touch(self.scope)
         self.queue.wake()
 
     def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:

@@ -324,8 +324,11 @@ class Memory:
         items = self._entry_list(entries)
         now = self._clock()
         prepared: dict[str, NewEntry] = {}
+        hooked = self._importance_from is not None
         for item in items:
-            entry = await self._prepare(item, now)
+            entry = self._prepare(item, now)
+            if hooked and item.importance is None and item.reflection is not None:
+                entry = replace(entry, importance=await self._importance(item))
             previous = prepared.get(entry.id)
             if previous is not None and previous != entry:
                 raise ValidationError(f"entry {entry.id!r} appears twice with different content")
@@ -417,14 +420,17 @@ class Memory:
             )
         return [parse(MemoryEntry, item, "memory entry") for item in raw]
 
-    async def _prepare(self, entry: MemoryEntry, now: datetime) -> NewEntry:
+    def _prepare(self, entry: MemoryEntry, now: datetime) -> NewEntry:
+        """``entry`` redacted, checked against the caps and given its id; its importance is the
+        given one (clamped) or 1.0 -- :meth:`_importance` asks the host's hook, when there is one,
+        for an entry with a reflection and no importance."""
         text = self._scrub.text(entry.text)
         role = self._scrub.text(entry.role)
         lineage = entry.lineage
         if lineage is not None and lineage.reason is not None and self._scrub.active:
             lineage = lineage.model_copy(update={"reason": self._scrub.text(lineage.reason)})
         metadata: dict[str, Any] = self._scrub.value(entry.metadata)
-        payload = len(text.encode()) + len(canonical_json(metadata).encode())
+        payload = len(text.encode()) + (len(canonical_json(metadata).encode()) if metadata else 2)
         if payload > self.limits.payload_bytes:
             raise CapExceededError(
                 f"entry payload is {payload} bytes, over the cap {self.limits.payload_bytes}"
@@ -448,7 +454,7 @@ class Memory:
             consent=entry.consent,
             sequence=entry.sequence,
             occurred_at=entry.occurred_at or now,
-            importance=await self._importance(entry),
+            importance=1.0 if entry.importance is None else min(1.0, max(0.0, entry.importance)),
             lineage=lineage,
         )
 

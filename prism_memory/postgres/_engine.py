@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "create_engine",
     "decode_vector",
     "encode_vector",
+    "encode_vectors",
     "install_vector_codec",
     "normalize_url",
     "sets_plans",
@@ -70,6 +72,21 @@ def encode_vector(value: Any) -> bytes:
     if array.ndim != 1:
         raise ValueError("a vector must be one-dimensional")
     return _HEADER.pack(array.shape[0], 0) + array.tobytes()
+
+
+def encode_vectors(vectors: Sequence[Any]) -> list[bytes]:
+    """:func:`encode_vector` of each row of ``vectors``; rows of one width are converted to
+    big-endian float32 in one pass (a matrix, or a list of 1-D arrays)."""
+    if not len(vectors):
+        return []
+    try:
+        matrix = np.asarray(vectors, dtype=">f4")
+    except (TypeError, ValueError):  # ragged rows, or pre-encoded bytes
+        return [encode_vector(vector) for vector in vectors]
+    if matrix.ndim != 2:
+        return [encode_vector(vector) for vector in vectors]
+    header = _HEADER.pack(matrix.shape[1], 0)
+    return [header + row.tobytes() for row in matrix]
 
 
 def decode_vector(data: bytes) -> Vector:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,7 +51,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, term_profile, tokenize
+from ..lexical import BM25_B, BM25_K1, MAX_TERM_CHARS, CorpusStats, tokenize
 from ..models import (
     Candidate,
     IndexStatus,
@@ -73,7 +73,7 @@ from ..stores.base import (
     SearchResult,
     Tombstone,
 )
-from ._engine import decode_vector, encode_vector
+from ._engine import decode_vector, encode_vector, encode_vectors
 from .orm import ShareGrantRow, WorkingMemoryRow
 from .tables import RESOURCE_SHARED, PrismTables
 
@@ -85,6 +85,9 @@ __all__ = [
     "ShareGrantRepository",
     "TombstoneRepository",
     "WorkingRepository",
+    "claim_in_statement",
+    "claim_statement",
+    "claimed_entries",
     "insert_params",
     "inserted_record",
     "lineage_metadata",
@@ -178,6 +181,10 @@ def _consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
         "consent_granted_at": effective.granted_at,
         "consent_revoked_at": effective.revoked_at,
     }
+
+
+_DEFAULT_CONSENT = _consent_values(None)
+"""The consent columns of an entry remembered without explicit consent."""
 
 
 def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
@@ -541,6 +548,15 @@ class EntrySql:
         )
 
     @functools.cached_property
+    def release(self) -> str:
+        """Drop every lease ``:worker`` holds on pending rows (the partial index on
+        ``claimed_by``, revision ``prism_memory_0008``, finds them without a table scan)."""
+        return (
+            f"UPDATE {self.entries} SET claimed_by = NULL, claimed_until = NULL "
+            "WHERE claimed_by = :worker AND status = 'pending'"
+        )
+
+    @functools.cached_property
     def records(self) -> str:
         """The records of ``:ids`` in the thread (primary key)."""
         return (
@@ -703,8 +719,16 @@ def insert_params(
 ) -> dict[str, Any]:
     """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
     checked ``vectors`` (one per entry, or ``None``)."""
-    consents = [_consent_values(entry.consent) for entry in entries]
-    profiles = [term_profile(entry.text) for entry in entries]
+    consents = [
+        _DEFAULT_CONSENT if entry.consent is None else _consent_values(entry.consent)
+        for entry in entries
+    ]
+    terms: list[str] = []
+    counts: list[int] = []
+    for entry in entries:  # tokenized once, here (not memoised: a written text is seldom repeated)
+        words = tokenize(entry.text)
+        terms.append(" ".join(sorted(set(words))))
+        counts.append(len(words))
     return {
         **_scope_params(scope),
         "ids": [entry.id for entry in entries],
@@ -715,19 +739,108 @@ def insert_params(
         "sequences": [entry.sequence for entry in entries],
         "occurred_at": [entry.occurred_at for entry in entries],
         "importance": [float(entry.importance) for entry in entries],
-        "terms": [" ".join(sorted(counts)) for counts, _ in profiles],
-        "term_counts": [length for _, length in profiles],
+        "terms": terms,
+        "term_counts": counts,
         "leased": [  # a row stored with its vector is never leased
             vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
         ],
-        "embeddings": (
-            [None] * len(entries) if vectors is None else [encode_vector(v) for v in vectors]
-        ),
+        "embeddings": [None] * len(entries) if vectors is None else encode_vectors(vectors),
         "now": now,
         "worker": None if lease is None else lease.worker_id,
         "until": None if lease is None else lease.until,
         "model": model,
     }
+
+
+def claim_statement(
+    sql: EntrySql,
+    scope: MemoryIdentity | None,
+    *,
+    limit: int,
+    worker_id: str,
+    lease_seconds: float,
+    now: datetime,
+    tenant_id: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """:meth:`EntrySql.claim` for ``scope`` (else ``tenant_id``, else any scope) and its bound
+    values."""
+    params: dict[str, Any] = {
+        "now": now,
+        "until": now + timedelta(seconds=lease_seconds),
+        "worker": worker_id,
+        "limit": limit,
+    }
+    if scope is not None:
+        params.update(_scope_params(scope))
+    elif tenant_id is not None:
+        params["tenant"] = tenant_id
+    statement = sql.claim(scoped=scope is not None, tenant=scope is None and tenant_id is not None)
+    return statement, params
+
+
+def claim_in_statement(
+    sql: EntrySql,
+    scopes: Sequence[MemoryIdentity],
+    *,
+    limit: int,
+    per_scope: int,
+    worker_id: str,
+    lease_seconds: float,
+    now: datetime,
+) -> tuple[str, dict[str, Any]]:
+    """:attr:`EntrySql.claim_in` for ``scopes`` (each once, in turn order) and its bound values."""
+    return sql.claim_in, {
+        "tenants": [scope.tenant_id for scope in scopes],
+        "resources": [scope.resource_id for scope in scopes],
+        "threads": [scope.thread_id for scope in scopes],
+        "now": now,
+        "until": now + timedelta(seconds=lease_seconds),
+        "worker": worker_id,
+        "each": per_scope,
+        "limit": limit,
+    }
+
+
+def claimed_entries(
+    rows: Iterable[Mapping[Any, Any]], scopes: Sequence[MemoryIdentity] | None = None
+) -> list[ClaimedEntry]:
+    """The rows a claim returned, in claim order: by sequence, then id (then scope); with
+    ``scopes`` (:attr:`EntrySql.claim_in`), scope by scope in their order first."""
+    if scopes is None:
+        order = sorted(
+            rows,
+            key=lambda r: (
+                r["sequence"],
+                r["id"],
+                r["tenant_id"],
+                r["resource_id"],
+                r["thread_id"],
+            ),
+        )
+    else:
+        turn = {(s.tenant_id, s.resource_id, s.thread_id): i for i, s in enumerate(scopes)}
+        order = sorted(
+            rows,
+            key=lambda r: (
+                turn[(r["tenant_id"], r["resource_id"], r["thread_id"])],
+                r["sequence"],
+                r["id"],
+            ),
+        )
+    return [
+        ClaimedEntry(
+            scope=MemoryIdentity(
+                tenant_id=row["tenant_id"],
+                resource_id=row["resource_id"],
+                thread_id=row["thread_id"],
+            ),
+            id=row["id"],
+            revision=int(row["revision"]),
+            text=row["text"],
+            attempts=int(row["attempts"]),
+        )
+        for row in order
+    ]
 
 
 def records_statement(
@@ -1207,24 +1320,16 @@ class IndexingRepository(_Repository):
         scope), ordered by sequence then id."""
         if limit == 0:
             return []
-        params: dict[str, Any] = {
-            "now": now,
-            "until": now + timedelta(seconds=lease_seconds),
-            "worker": worker_id,
-            "limit": limit,
-        }
-        if scope is not None:
-            params.update(_scope_params(scope))
-        elif tenant_id is not None:
-            params["tenant"] = tenant_id
-        sql = self.sql.claim(
-            scoped=scope is not None, tenant=scope is None and tenant_id is not None
+        statement, params = claim_statement(
+            self.sql,
+            scope,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            tenant_id=tenant_id,
         )
-        result = await self.session.execute(text(sql), params)
-        rows = sorted(
-            result.all(), key=lambda r: (r.sequence, r.id, r.tenant_id, r.resource_id, r.thread_id)
-        )
-        return self._claimed(rows)
+        return claimed_entries((await self.session.execute(text(statement), params)).mappings())
 
     async def claim_in(
         self,
@@ -1240,38 +1345,17 @@ class IndexingRepository(_Repository):
         statement; the scopes are served in the order given, each scope's rows by sequence."""
         if limit == 0 or per_scope == 0 or not scopes:
             return []
-        params: dict[str, Any] = {
-            "tenants": [scope.tenant_id for scope in scopes],
-            "resources": [scope.resource_id for scope in scopes],
-            "threads": [scope.thread_id for scope in scopes],
-            "now": now,
-            "until": now + timedelta(seconds=lease_seconds),
-            "worker": worker_id,
-            "each": per_scope,
-            "limit": limit,
-        }
-        result = await self.session.execute(text(self.sql.claim_in), params)
-        turn = {(s.tenant_id, s.resource_id, s.thread_id): i for i, s in enumerate(scopes)}
-        rows = sorted(
-            result.all(),
-            key=lambda r: (turn[(r.tenant_id, r.resource_id, r.thread_id)], r.sequence, r.id),
+        statement, params = claim_in_statement(
+            self.sql,
+            scopes,
+            limit=limit,
+            per_scope=per_scope,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
         )
-        return self._claimed(rows)
-
-    @staticmethod
-    def _claimed(rows: Sequence[Any]) -> list[ClaimedEntry]:
-        return [
-            ClaimedEntry(
-                scope=MemoryIdentity(
-                    tenant_id=row.tenant_id, resource_id=row.resource_id, thread_id=row.thread_id
-                ),
-                id=row.id,
-                revision=int(row.revision),
-                text=row.text,
-                attempts=int(row.attempts),
-            )
-            for row in rows
-        ]
+        rows = (await self.session.execute(text(statement), params)).mappings()
+        return claimed_entries(rows, scopes)
 
     async def complete(
         self,
@@ -1321,13 +1405,7 @@ class IndexingRepository(_Repository):
 
     async def release(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds; count them."""
-        t = self.tables.entries
-        stmt = (
-            update(t)
-            .where(t.c.claimed_by == worker_id, t.c.status == "pending")
-            .values(claimed_by=None, claimed_until=None)
-        )
-        return _rowcount(await self.session.execute(stmt))
+        return _rowcount(await self.session.execute(text(self.sql.release), {"worker": worker_id}))
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None) -> int:
         """Failed rows (all of the thread's, or ``ids``) become pending with attempts 0."""

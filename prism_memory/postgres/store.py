@@ -66,6 +66,9 @@ from .repositories import (
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+    claim_in_statement,
+    claim_statement,
+    claimed_entries,
     insert_params,
     inserted_record,
     neighbors_statement,
@@ -166,6 +169,29 @@ class _Adapter:
                 # the server restarted or failed over: every pooled connection is suspect
                 await self._engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _write(
+        self, action: str, statement: str, params: Mapping[str, Any], *, count: bool = False
+    ) -> list[Any]:
+        """One writing statement in one round trip: straight to the pooled connection's asyncpg
+        driver, in its own transaction (no ``BEGIN``/``COMMIT`` around it: a single statement
+        applies entirely or not at all), prepared once per connection. Returns its rows, or with
+        ``count`` the number of rows it changed (as a one-item list). Never retried: a connection
+        lost mid-statement leaves it applied or not, and the caller's next attempt decides."""
+        positional, names = to_positional(statement)
+        args = [params[name] for name in names]
+        with wrap_db_errors(action):
+            async with self._engine.connect() as conn:
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                try:
+                    if count:
+                        status = await driver.execute(positional, *args)
+                        return [int(status.rsplit(" ", 1)[-1])]
+                    return list(await driver.fetch(positional, *args))
+                except Exception as exc:
+                    if _connection_lost(exc, driver):
+                        await conn.invalidate()  # never back into the pool
+                    raise
 
     async def _dispose(self) -> None:
         if self._owns_engine:
@@ -638,13 +664,21 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         lease_seconds: float,
         now: datetime,
     ) -> list[ClaimedEntry]:
-        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once."""
+        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once (one
+        statement in its own transaction, on the driver: see :meth:`_write`)."""
         check_limit(limit)
         check_lease(lease_seconds)
-        async with self._unit("claim_pending") as session:
-            return await IndexingRepository(session, self._tables).claim(
-                scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now
-            )
+        if limit == 0:
+            return []
+        statement, params = claim_statement(
+            EntrySql.for_tables(self._tables),
+            scope,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+        )
+        return claimed_entries(await self._write("claim_pending", statement, params))
 
     async def claim_pending_in(
         self,
@@ -663,15 +697,16 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         wanted = list(dict.fromkeys(scopes))
         if not wanted or limit == 0 or per_scope == 0:
             return []
-        async with self._unit("claim_pending") as session:
-            return await IndexingRepository(session, self._tables).claim_in(
-                wanted,
-                limit=limit,
-                per_scope=per_scope,
-                worker_id=worker_id,
-                lease_seconds=lease_seconds,
-                now=now,
-            )
+        statement, params = claim_in_statement(
+            EntrySql.for_tables(self._tables),
+            wanted,
+            limit=limit,
+            per_scope=per_scope,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+        )
+        return claimed_entries(await self._write("claim_pending", statement, params), wanted)
 
     async def complete_indexing(
         self,
@@ -717,8 +752,8 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
     async def release_claims(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds (expired ones included); count them."""
-        async with self._unit("release_claims") as session:
-            return await IndexingRepository(session, self._tables).release(worker_id)
+        sql = EntrySql.for_tables(self._tables).release
+        return int((await self._write("release_claims", sql, {"worker": worker_id}, count=True))[0])
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
         """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""

@@ -129,6 +129,8 @@ class Names:
     ix_scope: str
     ix_pending: str
     ix_pending_tenant: str
+    ix_pending_scope: str
+    ix_claimed: str
     ix_lineage: str
     ix_tsv: str
     ix_hnsw: str
@@ -185,6 +187,8 @@ def names_for(schema: str, table: str) -> Names:
         ix_scope=f"{table}_scope_seq_idx",
         ix_pending=f"{table}_pending_idx",
         ix_pending_tenant=f"{table}_pending_tenant_idx",
+        ix_pending_scope=f"{table}_pending_scope_idx",
+        ix_claimed=f"{table}_claimed_idx",
         ix_lineage=f"{table}_lineage_gin",
         ix_tsv=f"{table}_text_tsv_gin",
         ix_hnsw=f"{table}_embedding_hnsw",
@@ -329,6 +333,23 @@ def build_metadata(
         entries.c.sequence,
         entries.c.id,
         postgresql_where=text("status = 'pending'::text"),
+    )
+    # A memory's start-up claim and a queue's per-thread claims probe one thread's pending rows
+    # (nothing, usually: found at once, whatever the thread's size or other threads' backlog);
+    # closing a queue releases its leases without a table scan (revision prism_memory_0008).
+    Index(
+        names.ix_pending_scope,
+        entries.c.tenant_id,
+        entries.c.resource_id,
+        entries.c.thread_id,
+        entries.c.sequence,
+        entries.c.id,
+        postgresql_where=text("status = 'pending'::text"),
+    )
+    Index(
+        names.ix_claimed,
+        entries.c.claimed_by,
+        postgresql_where=text("claimed_by IS NOT NULL"),
     )
     Index(names.ix_tsv, entries.c.text_tsv, postgresql_using="gin")
     # Resource-wide recall: the user/profile-scoped entries of every thread of a tenant + resource.

@@ -9,7 +9,9 @@ its :data:`~prism_memory.testing.CONFORMANCE_CHECKS`, so every backend runs them
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +19,7 @@ from ..embedding import Embedder
 from ..errors import IndexingError, ValidationError
 from ..indexing import CLAIM_BATCHES, SHARED_LANES, IndexingPolicy
 from ..models import MemoryIdentity
-from ..stores.base import NewEntry
+from ..stores.base import NewEntry, VectorStore
 from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 from ._fixtures import GatedEmbedder
 
@@ -187,6 +189,106 @@ async def claim_pending_in_takes_turns_between_threads(kit: ConformanceKit) -> N
     _check(len(again) == 3, f"the unnamed thread's rows were never leased: {again}")
 
 
+@contextlib.contextmanager
+def _counting(store: VectorStore, calls: Counter[str], *names: str) -> Iterator[None]:
+    """Count the calls of the store methods ``names`` into ``calls`` (an instance attribute shadows
+    each method meanwhile; the store's behaviour is unchanged)."""
+    for name in names:
+        method = getattr(store, name)
+
+        async def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:
+            calls[_name] += 1
+            return await _method(*args, **kw)
+
+        setattr(store, name, counted)
+    try:
+        yield
+    finally:
+        for name in names:
+            delattr(store, name)
+
+
+def _pending_rows(case: _Case, scope: MemoryIdentity, count: int) -> list[NewEntry]:
+    return [
+        NewEntry(
+            id=f"p{n}", text=f"pending row {n}", role="user", metadata={}, consent=None,
+            sequence=None, occurred_at=case.clock(), importance=1.0, lineage=None,
+        )
+        for n in range(count)
+    ]  # fmt: skip
+
+
+async def resuming_waits_for_a_claim_in_flight(kit: ConformanceKit) -> None:
+    """``resume_indexing()`` counts the thread's rows another lane's claim took while its own claim
+    found them leased: it waits for that claim to return and its rows to land (it returned 0 as
+    soon as its own claim came back empty)."""
+    case = _Case(kit)
+    store = kit.vector_store
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-1")
+    await store.put_entries(scope, _pending_rows(case, scope, 5), now=case.clock())
+    method = store.claim_pending
+    held = asyncio.Event()  # the first claim that leased rows has them and is held
+    release = asyncio.Event()
+    calls: list[int] = []
+    answered = asyncio.Event()  # a second claim came back
+
+    async def claim(*args: Any, **kw: Any) -> Any:
+        rows = await method(*args, **kw)
+        calls.append(len(rows))
+        if rows and not held.is_set():
+            held.set()
+            await release.wait()
+        elif held.is_set():
+            answered.set()
+        return rows
+
+    policy = IndexingPolicy(idle_poll_seconds=60, busy_poll_seconds=0.01)
+    memory = case.memory(indexing=policy)
+    store.claim_pending = claim  # type: ignore[method-assign]
+    try:
+        await memory.__aenter__()  # the queue's start-up claim leases the 5 rows and is held
+        await asyncio.wait_for(held.wait(), timeout=30)
+        resumed = asyncio.ensure_future(memory.resume_indexing())
+        await asyncio.wait_for(answered.wait(), timeout=30)  # its own claim found nothing
+        release.set()
+        count = await asyncio.wait_for(resumed, timeout=30)
+    finally:
+        release.set()
+        del store.claim_pending
+    _check(calls[:2] == [5, 0], f"claims answered {calls}")
+    _check(count == 5, f"resume_indexing() counted {count} of the 5 rows indexed meanwhile")
+    status = await memory.index_status([f"p{n}" for n in range(5)])
+    _check(set(status.values()) == {"indexed"}, f"every row is indexed: {status}")
+    await memory.aclose()
+
+
+async def closing_after_indexed_writes_claims_and_releases_nothing(kit: ConformanceKit) -> None:
+    """A memory whose ``remember(wait=True)`` calls stored every row indexed opens with one claim
+    (rows left pending earlier) and closes with neither a claim nor a lease release; one that
+    wrote pending rows -- more than its lease covers -- still drains them all at close and
+    releases its leases."""
+    case = _Case(kit)
+    store = kit.vector_store
+    calls: Counter[str] = Counter()
+    policy = IndexingPolicy(idle_poll_seconds=60, busy_poll_seconds=0.01)
+    names = ("claim_pending", "claim_pending_in", "release_claims")
+    with _counting(store, calls, *names):
+        async with case.memory(thread="indexed", indexing=policy) as memory:
+            for n in range(3):
+                result = await memory.remember({"text": f"indexed note {n}"}, wait=True)
+                _check(result.pending == (), f"note {n} stored indexed")
+        claims = calls["claim_pending"] + calls["claim_pending_in"]
+        _check(claims == 1, f"{claims} claims for a memory that wrote indexed rows only")
+        _check(calls["release_claims"] == 0, "nothing leased, nothing released")
+        calls.clear()
+        memory = case.memory(thread="pending", indexing=policy, limits={"embed_batch": 2})
+        async with memory:
+            written = await memory.remember([{"text": f"later note {n}"} for n in range(20)])
+        status = await memory.index_status(written.accepted)
+        _check(set(status.values()) == {"indexed"}, f"closing drained every row: {status}")
+        _check(calls["release_claims"] == 1, f"leases released once: {calls}")
+
+
 INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
@@ -194,6 +296,8 @@ INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
         a_closing_memory_fails_only_its_own_watchers,
         a_thread_backlog_does_not_hold_up_another_thread,
         claim_pending_in_takes_turns_between_threads,
+        resuming_waits_for_a_claim_in_flight,
+        closing_after_indexed_writes_claims_and_releases_nothing,
     )
 }
 """The checks of this module by name; part of ``CONFORMANCE_CHECKS``."""
