@@ -278,4 +278,47 @@ async def test_count_pending_keeps_the_pending_index_in_a_generic_plan(make_post
         await driver.execute("RESET plan_cache_mode; DEALLOCATE counted")
     tree = json.loads(plan) if isinstance(plan, str) else plan
     used = {n.get("Index Name") for n in _nodes(tree[0]["Plan"])}
-    assert used & {names.ix_pending, names.ix_pending_tenant}, plan
+    assert used & {names.ix_pending, names.ix_pending_tenant, names.ix_pending_scope}, plan
+
+
+async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make_postgres_stores):
+    """With few threads in the table the planner took "one thread" for a third of it and scanned
+    the whole table for a 100-row thread; revision 0009 makes it estimate a thread at a few rows,
+    so the thread's range is read through its index, for the custom and the generic plan."""
+    stores = await make_postgres_stores(dimension=8)
+    store = stores.vector_store
+    names = store.tables.names
+    entries = f'"{names.schema}"."{names.entries}"'
+    rng = np.random.default_rng(9)
+    async with stores.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f"INSERT INTO {entries} (tenant_id, resource_id, thread_id, "
+                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
+                "SELECT 'tenant-a', 'user-1', CASE WHEN g <= 100 THEN 'small' WHEN g <= 1100 "
+                "THEN 'medium' ELSE 'big' END, 'e' || g, 'text ' || g, 'user', '{}'::jsonb, "
+                "false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, 'indexed', "
+                "1, 0, CAST(:v AS vector), 2, array_to_tsvector(ARRAY['text', g::text]) "
+                "FROM generate_series(1, 11100) AS g"
+            ),
+            {"v": rng.standard_normal(8).astype(np.float32)},
+        )
+        await conn.execute(text(f"ANALYZE {entries}"))
+    scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="small")
+    sql, params, _ = search_statement(
+        EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
+    )
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        async with stores.engine.connect() as conn:
+            await conn.execute(text(f"SET plan_cache_mode = {mode}"))
+            plan = (await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)).scalar_one()
+            await conn.rollback()
+        tree = json.loads(plan) if isinstance(plan, str) else plan
+        scans = {
+            n["Node Type"]
+            for n in _nodes(tree[0]["Plan"])
+            if n.get("Relation Name") == names.entries
+        }
+        assert "Seq Scan" not in scans, (mode, plan)
