@@ -600,9 +600,9 @@ class Memory:
             return
         foreign = sorted(
             {
-                c.record.embedding_model
+                c.embedding_model
                 for c in candidates
-                if c.record.embedding_model not in (None, self.embedding_model)
+                if c.embedding_model not in (None, self.embedding_model)
             },
             key=str,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -389,12 +389,77 @@ class MemoryRecord:
         }
 
 
-@dataclass(frozen=True, slots=True)
 class Candidate:
-    """A recall candidate a store returns: the record and its stored embedding."""
+    """A recall candidate a store returns: the record and its stored embedding.
 
-    record: MemoryRecord
+    ``Candidate(record, vector)`` is all a store needs. Ranking reads only a few of the record's
+    fields, and a recall keeps ``top_k`` of its ``4 × top_k`` candidates (or more), so a store
+    that decodes rows may use :meth:`deferred` instead: it passes those fields and a function
+    that builds the record, which runs once, when ``record`` is first read — for the hits only.
+    """
+
+    __slots__ = (
+        "_build",
+        "_record",
+        "embedding_model",
+        "id",
+        "importance",
+        "occurred_at",
+        "sequence",
+        "text",
+        "thread_id",
+        "vector",
+    )
+
     vector: Vector
+    thread_id: str
+    id: str
+    text: str
+    sequence: int
+    occurred_at: datetime
+    importance: float
+    embedding_model: str | None
+
+    def __init__(self, record: MemoryRecord, vector: Vector) -> None:
+        self._record: MemoryRecord | None = record
+        self._build: Callable[[], MemoryRecord] | None = None
+        self.vector = vector
+        self.thread_id, self.id, self.text = record.thread_id, record.id, record.text
+        self.sequence, self.occurred_at = record.sequence, record.occurred_at
+        self.importance, self.embedding_model = record.importance, record.embedding_model
+
+    @classmethod
+    def deferred(
+        cls,
+        vector: Vector,
+        *,
+        thread_id: str,
+        id: str,
+        text: str,
+        sequence: int,
+        occurred_at: datetime,
+        importance: float,
+        embedding_model: str | None,
+        build: Callable[[], MemoryRecord],
+    ) -> Candidate:
+        """A candidate whose record ``build`` makes on first use; the fields must be the record's."""
+        candidate = cls.__new__(cls)
+        candidate._record, candidate._build, candidate.vector = None, build, vector
+        candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
+        candidate.sequence, candidate.occurred_at = sequence, occurred_at
+        candidate.importance, candidate.embedding_model = importance, embedding_model
+        return candidate
+
+    @property
+    def record(self) -> MemoryRecord:
+        """The candidate's record (built on first read when the store deferred it)."""
+        if self._record is None:
+            assert self._build is not None
+            self._record, self._build = self._build(), None
+        return self._record
+
+    def __repr__(self) -> str:
+        return f"Candidate(thread_id={self.thread_id!r}, id={self.id!r}, sequence={self.sequence})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -314,19 +314,16 @@ def rerank(
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
     chosen = list(candidates)
-    records = [candidate.record for candidate in chosen]
-    if len({(r.thread_id, r.id) for r in records}) < len(records):  # score each record once
+    if len({(c.thread_id, c.id) for c in chosen}) < len(chosen):  # score each record once
         unique: dict[tuple[str, str], Candidate] = {}
         for candidate in chosen:
-            unique.setdefault((candidate.record.thread_id, candidate.record.id), candidate)
+            unique.setdefault((candidate.thread_id, candidate.id), candidate)
         chosen = list(unique.values())
-        records = [candidate.record for candidate in chosen]
-    vectors = [candidate.vector for candidate in chosen]
-    if not records:
+    if not chosen:
         return []
     scores = _score(
-        vectors,
-        [r.text for r in records],
+        [c.vector for c in chosen],
+        [c.text for c in chosen],
         query_vector=query_vector,
         query_text=query_text,
         stats=stats,
@@ -334,30 +331,30 @@ def rerank(
     )
     half_life = rules.half_life_ms
     if half_life is None:
-        recency = np.ones(len(records), dtype=np.float64)
+        recency = np.ones(len(chosen), dtype=np.float64)
     else:
-        ages = [recency_score(r.occurred_at, now, half_life) for r in records]
+        ages = [recency_score(c.occurred_at, now, half_life) for c in chosen]
         recency = np.array(ages, dtype=np.float64)
-    given = np.array([r.importance for r in records], dtype=np.float64)
+    given = np.array([c.importance for c in chosen], dtype=np.float64)
     importance = np.minimum(1.0, np.maximum(0.0, given))
     blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
     score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
-    order = _ranked(
-        score, [r.sequence for r in records], [r.id for r in records], scores.similarity
-    )[:top_k]
+    order = _ranked(score, [c.sequence for c in chosen], [c.id for c in chosen], scores.similarity)[
+        :top_k
+    ]
     similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
     lexical, raw = scores.lexical.tolist(), scores.bm25.tolist()
     recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
     return [
         RecallHit(
-            record=records[i],
+            record=chosen[i].record,  # built here, for the hits only, when the store deferred it
             similarity=similarity[i],
             semantic=semantic[i],
             lexical=lexical[i],
             recency=recencies[i],
             importance=importances[i],
             score=final[i],
-            shared=shared_thread_id is not None and records[i].thread_id == shared_thread_id,
+            shared=shared_thread_id is not None and chosen[i].thread_id == shared_thread_id,
             bm25=raw[i],
             semantic_scale=scores.semantic_scale,
             bm25_scale=scores.bm25_scale,

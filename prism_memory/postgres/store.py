@@ -20,6 +20,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 from ..embedding import assert_finite_vector
 from ..errors import (
@@ -152,16 +153,20 @@ class _Adapter:
         args = [params[name] for name in names]
         for attempt in (1, 2):
             with wrap_db_errors(action):
-                async with self._engine.connect() as conn:
-                    driver: Any = (await conn.get_raw_connection()).driver_connection
+                # the pool's connection itself, not a Connection around it (half the checkout cost)
+                pooled = await self._engine.raw_connection()
+                try:
+                    driver: Any = pooled.driver_connection
                     try:
                         return list(await driver.fetch(positional, *args))
                     except Exception as exc:
                         if not _connection_lost(exc, driver):
                             raise
-                        await conn.invalidate()
+                        await greenlet_spawn(pooled.invalidate, exc)
                         if attempt == 2:
                             raise StorageError(f"{action} failed: connection lost") from exc
+                finally:
+                    await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
                 # the server restarted or failed over: every pooled connection is suspect
                 await self._engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover

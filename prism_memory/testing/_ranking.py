@@ -79,11 +79,70 @@ async def recall_weighs_a_rare_term_above_a_common_one(kit: ConformanceKit) -> N
     await memory.aclose()
 
 
+async def search_candidates_carry_the_stored_records(kit: ConformanceKit) -> None:
+    """Every candidate's record is the record ``get_entries`` returns — metadata, consent and
+    lineage included — and the fields ranking reads without it (``Candidate.deferred``) agree."""
+    case = _Case(kit)
+    memory = case.memory()
+    consent = {"source": "user", "scope": "user", "granted_at": case.clock().isoformat()}
+    await memory.remember(
+        [
+            {"id": "src", "text": "zebra lamp", "importance": 0.25},
+            {
+                "id": "rich",
+                "text": "zebra grass",
+                "role": "assistant",
+                "metadata": {"nested": {"list": [1, "two", None]}, "quote": 'say "hi"', "é": 1.5},
+                "consent": consent,
+                "lineage": {"source_ids": ["src"], "reason": "summary"},
+            },
+            {"id": "plain", "text": "grass kiwi"},
+        ],
+        wait=True,
+    )
+    vector = np.asarray((await kit.embedder.embed(["zebra grass"]))[0], dtype=np.float32)
+    request = SearchRequest(
+        vector=vector,
+        terms=frozenset({"zebra", "grass"}),
+        limit=10,
+        filter=RecallFilter(now=case.clock()),
+    )
+    result = await kit.vector_store.search(memory.identity, request)
+    ids = sorted(c.id for c in result.candidates)
+    _check(ids == ["plain", "rich", "src"], f"candidates {ids}")
+    stored = {r.id: r for r in await kit.vector_store.get_entries(memory.identity, ids)}
+    for candidate in result.candidates:
+        record = candidate.record
+        _check(
+            record == stored[candidate.id], f"{candidate.id}: {record} != {stored[candidate.id]}"
+        )
+        fields = (
+            candidate.thread_id,
+            candidate.text,
+            candidate.sequence,
+            candidate.occurred_at,
+            candidate.importance,
+            candidate.embedding_model,
+        )
+        expected = (
+            record.thread_id,
+            record.text,
+            record.sequence,
+            record.occurred_at,
+            record.importance,
+            record.embedding_model,
+        )
+        _check(fields == expected, f"{candidate.id}: ranking fields {fields} != {expected}")
+        _check(candidate.record is record, "a candidate builds its record once")
+    await memory.aclose()
+
+
 RANKING_CHECKS = {
     check.__name__: check
     for check in (
         search_reports_statistics_of_recallable_entries,
         recall_weighs_a_rare_term_above_a_common_one,
+        search_candidates_carry_the_stored_records,
     )
 }
 """The ranking checks by name."""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
 from prism_memory.errors import StorageError
@@ -98,7 +98,10 @@ async def test_a_read_opens_no_transaction(make_postgres_stores):
             await session.execute(text(vacuum))
 
 
-async def test_refetch_is_planned_on_the_primary_key(make_postgres_stores):
+async def test_refetch_reads_the_chosen_rows_by_address(make_postgres_stores):
+    """The re-fetch of the chosen candidates is a TID scan, for a custom and a generic plan: it
+    never walks an index range (a merge join on the primary key walked the resource from its first
+    thread)."""
     stores = await make_postgres_stores(dimension=8)
     store = stores.vector_store
     names = store.tables.names
@@ -122,12 +125,19 @@ async def test_refetch_is_planned_on_the_primary_key(make_postgres_stores):
     sql, params, _ = search_statement(
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
     )
-    async with stores.engine.connect() as conn:
-        plan = "\n".join(row[0] for row in await conn.execute(text(f"EXPLAIN {sql}"), params))
-    # the outer re-fetch probes the primary key once per chosen candidate
-    tail = plan.split("\n")
-    assert any(f"{names.entries}_pkey" in line for line in tail), plan
-    assert names.ix_hnsw not in plan, plan
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        async with stores.engine.connect() as conn:
+            await conn.execute(text(f"SET plan_cache_mode = {mode}"))
+            rows = await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)
+            plan = rows.scalar_one()
+            await conn.rollback()
+        tree = json.loads(plan) if isinstance(plan, str) else plan
+        nodes = _nodes(tree[0]["Plan"])
+        scans = [n for n in nodes if n.get("Relation Name") == names.entries]
+        # the chosen rows are read by their address
+        assert "Tid Scan" in {n["Node Type"] for n in scans}, (mode, plan)
+        assert not any(n["Node Type"] == "Merge Join" for n in nodes), (mode, plan)
+        assert names.ix_hnsw not in json.dumps(tree), plan
 
 
 def _nodes(node: dict[str, object]) -> list[dict[str, object]]:
@@ -221,3 +231,94 @@ def _literal(value: object) -> str:
 
 def scope_of_thread() -> MemoryIdentity:
     return MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-1")
+
+
+async def test_count_pending_keeps_the_pending_index_in_a_generic_plan(make_postgres_stores):
+    """``count_pending`` names its status as a constant, so the plan PostgreSQL caches (generic
+    after five runs on the factory's engines) can use the partial pending index; with a bound
+    status the generic plan walked the whole thread's scope range."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    names = store.tables.names
+    async with stores.engine.begin() as conn:  # one big thread of indexed rows, a few pending
+        await conn.execute(
+            text(
+                f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
+                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
+                "SELECT 'tenant-a', 'user-1', 'thread-1', 'e' || g, 'text ' || g, 'user', "
+                "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
+                "CASE WHEN g % 1000 = 0 THEN 'pending' ELSE 'indexed' END, 1, 0, "
+                "CASE WHEN g % 1000 = 0 THEN NULL ELSE CAST('[1,0,0,0]' AS vector) END, 2, "
+                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 20000) AS g"
+            )
+        )
+        await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
+    seen: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "count(" in statement:
+            seen.append((statement, parameters))
+
+    sync_engine = stores.engine.sync_engine
+    event.listen(sync_engine, "before_cursor_execute", capture)
+    try:
+        assert await store.count_pending(SCOPE) == 20
+    finally:
+        event.remove(sync_engine, "before_cursor_execute", capture)
+    ((statement, parameters),) = seen
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        # the plan a prepared statement runs once PostgreSQL caches the generic one
+        values = ", ".join("'" + str(value).replace("'", "''") + "'" for value in parameters)
+        await driver.execute(f"PREPARE counted AS {statement}")
+        await driver.execute("SET plan_cache_mode = force_generic_plan")
+        plan = await driver.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE counted({values})")
+        await driver.execute("RESET plan_cache_mode; DEALLOCATE counted")
+    tree = json.loads(plan) if isinstance(plan, str) else plan
+    used = {n.get("Index Name") for n in _nodes(tree[0]["Plan"])}
+    assert used & {names.ix_pending, names.ix_pending_tenant, names.ix_pending_scope}, plan
+
+
+async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make_postgres_stores):
+    """With few threads in the table the planner took "one thread" for a third of it and scanned
+    the whole table for a 100-row thread; revision 0009 makes it estimate a thread at a few rows,
+    so the thread's range is read through its index, for the custom and the generic plan."""
+    stores = await make_postgres_stores(dimension=8)
+    store = stores.vector_store
+    names = store.tables.names
+    entries = f'"{names.schema}"."{names.entries}"'
+    rng = np.random.default_rng(9)
+    async with stores.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f"INSERT INTO {entries} (tenant_id, resource_id, thread_id, "
+                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
+                "SELECT 'tenant-a', 'user-1', CASE WHEN g <= 100 THEN 'small' WHEN g <= 1100 "
+                "THEN 'medium' ELSE 'big' END, 'e' || g, 'text ' || g, 'user', '{}'::jsonb, "
+                "false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, 'indexed', "
+                "1, 0, CAST(:v AS vector), 2, array_to_tsvector(ARRAY['text', g::text]) "
+                "FROM generate_series(1, 11100) AS g"
+            ),
+            {"v": rng.standard_normal(8).astype(np.float32)},
+        )
+        await conn.execute(text(f"ANALYZE {entries}"))
+    scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="small")
+    sql, params, _ = search_statement(
+        EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
+    )
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        async with stores.engine.connect() as conn:
+            await conn.execute(text(f"SET plan_cache_mode = {mode}"))
+            plan = (await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)).scalar_one()
+            await conn.rollback()
+        tree = json.loads(plan) if isinstance(plan, str) else plan
+        scans = {
+            n["Node Type"]
+            for n in _nodes(tree[0]["Plan"])
+            if n.get("Relation Name") == names.entries
+        }
+        assert "Seq Scan" not in scans, (mode, plan)

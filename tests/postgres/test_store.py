@@ -22,6 +22,7 @@ from prism_memory.errors import (
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, ShareGrant
 from prism_memory.postgres import create_postgres_memory_stores, create_postgres_vector_store
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
+from prism_memory.postgres.repositories import _vectors
 from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource, Tombstone
 
 pytestmark = pytest.mark.postgres
@@ -492,6 +493,19 @@ def test_codec_speaks_pgvectors_binary_format():
     decoded = decode_vector(PgVector([1.0, 2.0]).to_binary())
     assert decoded.dtype == np.float32
     assert decoded.tolist() == [1.0, 2.0]
+
+
+def test_a_batch_of_sent_vectors_decodes_like_each_one():
+    """Recall decodes its candidates' ``vector_send`` bytes in one numpy call; vectors of another
+    width (never in one table, but not assumed) fall back to one decode each."""
+    rng = np.random.default_rng(4)
+    same = [PgVector(rng.standard_normal(5).astype(np.float32)).to_binary() for _ in range(4)]
+    mixed = [*same, PgVector([1.0, -2.0]).to_binary()]
+    for sent in (same, mixed):
+        batch = _vectors(sent)
+        assert [v.dtype for v in batch] == [np.float32] * len(sent)
+        assert [v.tolist() for v in batch] == [decode_vector(data).tolist() for data in sent]
+    assert list(_vectors([])) == []
 
 
 async def test_vectors_travel_in_binary(make_postgres_stores):

@@ -475,3 +475,53 @@ def test_explain_says_how_each_component_was_computed():
     assert f"{by_id['a'].bm25:.6g} / {by_id['a'].bm25_scale:.6g}" in second.how["lexical"]
     assert "k1=0.9 b=0.4" in second.how["lexical"]
     assert "(1 - 0.25) * semantic / 1 + 0.25 * lexical" in second.how["similarity"]
+
+
+def deferred(rec, vector, built):
+    """``rec`` as a deferred candidate that notes in ``built`` when its record is made."""
+
+    def build():
+        built.append(rec.id)
+        return rec
+
+    return Candidate.deferred(
+        np.array(vector, dtype=np.float32),
+        thread_id=rec.thread_id,
+        id=rec.id,
+        text=rec.text,
+        sequence=rec.sequence,
+        occurred_at=rec.occurred_at,
+        importance=rec.importance,
+        embedding_model=rec.embedding_model,
+        build=build,
+    )
+
+
+def test_deferred_candidates_rank_like_eager_ones_and_build_only_the_hits():
+    rng = np.random.default_rng(7)
+    records = [
+        record(f"e{i}", f"word{i % 3} shared", sequence=i, age_ms=1000.0 * i, importance=i / 20)
+        for i in range(20)
+    ]
+    vectors = [rng.normal(size=4) for _ in records]
+    scoring = RecallScoring(half_life_ms=5000.0)
+    query = (1.0, 0.5, -0.25, 0.0)
+    eager = ranked(
+        [cand(r, *v) for r, v in zip(records, vectors, strict=True)],
+        query=query,
+        text="word1",
+        top_k=5,
+        scoring=scoring,
+    )
+    built: list[str] = []
+    lazy = ranked(
+        [deferred(r, v, built) for r, v in zip(records, vectors, strict=True)],
+        query=query,
+        text="word1",
+        top_k=5,
+        scoring=scoring,
+    )
+    assert [(h.record, h.score, h.similarity) for h in lazy] == [
+        (h.record, h.score, h.similarity) for h in eager
+    ]
+    assert sorted(built) == sorted(h.record.id for h in eager)  # five records built, not twenty
