@@ -7,6 +7,7 @@ all and every driver error reaches the caller as a :class:`~prism_memory.errors.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -182,17 +183,31 @@ class _Adapter:
         positional, names = to_positional(statement)
         args = [params[name] for name in names]
         with wrap_db_errors(action):
-            async with self._engine.connect() as conn:
-                driver: Any = (await conn.get_raw_connection()).driver_connection
-                try:
-                    if count:
-                        status = await driver.execute(positional, *args)
-                        return [int(status.rsplit(" ", 1)[-1])]
-                    return list(await driver.fetch(positional, *args))
-                except Exception as exc:
-                    if _connection_lost(exc, driver):
-                        await conn.invalidate()  # never back into the pool
-                    raise
+            async with self._driver() as driver:
+                if count:
+                    status = await driver.execute(positional, *args)
+                    return [int(status.rsplit(" ", 1)[-1])]
+                return list(await driver.fetch(positional, *args))
+
+    @asynccontextmanager
+    async def _driver(self) -> AsyncIterator[Any]:
+        """The asyncpg driver of a connection straight from the pool (no SQLAlchemy ``Connection``
+        around it), back to the pool afterwards -- or dropped, never pooled again, when it was
+        lost, is left inside a transaction, or an operation on it was cancelled midway."""
+        pooled = await self._engine.raw_connection()
+        driver: Any = pooled.driver_connection
+        try:
+            yield driver
+        except BaseException as exc:
+            if (
+                isinstance(exc, asyncio.CancelledError)
+                or _connection_lost(exc, driver)
+                or driver.is_in_transaction()
+            ):
+                await greenlet_spawn(pooled.invalidate, exc)
+            raise
+        finally:
+            await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
 
     async def _dispose(self) -> None:
         if self._owns_engine:
@@ -359,37 +374,26 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             first.setdefault(entry.id, at)
         unique = [entries[at] for at in first.values()]
         with wrap_db_errors("put_entries"):
-            async with self._engine.connect() as conn:
-                driver: Any = (await conn.get_raw_connection()).driver_connection
-                try:
-                    checked: list[Vector] | None = None
-                    width = self._width
-                    if vectors is not None:
-                        if width is None:  # unpinned: the width of the vectors stored so far
-                            width = await driver.fetchval(
-                                EntrySql.for_tables(self._tables).any_width
-                            )
-                        checked = _finite_rows(vectors, len(unique), width)
-                        if checked is not None:
-                            width = checked[0].shape[0]
-                    if vectors is not None and checked is None:
-                        checked, width = self._check_vectors(
-                            (
-                                (vectors[at], f"vector of {entries[at].id!r}")
-                                for at in first.values()
-                            ),
-                            width,
-                        )
-                    params = insert_params(
-                        scope, unique, now=now, lease=lease, vectors=checked, model=model
+            async with self._driver() as driver:
+                checked: list[Vector] | None = None
+                width = self._width
+                if vectors is not None:
+                    if width is None:  # unpinned: the width of the vectors stored so far
+                        width = await driver.fetchval(EntrySql.for_tables(self._tables).any_width)
+                    checked = _finite_rows(vectors, len(unique), width)
+                    if checked is not None:
+                        width = checked[0].shape[0]
+                if vectors is not None and checked is None:
+                    checked, width = self._check_vectors(
+                        ((vectors[at], f"vector of {entries[at].id!r}") for at in first.values()),
+                        width,
                     )
-                    stored, inserted = await self._insert(
-                        driver, scope, params, unique, now, indexed=checked is not None, model=model
-                    )
-                except Exception as exc:
-                    if _connection_lost(exc, driver) or driver.is_in_transaction():
-                        await conn.invalidate()  # never back into the pool
-                    raise
+                params = insert_params(
+                    scope, unique, now=now, lease=lease, vectors=checked, model=model
+                )
+                stored, inserted = await self._insert(
+                    driver, scope, params, unique, now, indexed=checked is not None, model=model
+                )
         if checked is not None and inserted:
             self._remember_width(width)
         return [stored[entry.id] for entry in entries]

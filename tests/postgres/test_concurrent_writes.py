@@ -5,7 +5,9 @@ sequences."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -84,3 +86,57 @@ async def test_the_inlined_lock_key_is_the_bound_one(make_postgres_stores, confo
             )
             assert same, scope
         await driver.execute("RESET standard_conforming_strings")
+
+
+async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_nothing_behind(
+    make_postgres_stores,
+):
+    """A write cancelled while it waits for the thread's lock (BEGIN already sent) writes nothing,
+    and its connection never goes back to the pool inside that transaction: the next writes on
+    the same store succeed, and no prism connection is left idle in a transaction."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    tenant = f"t-cancel-{uuid.uuid4().hex[:10]}"
+    scope = MemoryIdentity(tenant_id=tenant, resource_id="r", thread_id="held")
+    vectors = np.ones((3, 4), dtype=np.float32)
+    waiting = (  # the write's backend, waiting for the lock this session holds
+        "SELECT pid FROM pg_stat_activity WHERE pg_blocking_pids(pid) @> ARRAY[pg_backend_pid()]"
+    )
+    async with stores.engine.connect() as holder:
+        driver = (await holder.get_raw_connection()).driver_connection
+        await driver.execute("BEGIN")
+        write: asyncio.Future[Any] | None = None
+        blocked = None
+        try:
+            await driver.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", thread_lock_key(scope)
+            )
+            write = asyncio.ensure_future(
+                store.put_entries(scope, [_entry(i) for i in range(3)], now=NOW, vectors=vectors)
+            )
+            for _ in range(3000):  # until the write's backend waits for the lock (or 30 s)
+                if await driver.fetch(waiting):
+                    break
+                await asyncio.sleep(0.01)
+            (blocked,) = [row["pid"] for row in await driver.fetch(waiting)]
+            write.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await write
+        finally:
+            if write is not None and not write.done():
+                write.cancel()
+            await driver.execute("COMMIT")
+    assert await store.list_by_thread(scope, after=None, limit=10) == []
+    for _ in range(3):  # every pooled connection is usable and outside any transaction
+        stored = await store.put_entries(
+            scope, [_entry(i) for i in range(4)], now=NOW, vectors=np.ones((4, 4), np.float32)
+        )
+        assert [r.sequence for r in stored] == [0, 1, 2, 3]
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        stuck = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state <> 'idle'"
+        for _ in range(3000):  # the cancelled write's backend: gone, or idle outside a transaction
+            if not await driver.fetchval(stuck, blocked):
+                break
+            await asyncio.sleep(0.01)
+        assert await driver.fetchval(stuck, blocked) == 0
