@@ -442,7 +442,10 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
     result: dict[str, Any] = {"load": {}, "recall": {}, "throughput": {}, "in_memory": {}}
 
     schema = f"bench_{uuid.uuid4().hex[:10]}"
-    stores = await create_postgres_memory_stores(url, schema=schema, dimension=DIM)
+    # as many pooled connections as the hand-written contenders' pool (8 in flight at most)
+    stores = await create_postgres_memory_stores(
+        url, schema=schema, dimension=DIM, engine_options={"pool_size": 8}
+    )
     raw = await asyncpg.connect(libpq_url)
     await register_vector(raw)
     mem_store = InMemoryVectorStore(dimension=DIM)

@@ -182,8 +182,10 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
     Pooled connections are pinged on checkout only after :data:`IDLE_PING_SECONDS` idle (pass
     ``pool_pre_ping=True`` to ping on every checkout instead).
     """
+    connect_args = dict(kwargs.pop("connect_args", None) or {})
+    server_settings = {**SERVER_SETTINGS, **(connect_args.get("server_settings") or {})}
     options: dict[str, Any] = {
-        "connect_args": {"server_settings": dict(SERVER_SETTINGS)},
+        "connect_args": {**connect_args, "server_settings": server_settings},
         **kwargs,
     }
     # bound values (entry text, metadata) never reach logs or error messages

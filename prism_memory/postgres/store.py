@@ -20,6 +20,7 @@ import asyncpg
 import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util.concurrency import greenlet_spawn
 
@@ -972,6 +973,7 @@ async def _open(
     table: str,
     dimension: int | None,
     skip_migrations: bool,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> tuple[AsyncEngine, bool, PrismTables, int | None]:
     from . import migrate
 
@@ -980,13 +982,18 @@ async def _open(
     if (url is None) == (engine is None):
         raise ConfigurationError("pass exactly one of url= or engine=")
     if engine is not None:
+        if engine_options is not None:
+            raise ConfigurationError("engine_options= configure an engine made from url=")
         if not isinstance(engine, AsyncEngine):
             raise ConfigurationError("engine must be a SQLAlchemy AsyncEngine (postgresql+asyncpg)")
         install_vector_codec(engine)
         owned = False
     else:
         assert url is not None
-        engine = create_engine(url)
+        try:
+            engine = create_engine(url, **_engine_options(engine_options))
+        except (TypeError, ValueError, ArgumentError) as exc:
+            raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
         owned = True
     try:
         before = await _schema_state(engine, names)
@@ -1018,6 +1025,14 @@ async def _open(
     return engine, owned, tables, effective
 
 
+def _engine_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise ConfigurationError("engine_options must be a mapping of keyword arguments")
+    return dict(options)
+
+
 async def create_postgres_memory_stores(
     url: str | URL | None = None,
     *,
@@ -1026,6 +1041,7 @@ async def create_postgres_memory_stores(
     table: str = DEFAULT_TABLE,
     dimension: int | None = None,
     skip_migrations: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -1038,9 +1054,15 @@ async def create_postgres_memory_stores(
     width is requested, raises :class:`~prism_memory.errors.DimensionMismatchError` before anything
     is changed. With ``dimension=None`` the table's own pin (if any) is adopted and reported by
     ``vector_store.dimension``.
+
+    ``engine_options`` are keyword arguments for the engine made from ``url`` (SQLAlchemy's
+    ``create_async_engine``: ``pool_size``, ``max_overflow``, ``pool_recycle``, ``connect_args``…);
+    size the pool to the recalls you run at once — the default pool holds 5 connections, and
+    connections beyond it are opened and closed under load. prism_memory's own server settings
+    stay unless ``connect_args["server_settings"]`` names them.
     """
     bound, owned, tables, effective = await _open(
-        url, engine, schema, table, dimension, skip_migrations
+        url, engine, schema, table, dimension, skip_migrations, engine_options
     )
     planned = sets_plans(bound)
     return PostgresMemoryStores(
@@ -1063,11 +1085,12 @@ async def create_postgres_vector_store(
     table: str = DEFAULT_TABLE,
     dimension: int | None = None,
     skip_migrations: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
     bound, owned, tables, effective = await _open(
-        url, engine, schema, table, dimension, skip_migrations
+        url, engine, schema, table, dimension, skip_migrations, engine_options
     )
     return PostgresVectorStore(
         bound,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -38,6 +39,34 @@ def _entry(i: int) -> NewEntry:
         importance=1.0,
         lineage=None,
     )
+
+
+async def _generate_rows(
+    conn: Any,
+    names: Any,
+    count: int,
+    *,
+    thread: str,
+    status: str = "'indexed'",
+    vector: str = "CAST(:v AS vector)",
+    params: dict[str, Any] | None = None,
+) -> None:
+    """``count`` rows ``e1``… of tenant-a/user-1 made by the server (``generate_series`` as ``g``);
+    ``thread``, ``status`` and ``vector`` are SQL expressions of ``g``."""
+    await conn.execute(
+        text(
+            f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
+            "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
+            "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
+            "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
+            f"SELECT 'tenant-a', 'user-1', {thread}, 'e' || g, 'text ' || g, 'user', "
+            "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
+            f"{status}, 1, 0, {vector}, 2, array_to_tsvector(ARRAY['text', g::text]) "
+            f"FROM generate_series(1, {count}) AS g"
+        ),
+        params or {},
+    )
+    await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
 
 
 def _request(vector: np.ndarray, limit: int = 3) -> SearchRequest:
@@ -107,20 +136,13 @@ async def test_refetch_reads_the_chosen_rows_by_address(make_postgres_stores):
     names = store.tables.names
     rng = np.random.default_rng(3)
     async with stores.engine.begin() as conn:
-        await conn.execute(
-            text(
-                f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
-                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
-                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
-                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
-                "SELECT 'tenant-a', 'user-1', 'thread-' || (g % 5), 'e' || g, 'text ' || g, 'user', "
-                "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
-                "'indexed', 1, 0, CAST(:v AS vector), 2, "
-                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 20000) AS g"
-            ),
-            {"v": rng.standard_normal(8).astype(np.float32)},
+        await _generate_rows(
+            conn,
+            names,
+            20000,
+            thread="'thread-' || (g % 5)",
+            params={"v": rng.standard_normal(8).astype(np.float32)},
         )
-        await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
     scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-3")
     sql, params, _ = search_statement(
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
@@ -241,20 +263,15 @@ async def test_count_pending_keeps_the_pending_index_in_a_generic_plan(make_post
     store = stores.vector_store
     names = store.tables.names
     async with stores.engine.begin() as conn:  # one big thread of indexed rows, a few pending
-        await conn.execute(
-            text(
-                f'INSERT INTO "{names.schema}"."{names.entries}" (tenant_id, resource_id, thread_id, '
-                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
-                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
-                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
-                "SELECT 'tenant-a', 'user-1', 'thread-1', 'e' || g, 'text ' || g, 'user', "
-                "'{}'::jsonb, false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, "
-                "CASE WHEN g % 1000 = 0 THEN 'pending' ELSE 'indexed' END, 1, 0, "
-                "CASE WHEN g % 1000 = 0 THEN NULL ELSE CAST('[1,0,0,0]' AS vector) END, 2, "
-                "array_to_tsvector(ARRAY['text', g::text]) FROM generate_series(1, 20000) AS g"
-            )
+        pending = "g % 1000 = 0"
+        await _generate_rows(
+            conn,
+            names,
+            20000,
+            thread="'thread-1'",
+            status=f"CASE WHEN {pending} THEN 'pending' ELSE 'indexed' END",
+            vector=f"CASE WHEN {pending} THEN NULL ELSE CAST('[1,0,0,0]' AS vector) END",
         )
-        await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
     seen: list[tuple[str, object]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany):
@@ -288,24 +305,15 @@ async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make
     stores = await make_postgres_stores(dimension=8)
     store = stores.vector_store
     names = store.tables.names
-    entries = f'"{names.schema}"."{names.entries}"'
     rng = np.random.default_rng(9)
     async with stores.engine.begin() as conn:
-        await conn.execute(
-            text(
-                f"INSERT INTO {entries} (tenant_id, resource_id, thread_id, "
-                "id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
-                "consent_visible, sequence, occurred_at, created_at, written_at, importance, "
-                "legal_hold, status, revision, attempts, embedding, term_count, text_tsv) "
-                "SELECT 'tenant-a', 'user-1', CASE WHEN g <= 100 THEN 'small' WHEN g <= 1100 "
-                "THEN 'medium' ELSE 'big' END, 'e' || g, 'text ' || g, 'user', '{}'::jsonb, "
-                "false, 'user', 'thread', true, g, now(), now(), now(), 1.0, false, 'indexed', "
-                "1, 0, CAST(:v AS vector), 2, array_to_tsvector(ARRAY['text', g::text]) "
-                "FROM generate_series(1, 11100) AS g"
-            ),
-            {"v": rng.standard_normal(8).astype(np.float32)},
+        await _generate_rows(
+            conn,
+            names,
+            11100,
+            thread="CASE WHEN g <= 100 THEN 'small' WHEN g <= 1100 THEN 'medium' ELSE 'big' END",
+            params={"v": rng.standard_normal(8).astype(np.float32)},
         )
-        await conn.execute(text(f"ANALYZE {entries}"))
     scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="small")
     sql, params, _ = search_statement(
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)

@@ -725,3 +725,42 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
         lines = "\n".join(row[0] for row in plan)
     assert names.ix_scope in lines or f"{names.entries}_pkey" in lines, lines
     assert names.ix_hnsw not in lines, lines
+
+
+# ---- engine options ----------------------------------------------------------------------------
+
+
+async def test_engine_options_size_the_pool_and_keep_the_server_settings(postgres_url):
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(
+        postgres_url,
+        schema=schema,
+        dimension=4,
+        engine_options={
+            "pool_size": 8,
+            "max_overflow": 2,
+            "connect_args": {"server_settings": {"application_name": "host-app"}},
+        },
+    )
+    try:
+        assert stores.engine.pool.size() == 8  # type: ignore[attr-defined]
+        async with stores.engine.connect() as conn:
+            name = (await conn.execute(text("SHOW application_name"))).scalar_one()
+            plans = (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one()
+        assert (name, plans) == ("host-app", "auto")  # the host's name, prism's plan setting
+        assert stores.vector_store._direct_reads  # still the one-round-trip read path
+    finally:
+        async with stores.engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await stores.close()
+
+
+async def test_engine_options_are_checked(postgres_url):
+    with pytest.raises(ConfigurationError, match="engine_options"):
+        await create_postgres_memory_stores(
+            engine=create_engine(postgres_url, pooled=False), engine_options={"pool_size": 2}
+        )
+    with pytest.raises(ConfigurationError, match="options"):
+        await create_postgres_vector_store(postgres_url, engine_options={"pool_size": "many"})
+    with pytest.raises(ConfigurationError, match="engine_options"):
+        await create_postgres_vector_store(postgres_url, engine_options=["pool_size"])  # type: ignore[arg-type]
