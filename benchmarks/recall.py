@@ -41,7 +41,7 @@ from sqlalchemy.engine import make_url
 from prism_memory import InMemoryVectorStore, Memory, create_memory
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import create_postgres_memory_stores
-from prism_memory.postgres.repositories import EntrySql
+from prism_memory.postgres.sql import EntrySql
 from prism_memory.ranking import query_terms
 from prism_memory.stores.base import RecallFilter, SearchRequest
 

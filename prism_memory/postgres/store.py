@@ -64,21 +64,19 @@ from ._errors import sqlstate_of, wrap_db_errors
 from .rag_store import PostgresRagOperations
 from .repositories import (
     EntryRepository,
-    EntrySql,
     IndexingRepository,
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
+)
+from .rows import claimed_entries, insert_params, inserted_record, record_from_row, search_result
+from .sql import (
+    EntrySql,
     begin_locked_statement,
     claim_in_statement,
     claim_statement,
-    claimed_entries,
-    insert_params,
-    inserted_record,
     neighbors_statement,
-    record_from_row,
     records_statement,
-    search_result,
     search_statement,
     to_positional,
 )

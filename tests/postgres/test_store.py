@@ -22,7 +22,7 @@ from prism_memory.errors import (
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, ShareGrant
 from prism_memory.postgres import create_postgres_memory_stores, create_postgres_vector_store
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
-from prism_memory.postgres.repositories import _vectors
+from prism_memory.postgres.rows import _vectors
 from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource, Tombstone
 
 pytestmark = pytest.mark.postgres
@@ -704,7 +704,7 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
             {"v": unit(rng, 8)},
         )
         await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
-    from prism_memory.postgres.repositories import EntrySql
+    from prism_memory.postgres.sql import EntrySql
 
     sql = EntrySql.for_tables(store.tables).search(
         require_consent=False, occurred_after=False, shared=False, lexical=True

@@ -1,0 +1,345 @@
+"""Rows and records: what a :class:`~prism_memory.models.MemoryRecord` is read from and written as.
+
+The columns a record is read from (:data:`RECORD_COLUMNS`), a row's decoding into a record (the
+metadata document with its ``_lineage`` key, explicit or default consent), the bound values of a
+batch of new entries (:func:`insert_params`, one array per column) and the decoding of the search
+statement's rows into candidates and corpus statistics (:func:`search_result`). No SQL text here
+(:mod:`prism_memory.postgres.sql`) and no execution (:mod:`prism_memory.postgres.repositories`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..lexical import CorpusStats, tokenize
+from ..models import (
+    Candidate,
+    Lineage,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    Vector,
+)
+from ..stores.base import (
+    ClaimedEntry,
+    EntryLease,
+    NewEntry,
+    SearchResult,
+)
+from ._engine import decode_vector, encode_vectors
+
+__all__ = [
+    "RECORD_COLUMNS",
+    "claimed_entries",
+    "consent_values",
+    "insert_params",
+    "inserted_record",
+    "lexical_values",
+    "lineage_metadata",
+    "record_from_row",
+    "scope_params",
+    "search_result",
+]
+
+RECORD_COLUMNS: tuple[str, ...] = (
+    "tenant_id",
+    "resource_id",
+    "thread_id",
+    "id",
+    "text",
+    "role",
+    "metadata",
+    "consent_explicit",
+    "consent_source",
+    "consent_scope",
+    "consent_visible",
+    "consent_granted_at",
+    "consent_revoked_at",
+    "sequence",
+    "occurred_at",
+    "created_at",
+    "written_at",
+    "importance",
+    "legal_hold",
+    "status",
+    "revision",
+    "attempts",
+    "last_error",
+    "embedding_model",
+)
+"""The columns a :class:`~prism_memory.models.MemoryRecord` is read from."""
+
+_LINEAGE_KEY = "_lineage"
+
+
+def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> dict[str, Any]:
+    """The stored ``metadata`` document: the entry's metadata plus ``_lineage`` when it has one."""
+    stored = json.loads(json.dumps(dict(metadata)))
+    if lineage is not None:
+        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+    return dict(stored)
+
+
+def _metadata_json(metadata: Mapping[str, Any], lineage: Lineage | None) -> str:
+    """:func:`lineage_metadata` as JSON text, serialised once."""
+    if not metadata and lineage is None:
+        return "{}"
+    stored = dict(metadata)
+    if lineage is not None:
+        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+    return json.dumps(stored)
+
+
+def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
+    metadata = dict(stored)
+    raw = metadata.pop(_LINEAGE_KEY, None)
+    if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
+        return metadata, None
+    return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
+
+
+_CONSENT_COLUMNS = (
+    "consent_explicit",
+    "consent_source",
+    "consent_scope",
+    "consent_visible",
+    "consent_granted_at",
+    "consent_revoked_at",
+)
+
+
+def consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
+    """The consent columns of ``consent`` (the default consent's, not explicit, when ``None``)."""
+    effective = consent if consent is not None else MemoryConsent()
+    return {
+        "consent_explicit": consent is not None,
+        "consent_source": effective.source,
+        "consent_scope": effective.scope,
+        "consent_visible": effective.visible,
+        "consent_granted_at": effective.granted_at,
+        "consent_revoked_at": effective.revoked_at,
+    }
+
+
+_DEFAULT_CONSENT = consent_values(None)
+"""The consent columns of an entry remembered without explicit consent."""
+
+
+def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
+    """Build a :class:`MemoryRecord` from a row holding :data:`RECORD_COLUMNS` (``metadata`` as
+    the decoded document or its JSON text)."""
+    stored = row["metadata"]
+    if isinstance(stored, str):
+        stored = json.loads(stored) if stored != "{}" else None
+    metadata, lineage = _split_metadata(stored or {})
+    consent = (
+        MemoryConsent(
+            source=row["consent_source"],
+            scope=row["consent_scope"],
+            visible=row["consent_visible"],
+            granted_at=row["consent_granted_at"],
+            revoked_at=row["consent_revoked_at"],
+        )
+        if row["consent_explicit"]
+        else None
+    )
+    return MemoryRecord(
+        tenant_id=row["tenant_id"],
+        resource_id=row["resource_id"],
+        thread_id=row["thread_id"],
+        id=row["id"],
+        text=row["text"],
+        role=row["role"],
+        metadata=metadata,
+        consent=consent,
+        sequence=int(row["sequence"]),
+        occurred_at=row["occurred_at"],
+        created_at=row["created_at"],
+        written_at=row["written_at"],
+        importance=float(row["importance"]),
+        lineage=lineage,
+        legal_hold=bool(row["legal_hold"]),
+        status=row["status"],
+        revision=int(row["revision"]),
+        attempts=int(row["attempts"]),
+        last_error=row["last_error"],
+        embedding_model=row["embedding_model"],
+    )
+
+
+def lexical_values(body: str) -> dict[str, Any]:
+    """``lexical_terms`` (distinct terms, sorted) and ``term_count`` of a text, for ``text_tsv``."""
+    terms = tokenize(body)
+    return {"lexical_terms": sorted(set(terms)), "term_count": len(terms)}
+
+
+def scope_params(scope: MemoryIdentity) -> dict[str, str]:
+    """The bound values ``:tenant``, ``:resource`` and ``:thread`` of ``scope``."""
+    return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
+
+
+def insert_params(
+    scope: MemoryIdentity,
+    entries: Sequence[NewEntry],
+    *,
+    now: datetime,
+    lease: EntryLease | None,
+    vectors: Sequence[Vector] | None,
+    model: str | None,
+) -> dict[str, Any]:
+    """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
+    checked ``vectors`` (one per entry, or ``None``)."""
+    consents = [
+        _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
+        for entry in entries
+    ]
+    terms: list[str] = []
+    counts: list[int] = []
+    for entry in entries:  # tokenized once, here (not memoised: a written text is seldom repeated)
+        words = tokenize(entry.text)
+        terms.append(" ".join(sorted(set(words))))
+        counts.append(len(words))
+    return {
+        **scope_params(scope),
+        "ids": [entry.id for entry in entries],
+        "texts": [entry.text for entry in entries],
+        "roles": [entry.role for entry in entries],
+        "metadata": [_metadata_json(entry.metadata, entry.lineage) for entry in entries],
+        **{name: [c[name] for c in consents] for name in _CONSENT_COLUMNS},
+        "sequences": [entry.sequence for entry in entries],
+        "occurred_at": [entry.occurred_at for entry in entries],
+        "importance": [float(entry.importance) for entry in entries],
+        "terms": terms,
+        "term_counts": counts,
+        "leased": [  # a row stored with its vector is never leased
+            vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+        ],
+        "embeddings": [None] * len(entries) if vectors is None else encode_vectors(vectors),
+        "now": now,
+        "worker": None if lease is None else lease.worker_id,
+        "until": None if lease is None else lease.until,
+        "model": model,
+    }
+
+
+def claimed_entries(
+    rows: Iterable[Mapping[Any, Any]], scopes: Sequence[MemoryIdentity] | None = None
+) -> list[ClaimedEntry]:
+    """The rows a claim returned, in claim order: by sequence, then id (then scope); with
+    ``scopes`` (:attr:`EntrySql.claim_in`), scope by scope in their order first."""
+    if scopes is None:
+        order = sorted(
+            rows,
+            key=lambda r: (
+                r["sequence"],
+                r["id"],
+                r["tenant_id"],
+                r["resource_id"],
+                r["thread_id"],
+            ),
+        )
+    else:
+        turn = {(s.tenant_id, s.resource_id, s.thread_id): i for i, s in enumerate(scopes)}
+        order = sorted(
+            rows,
+            key=lambda r: (
+                turn[(r["tenant_id"], r["resource_id"], r["thread_id"])],
+                r["sequence"],
+                r["id"],
+            ),
+        )
+    return [
+        ClaimedEntry(
+            scope=MemoryIdentity(
+                tenant_id=row["tenant_id"],
+                resource_id=row["resource_id"],
+                thread_id=row["thread_id"],
+            ),
+            id=row["id"],
+            revision=int(row["revision"]),
+            text=row["text"],
+            attempts=int(row["attempts"]),
+        )
+        for row in order
+    ]
+
+
+def inserted_record(
+    scope: MemoryIdentity,
+    entry: NewEntry,
+    sequence: int,
+    *,
+    now: datetime,
+    indexed: bool,
+    model: str | None,
+) -> MemoryRecord:
+    """The record :attr:`EntrySql.insert` stored for ``entry`` at ``sequence``."""
+    return MemoryRecord(
+        tenant_id=scope.tenant_id,
+        resource_id=scope.resource_id,
+        thread_id=scope.thread_id,
+        id=entry.id,
+        text=entry.text,
+        role=entry.role,
+        metadata=json.loads(json.dumps(dict(entry.metadata))) if entry.metadata else {},
+        consent=entry.consent,
+        sequence=sequence,
+        occurred_at=entry.occurred_at,
+        created_at=now,
+        written_at=now,
+        importance=entry.importance,
+        lineage=entry.lineage,
+        status="indexed" if indexed else "pending",
+        embedding_model=model if indexed else None,
+    )
+
+
+def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
+    """Candidates (record and stored vector), corpus statistics and the thread's pending count
+    from rows of :meth:`EntrySql.search` (an empty corpus is one row without a candidate)."""
+    if not rows:
+        return SearchResult([], CorpusStats())
+    first = rows[0]
+    ords, counts = first["df_ords"] or [], first["df_counts"] or []
+    stats = CorpusStats(
+        int(first["documents"]),
+        int(first["total_length"]),
+        {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
+    )
+    found = [r for r in rows if r["id"] is not None]
+    vectors = _vectors([r["embedding"] for r in found])
+    # ranking reads a few fields of every candidate; whole records are built for the hits only
+    candidates = [
+        Candidate.deferred(
+            vector,
+            thread_id=r["thread_id"],
+            id=r["id"],
+            text=r["text"],
+            sequence=r["sequence"],
+            occurred_at=r["occurred_at"],
+            importance=r["importance"],
+            embedding_model=r["embedding_model"],
+            build=functools.partial(record_from_row, r),
+        )
+        for r, vector in zip(found, vectors, strict=True)
+    ]
+    return SearchResult(candidates, stats, pending=int(first["pending"]))
+
+
+def _vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
+    """Stored vectors from pgvector's binary format (``vector_send``): one array for the whole
+    batch when their dimensions agree (they do in a table of one embedding model)."""
+    if not sent:
+        return []
+    size = len(sent[0])
+    if any(len(data) != size for data in sent):
+        return [decode_vector(data) for data in sent]
+    # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
+    matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
+    return list(matrix[:, 1:].astype(np.float32))
