@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import text
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from prism_memory.errors import (
     ConfigurationError,
@@ -743,7 +744,9 @@ async def test_engine_options_size_the_pool_and_keep_the_server_settings(postgre
         },
     )
     try:
-        assert stores.engine.pool.size() == 8  # type: ignore[attr-defined]
+        pool = stores.engine.pool
+        assert isinstance(pool, AsyncAdaptedQueuePool)
+        assert pool.size() == 8
         async with stores.engine.connect() as conn:
             name = (await conn.execute(text("SHOW application_name"))).scalar_one()
             plans = (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one()
