@@ -148,25 +148,21 @@ class _Adapter:
     async def _fetch(self, action: str, statement: str, params: Mapping[str, Any]) -> list[Any]:
         """One read in one round trip: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
-        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead."""
+        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
+        read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
         positional, names = to_positional(statement)
         args = [params[name] for name in names]
         for attempt in (1, 2):
             with wrap_db_errors(action):
-                # the pool's connection itself, not a Connection around it (half the checkout cost)
-                pooled = await self._engine.raw_connection()
+                driver: Any = None
                 try:
-                    driver: Any = pooled.driver_connection
-                    try:
+                    async with self._driver() as driver:
                         return list(await driver.fetch(positional, *args))
-                    except Exception as exc:
-                        if not _connection_lost(exc, driver):
-                            raise
-                        await greenlet_spawn(pooled.invalidate, exc)
-                        if attempt == 2:
-                            raise StorageError(f"{action} failed: connection lost") from exc
-                finally:
-                    await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
+                except Exception as exc:  # _driver has dropped a lost connection already
+                    if driver is None or not _connection_lost(exc, driver):
+                        raise
+                    if attempt == 2:
+                        raise StorageError(f"{action} failed: connection lost") from exc
                 # the server restarted or failed over: every pooled connection is suspect
                 await self._engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover

@@ -3,6 +3,7 @@ and the candidate re-fetch planned on the primary key."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime
@@ -330,3 +331,36 @@ async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make
             if n.get("Relation Name") == names.entries
         }
         assert "Seq Scan" not in scans, (mode, plan)
+
+
+async def test_a_read_cancelled_midway_drops_its_connection(postgres_url):
+    """A recall cancelled while its statement runs never hands that connection out again (its
+    server process may still be running the statement): the next read gets a new connection."""
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(
+        postgres_url,
+        schema=schema,
+        dimension=4,
+        engine_options={"pool_size": 1, "max_overflow": 0},
+    )
+    libpq = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    watcher = await asyncpg.connect(libpq)
+    try:
+        store = stores.vector_store
+        ((before,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+        sleeping = asyncio.ensure_future(store._fetch("sleep", "SELECT pg_sleep(30)", {}))
+        running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'"
+        for _ in range(3000):  # until the statement runs (or 30 s)
+            if await watcher.fetchval(running):
+                break
+            await asyncio.sleep(0.01)
+        sleeping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
+        ((after,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+        assert after != before
+    finally:
+        await watcher.close()
+        async with stores.engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await stores.close()
