@@ -262,14 +262,17 @@ class EntrySql:
         # primary key, the planner (estimating one row per CTE) chose a merge join that walked the
         # key from the start of the resource -- every thread before the recalled one; written as
         # ``(thread_id, id) IN (...)`` it walked the thread's scope index per candidate. The
-        # statistics row is the outer side, so an empty corpus still returns one row (candidate
-        # columns NULL).
+        # tenant and resource are tested again on the rows read: free here, and a row address is
+        # only unique within one physical table (a table split into shards by tenant has one per
+        # shard). The statistics row is the outer side, so an empty corpus still returns one row
+        # (candidate columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
             f"s.documents, s.total_length, {frequencies}, {pending} "
             f"FROM stats s LEFT JOIN {self.entries} e "
-            f"ON e.ctid = ANY(ARRAY({chosen}))"
+            f"ON e.ctid = ANY(ARRAY({chosen})) "
+            "AND e.tenant_id = :tenant AND e.resource_id = :resource"
         )
         # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
         # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL

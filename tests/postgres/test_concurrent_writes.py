@@ -115,10 +115,12 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_nothing_behin
                 store.put_entries(scope, [_entry(i) for i in range(3)], now=NOW, vectors=vectors)
             )
             for _ in range(3000):  # until the write's backend waits for the lock (or 30 s)
-                if await driver.fetch(waiting):
+                pids = [row["pid"] for row in await driver.fetch(waiting)]
+                if pids:
+                    (blocked,) = pids
                     break
                 await asyncio.sleep(0.01)
-            (blocked,) = [row["pid"] for row in await driver.fetch(waiting)]
+            assert blocked is not None, "the write never waited for the thread's lock"
             write.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await write
