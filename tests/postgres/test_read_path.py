@@ -149,25 +149,33 @@ async def test_refetch_reads_the_chosen_rows_by_address(make_postgres_stores):
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
     )
     for mode in ("force_custom_plan", "force_generic_plan"):
-        async with stores.engine.connect() as conn:
-            await conn.execute(text(f"SET plan_cache_mode = {mode}"))
-            rows = await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)
-            plan = rows.scalar_one()
-            await conn.rollback()
-        tree = json.loads(plan) if isinstance(plan, str) else plan
-        nodes = _nodes(tree[0]["Plan"])
+        nodes = await _plan_nodes(stores.engine, sql, params, mode)
         scans = [n for n in nodes if n.get("Relation Name") == names.entries]
         # the chosen rows are read by their address
-        assert "Tid Scan" in {n["Node Type"] for n in scans}, (mode, plan)
-        assert not any(n["Node Type"] == "Merge Join" for n in nodes), (mode, plan)
-        assert names.ix_hnsw not in json.dumps(tree), plan
+        assert "Tid Scan" in {n["Node Type"] for n in scans}, (mode, nodes)
+        assert not any(n["Node Type"] == "Merge Join" for n in nodes), (mode, nodes)
+        assert names.ix_hnsw not in json.dumps(nodes), (mode, nodes)
 
 
-def _nodes(node: dict[str, object]) -> list[dict[str, object]]:
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     found = [node]
-    for child in node.get("Plans", []):  # type: ignore[attr-defined]
+    for child in node.get("Plans", []):
         found += _nodes(child)
     return found
+
+
+def _plan_tree(plan: Any) -> list[dict[str, Any]]:
+    """``EXPLAIN (FORMAT JSON)`` output as a list (a driver may hand it over decoded or as text)."""
+    return json.loads(plan) if isinstance(plan, str) else plan
+
+
+async def _plan_nodes(engine: Any, sql: str, params: dict[str, Any], mode: str) -> list[Any]:
+    """Every node of ``sql``'s plan under ``plan_cache_mode = mode`` (custom or generic)."""
+    async with engine.connect() as conn:
+        await conn.execute(text(f"SET plan_cache_mode = {mode}"))
+        plan = (await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)).scalar_one()
+        await conn.rollback()
+    return _nodes(_plan_tree(plan)[0]["Plan"])
 
 
 async def test_a_big_thread_reads_its_tombstones_once(make_postgres_stores):
@@ -234,7 +242,7 @@ async def test_a_big_thread_reads_its_tombstones_once(make_postgres_stores):
         finally:
             await driver.execute("DEALLOCATE ALL; RESET plan_cache_mode")
     for plan, what in ((analyzed, "custom"), (generic, "generic")):
-        nodes = _nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+        nodes = _nodes(_plan_tree(plan)[0]["Plan"])
         on_tombstones = [n for n in nodes if n.get("Relation Name") == names.invalidation]
         assert len(on_tombstones) == 1, f"{what}: the tombstones are read once"
         assert all(n.get("Actual Loops", 1) == 1 for n in on_tombstones), f"{what}: not per row"
@@ -289,13 +297,12 @@ async def test_count_pending_keeps_the_pending_index_in_a_generic_plan(make_post
     async with stores.engine.connect() as conn:
         driver = (await conn.get_raw_connection()).driver_connection
         # the plan a prepared statement runs once PostgreSQL caches the generic one
-        values = ", ".join("'" + str(value).replace("'", "''") + "'" for value in parameters)
+        values = ", ".join(_literal(value) for value in parameters)
         await driver.execute(f"PREPARE counted AS {statement}")
         await driver.execute("SET plan_cache_mode = force_generic_plan")
         plan = await driver.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE counted({values})")
         await driver.execute("RESET plan_cache_mode; DEALLOCATE counted")
-    tree = json.loads(plan) if isinstance(plan, str) else plan
-    used = {n.get("Index Name") for n in _nodes(tree[0]["Plan"])}
+    used = {n.get("Index Name") for n in _nodes(_plan_tree(plan)[0]["Plan"])}
     assert used & {names.ix_pending, names.ix_pending_tenant, names.ix_pending_scope}, plan
 
 
@@ -320,17 +327,9 @@ async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make
         EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
     )
     for mode in ("force_custom_plan", "force_generic_plan"):
-        async with stores.engine.connect() as conn:
-            await conn.execute(text(f"SET plan_cache_mode = {mode}"))
-            plan = (await conn.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)).scalar_one()
-            await conn.rollback()
-        tree = json.loads(plan) if isinstance(plan, str) else plan
-        scans = {
-            n["Node Type"]
-            for n in _nodes(tree[0]["Plan"])
-            if n.get("Relation Name") == names.entries
-        }
-        assert "Seq Scan" not in scans, (mode, plan)
+        nodes = await _plan_nodes(stores.engine, sql, params, mode)
+        scans = {n["Node Type"] for n in nodes if n.get("Relation Name") == names.entries}
+        assert "Seq Scan" not in scans, (mode, nodes)
 
 
 async def test_a_read_cancelled_midway_drops_its_connection(postgres_url):
