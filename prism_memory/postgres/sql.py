@@ -264,15 +264,17 @@ class EntrySql:
         # ``(thread_id, id) IN (...)`` it walked the thread's scope index per candidate. The
         # tenant and resource are tested again on the rows read: free here, and a row address is
         # only unique within one physical table (a table split into shards by tenant has one per
-        # shard). The statistics row is the outer side, so an empty corpus still returns one row
-        # (candidate columns NULL).
+        # shard), outside the ``OFFSET 0`` fence: inside it the address is the only condition, so
+        # the read is a TID scan whatever the statistics say (before the table had any, the
+        # planner walked the resource's scope range and filtered it by address). The statistics
+        # row is the outer side, so an empty corpus still returns one row (candidate columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
             f"s.documents, s.total_length, {frequencies}, {pending} "
-            f"FROM stats s LEFT JOIN {self.entries} e "
-            f"ON e.ctid = ANY(ARRAY({chosen})) "
-            "AND e.tenant_id = :tenant AND e.resource_id = :resource"
+            f"FROM stats s LEFT JOIN (SELECT * FROM {self.entries} e "
+            f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
+            "ON e.tenant_id = :tenant AND e.resource_id = :resource"
         )
         # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
         # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL
