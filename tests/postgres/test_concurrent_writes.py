@@ -115,12 +115,20 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_nothing_behin
                 store.put_entries(scope, [_entry(i) for i in range(3)], now=NOW, vectors=vectors)
             )
             for _ in range(3000):  # until the write's backend waits for the lock (or 30 s)
+                # inside a transaction pg_stat_activity is read once and cached: a first poll made
+                # before the write's backend waited would be all this loop ever saw
+                await driver.execute("SELECT pg_stat_clear_snapshot()")
                 pids = [row["pid"] for row in await driver.fetch(waiting)]
                 if pids:
                     (blocked,) = pids
                     break
+                if write.done():
+                    break
                 await asyncio.sleep(0.01)
-            assert blocked is not None, "the write never waited for the thread's lock"
+            assert blocked is not None, (
+                "the write never waited for the thread's lock",
+                write.done() and (write.exception() or write.result()),
+            )
             write.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await write
