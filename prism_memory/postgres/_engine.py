@@ -18,14 +18,17 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, Pool, PoolProxiedConnection, QueuePool
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 from ..errors import ConfigurationError
 from ..models import Vector
 
 __all__ = [
     "IDLE_PING_SECONDS",
+    "KEPT_CONNECTIONS",
     "SERVER_SETTINGS",
+    "KeptConnections",
     "create_engine",
     "decode_vector",
     "encode_vector",
@@ -48,6 +51,7 @@ SERVER_SETTINGS = {
 _HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"
 _LAST_USED = "prism_memory_last_used"
+_KEPT_SINCE = "prism_memory_kept_since"
 _PLANNED_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -121,7 +125,8 @@ def _on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
 
 def _on_checkin(dbapi_connection: Any, record: Any) -> None:
     if record is not None:
-        record.info[_LAST_USED] = time.monotonic()
+        # a connection a store kept (KeptConnections) was last used when it was kept
+        record.info[_LAST_USED] = record.info.pop(_KEPT_SINCE, None) or time.monotonic()
 
 
 def _ping_if_idle(dbapi_connection: Any, record: Any, proxy: Any) -> None:
@@ -143,6 +148,81 @@ def install_idle_ping(engine: AsyncEngine) -> None:
         event.listen(sync_engine, "checkin", _on_checkin)
     if not event.contains(sync_engine, "checkout", _ping_if_idle):
         event.listen(sync_engine, "checkout", _ping_if_idle)
+
+
+KEPT_CONNECTIONS = 2
+"""How many pooled connections a store on an engine :func:`create_engine` made keeps checked out
+between its single-statement operations (see :class:`KeptConnections`)."""
+
+
+class KeptConnections:
+    """Pooled connections of one engine kept checked out between single-statement operations.
+
+    A recall or a one-statement write takes its connection from here and gives it back, with no
+    trip through SQLAlchemy's pool: its checkout and checkin cost ~40 µs warm and ~150 µs with
+    cold caches, a seventh of a small thread's recall; at 8 recalls in flight on 10k rows,
+    throughput rose by about 15 % without them (benchmarks/README.md). Up to :data:`KEPT_CONNECTIONS` are kept, and only on pooled engines
+    :func:`create_engine` made without ``pool_pre_ping``; on any other engine every connection
+    goes straight back to the pool.
+
+    A connection is kept only while the pool could still hand out another without waiting (an
+    idle one, or room to open one): a store never holds idle connections another caller of the
+    engine waits for -- when the pool has no room left, every kept connection goes back.
+
+    A kept connection is not idle in the pool, so its idle ping is kept here: one that sat unused
+    for :data:`IDLE_PING_SECONDS` goes back to the pool marked with when it was last used, and the
+    pool pings it on the next checkout. :meth:`release` hands every kept connection back (the
+    stores call it when they close, and before they dispose of the engine).
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        sync_engine = engine.sync_engine
+        keeps = sync_engine in _PLANNED_ENGINES and event.contains(
+            sync_engine, "checkout", _ping_if_idle
+        )
+        self._size = KEPT_CONNECTIONS if keeps else 0
+        self._idle: list[tuple[float, PoolProxiedConnection]] = []  # (kept since, connection)
+
+    async def take(self) -> PoolProxiedConnection:
+        """The connection kept last, if it was used a moment ago; else one from the pool."""
+        while self._idle:
+            since, pooled = self._idle.pop()
+            if time.monotonic() - since < IDLE_PING_SECONDS:
+                return pooled
+            await self._return(pooled, since)
+        return await self._engine.raw_connection()
+
+    async def give(self, pooled: PoolProxiedConnection) -> None:
+        """Keep ``pooled`` (in a clean state: no transaction open) for the next operation, or
+        return it to the pool when enough are kept."""
+        room = _has_room(self._engine.sync_engine.pool)
+        if room and len(self._idle) < self._size:
+            self._idle.append((time.monotonic(), pooled))
+            return
+        await greenlet_spawn(pooled.close)
+        if not room:  # others may be waiting for a connection: hand back every kept one
+            await self.release()
+
+    async def release(self) -> None:
+        """Return every kept connection to the pool."""
+        idle, self._idle = self._idle, []
+        for since, pooled in idle:
+            await self._return(pooled, since)
+
+    @staticmethod
+    async def _return(pooled: PoolProxiedConnection, since: float) -> None:
+        pooled.info[_KEPT_SINCE] = since
+        await greenlet_spawn(pooled.close)  # the pool may close it: I/O
+
+
+def _has_room(pool: Pool) -> bool:
+    """Whether ``pool`` can hand out a connection without waiting: an idle one, or room to open
+    one (``pool_size`` not reached, or overflow left)."""
+    if not isinstance(pool, QueuePool):
+        return False
+    limit = getattr(pool, "_max_overflow", 0)  # -1: unbounded
+    return pool.checkedin() > 0 or limit < 0 or pool.overflow() < limit
 
 
 def install_vector_codec(engine: AsyncEngine) -> None:

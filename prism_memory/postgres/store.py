@@ -59,7 +59,7 @@ from ..stores.base import (
     check_lease,
     check_limit,
 )
-from ._engine import create_engine, install_vector_codec, sets_plans
+from ._engine import KeptConnections, create_engine, install_vector_codec, sets_plans
 from ._errors import sqlstate_of, wrap_db_errors
 from .rag_store import PostgresRagOperations
 from .repositories import (
@@ -115,6 +115,7 @@ class _Adapter:
         self._tables = tables
         self._owns_engine = owns_engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        self._kept = KeptConnections(engine)
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS)
         # and recall reads go to the asyncpg driver directly (see ``_fetch``); on a host's engine
         # they run in units that ask for custom plans transaction-locally, like the RAG queries.
@@ -164,6 +165,7 @@ class _Adapter:
                     if attempt == 2:
                         raise StorageError(f"{action} failed: connection lost") from exc
                 # the server restarted or failed over: every pooled connection is suspect
+                await self._kept.release()
                 await self._engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -186,10 +188,11 @@ class _Adapter:
 
     @asynccontextmanager
     async def _driver(self) -> AsyncIterator[Any]:
-        """The asyncpg driver of a connection straight from the pool (no SQLAlchemy ``Connection``
-        around it), back to the pool afterwards -- or dropped, never pooled again, when it was
-        lost, is left inside a transaction, or an operation on it was cancelled midway."""
-        pooled = await self._engine.raw_connection()
+        """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
+        kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
+        pooled again, when it was lost, is left inside a transaction, or an operation on it was
+        cancelled midway."""
+        pooled = await self._kept.take()
         driver: Any = pooled.driver_connection
         try:
             yield driver
@@ -200,11 +203,16 @@ class _Adapter:
                 or driver.is_in_transaction()
             ):
                 await greenlet_spawn(pooled.invalidate, exc)
-            raise
-        finally:
             await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
+            raise
+        if driver.is_in_transaction():  # never handed on with a transaction open
+            await greenlet_spawn(pooled.invalidate)
+            await greenlet_spawn(pooled.close)
+        else:
+            await self._kept.give(pooled)
 
     async def _dispose(self) -> None:
+        await self._kept.release()
         if self._owns_engine:
             self._owns_engine = False
             await self._engine.dispose()
@@ -868,6 +876,9 @@ class PostgresMemoryStores:
 
     async def close(self) -> None:
         """Dispose of the engine if the factory created it; a host's engine is left alone."""
+        # the connections the stores keep between operations go back to the pool first
+        await self.vector_store._kept.release()
+        await self.working_store._kept.release()
         if self.owns_engine:
             self.owns_engine = False
             await self.engine.dispose()

@@ -101,9 +101,10 @@ async def test_a_dead_pooled_connection_is_retried_once(postgres_url):
         query = vectors["e1"]
         first = (await store.search(SCOPE, _request(query))).candidates
         assert {c.record.id for c in first} == {"e0", "e1", "e2"}
-        # the pooled connection's backend dies (a failover, an idle timeout, an admin)
-        async with stores.engine.connect() as conn:
-            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        # the backend of the connection the store reads on dies (a failover, an idle timeout, an
+        # admin): the connection it keeps between operations, which the next read takes
+        async with store._driver() as driver:
+            pid = await driver.fetchval("SELECT pg_backend_pid()")
         killer = await asyncpg.connect(libpq)
         try:
             assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import asyncpg
 import numpy as np
 import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from prism_memory.errors import (
@@ -21,7 +24,11 @@ from prism_memory.errors import (
     ValidationError,
 )
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, ShareGrant
-from prism_memory.postgres import create_postgres_memory_stores, create_postgres_vector_store
+from prism_memory.postgres import (
+    _engine,
+    create_postgres_memory_stores,
+    create_postgres_vector_store,
+)
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
 from prism_memory.postgres.rows import _vectors
 from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource, Tombstone
@@ -767,3 +774,79 @@ async def test_engine_options_are_checked(postgres_url):
         await create_postgres_vector_store(postgres_url, engine_options={"pool_size": "many"})
     with pytest.raises(ConfigurationError, match="engine_options"):
         await create_postgres_vector_store(postgres_url, engine_options=["pool_size"])  # type: ignore[arg-type]
+
+
+# ---- connections kept between operations -------------------------------------------------------
+
+
+async def _backend_pid(store: Any) -> int:
+    ((pid,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+    return int(pid)
+
+
+async def test_a_store_keeps_its_connection_between_operations_and_returns_it_on_close(
+    postgres_url,
+):
+    """Single-statement operations reuse the connection the last one used, kept out of the pool
+    (no checkout and checkin per call); closing the stores hands it back, also when the host owns
+    the engine."""
+    engine = create_engine(postgres_url)  # made by prism_memory, owned by the host
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(engine=engine, schema=schema, dimension=4)
+    pool = engine.sync_engine.pool
+    try:
+        first = await _backend_pid(stores.vector_store)
+        await stores.vector_store.put_entries(SCOPE, [entry("e1")], now=NOW)
+        assert await _backend_pid(stores.vector_store) == first
+        assert pool.checkedout() == 1  # kept by the store, not idle in the pool
+        await stores.close()
+        assert pool.checkedout() == 0
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await engine.dispose()
+
+
+async def test_a_store_never_keeps_a_connection_the_pool_cannot_spare(postgres_url):
+    """With a pool of one connection and no overflow the store keeps nothing: another caller of
+    the engine (a host's session, the store's own transactions) gets the connection at once."""
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(
+        postgres_url,
+        schema=schema,
+        dimension=4,
+        engine_options={"pool_size": 1, "max_overflow": 0, "pool_timeout": 2},
+    )
+    try:
+        await _backend_pid(stores.vector_store)
+        assert stores.engine.sync_engine.pool.checkedout() == 0
+        async with stores.engine.connect() as conn:  # would time out if the store kept it
+            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        async with stores.engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await stores.close()
+
+
+async def test_a_kept_connection_idle_too_long_is_pinged_before_a_write(postgres_url, monkeypatch):
+    """A kept connection that sat idle goes back through the pool's idle ping: a write (never
+    retried) after its server process died still succeeds, on a new connection."""
+    monkeypatch.setattr(_engine, "IDLE_PING_SECONDS", 0.05)
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=4)
+    libpq = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    try:
+        kept = await _backend_pid(stores.vector_store)
+        killer = await asyncpg.connect(libpq)
+        try:
+            assert await killer.fetchval("SELECT pg_terminate_backend($1)", kept)
+        finally:
+            await killer.close()
+        await asyncio.sleep(0.1)
+        stored = await stores.vector_store.put_entries(SCOPE, [entry("e1")], now=NOW)
+        assert [r.id for r in stored] == ["e1"]
+        assert await _backend_pid(stores.vector_store) != kept
+    finally:
+        async with stores.engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await stores.close()
