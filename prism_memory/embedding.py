@@ -231,7 +231,7 @@ async def embed_batched(
     if batch_size > CEILINGS["embed_batch"]:
         raise CapExceededError(f"batch_size={batch_size} is over the cap {CEILINGS['embed_batch']}")
     width = dimensions if dimensions is not None else embedder.dimensions
-    rows: list[Vector] = []
+    batches: list[Vector] = []
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
         result = await embedder.embed(chunk)
@@ -242,22 +242,24 @@ async def embed_batched(
         if count != len(chunk):
             raise InvalidVectorError(f"embedder returned {count} vectors for {len(chunk)} texts")
         matrix = _finite_matrix(result, width)
-        if matrix is not None:  # the usual answer, checked in one pass
-            rows.extend(matrix)
-            continue
-        rows.extend(
-            assert_finite_vector(item, f"embedding {start + offset}", width)
-            for offset, item in enumerate(result)
-        )
-    if not rows:
+        if matrix is None:  # checked row by row, so that a bad one is named
+            matrix = np.stack(
+                [
+                    assert_finite_vector(item, f"embedding {start + offset}", width)
+                    for offset, item in enumerate(result)
+                ]
+            )
+        batches.append(matrix)
+    if not batches:
         return np.zeros((0, width), dtype=np.float32)
-    return np.stack(rows)
+    return batches[0] if len(batches) == 1 else np.concatenate(batches)
 
 
 def _finite_matrix(result: object, width: int) -> Vector | None:
-    """``result`` as a float32 matrix if it is a numeric ``(n, width)`` array whose values are all
+    """A float32 copy of ``result`` if it is a numeric ``(n, width)`` array whose values are all
     finite in float32 -- what :func:`assert_finite_vector` accepts row by row -- else ``None`` (the
-    rows are then checked one by one, so a bad one is named in the error)."""
+    rows are then checked one by one, so a bad one is named in the error). A copy: an embedder may
+    hand out a buffer it writes again on its next call."""
     if (
         not isinstance(result, np.ndarray)
         or result.dtype.kind not in "fiu"
@@ -266,8 +268,11 @@ def _finite_matrix(result: object, width: int) -> Vector | None:
         or width == 0
     ):
         return None
-    with np.errstate(over="ignore"):
-        matrix = result.astype(np.float32, copy=False)
+    if result.dtype == np.float32:
+        matrix = np.array(result, order="C")  # float32 already: no overflow to silence
+    else:
+        with np.errstate(over="ignore"):
+            matrix = np.array(result, dtype=np.float32, order="C")
     if not np.isfinite(matrix).all():
         return None
-    return np.ascontiguousarray(matrix)
+    return matrix

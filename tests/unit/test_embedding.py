@@ -288,6 +288,28 @@ async def test_embed_batched_rows_match_their_texts():
         assert np.array_equal(row, reference.embed_one(text))
 
 
+class BufferEmbedder:
+    """An embedder that writes every answer into the same buffer (as some model runners do)."""
+
+    def __init__(self) -> None:
+        self.buffer = np.zeros((1, 4), dtype=np.float32)
+
+    @property
+    def dimensions(self) -> int:
+        return 4
+
+    async def embed(self, texts: Sequence[str]):
+        self.buffer[:] = float(len(texts[0]))
+        return self.buffer
+
+
+async def test_embed_batched_returns_its_own_copy_of_the_embedders_answer():
+    embedder = BufferEmbedder()
+    first = await embed_batched(embedder, ["ab"])
+    await embed_batched(embedder, ["abcdef"])  # rewrites the embedder's buffer
+    assert first.tolist() == [[2.0, 2.0, 2.0, 2.0]]
+
+
 async def test_embed_batched_of_nothing_makes_no_call():
     embedder = RecordingEmbedder(6)
     out = await embed_batched(embedder, [], batch_size=4)
