@@ -171,8 +171,9 @@ class KeptConnections:
 
     A kept connection is not idle in the pool, so its idle ping is kept here: one that sat unused
     for :data:`IDLE_PING_SECONDS` goes back to the pool marked with when it was last used, and the
-    pool pings it on the next checkout. :meth:`release` hands every kept connection back (the
-    stores call it when they close, and before they dispose of the engine).
+    pool pings it on the next checkout. :meth:`release` hands every kept connection back (before
+    the engine is disposed of after a lost connection); :meth:`close` also stops keeping (the
+    stores call it when they close).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -209,6 +210,12 @@ class KeptConnections:
         idle, self._idle = self._idle, []
         for since, pooled in idle:
             await self._return(pooled, since)
+
+    async def close(self) -> None:
+        """Return every kept connection and keep none from now on (an operation still running
+        when its store closes hands its connection back to the pool)."""
+        self._size = 0
+        await self.release()
 
     @staticmethod
     async def _return(pooled: PoolProxiedConnection, since: float) -> None:

@@ -212,7 +212,7 @@ class _Adapter:
             await self._kept.give(pooled)
 
     async def _dispose(self) -> None:
-        await self._kept.release()
+        await self._kept.close()
         if self._owns_engine:
             self._owns_engine = False
             await self._engine.dispose()
@@ -877,8 +877,8 @@ class PostgresMemoryStores:
     async def close(self) -> None:
         """Dispose of the engine if the factory created it; a host's engine is left alone."""
         # the connections the stores keep between operations go back to the pool first
-        await self.vector_store._kept.release()
-        await self.working_store._kept.release()
+        await self.vector_store._kept.close()
+        await self.working_store._kept.close()
         if self.owns_engine:
             self.owns_engine = False
             await self.engine.dispose()

@@ -789,7 +789,7 @@ async def test_a_store_keeps_its_connection_between_operations_and_returns_it_on
 ):
     """Single-statement operations reuse the connection the last one used, kept out of the pool
     (no checkout and checkin per call); closing the stores hands it back, also when the host owns
-    the engine."""
+    the engine, and from then on nothing is kept."""
     engine = create_engine(postgres_url)  # made by prism_memory, owned by the host
     schema = f"pm_test_{uuid.uuid4().hex[:12]}"
     stores = await create_postgres_memory_stores(engine=engine, schema=schema, dimension=4)
@@ -800,6 +800,9 @@ async def test_a_store_keeps_its_connection_between_operations_and_returns_it_on
         assert await _backend_pid(stores.vector_store) == first
         assert pool.checkedout() == 1  # kept by the store, not idle in the pool
         await stores.close()
+        assert pool.checkedout() == 0
+        # an operation still running as the stores close (here: one after) keeps nothing
+        await _backend_pid(stores.vector_store)
         assert pool.checkedout() == 0
     finally:
         async with engine.begin() as conn:
