@@ -39,7 +39,7 @@ from typing import Any
 
 import asyncpg
 import numpy as np
-from recall import DIM, LookupEmbedder, database, unit_vectors
+from _common import DIM, LookupEmbedder, database, unit_vectors
 
 from prism_memory import Memory, create_memory
 from prism_memory.postgres import create_postgres_memory_stores

@@ -45,8 +45,8 @@ from typing import Any
 
 import asyncpg
 import numpy as np
+from _common import DIM, LookupEmbedder, database, unit_vectors, zipf_sizes
 from pgvector.asyncpg import register_vector
-from recall import DIM, LookupEmbedder, database, unit_vectors, zipf_sizes
 
 from prism_memory import InMemoryVectorStore, Memory, MemoryConsent, create_memory
 from prism_memory.lexical import BM25_B, BM25_K1, query_terms, tokenize

@@ -45,7 +45,7 @@ SERVER_SETTINGS = {
     # and skip planning (~0.4 ms a call); the RAG queries still ask for custom plans per transaction.
     "plan_cache_mode": "auto",
     # Per-thread queries touch a few thousand rows at most: a parallel worker's start-up costs more
-    # than it saves (measured in benchmarks/recall.py).
+    # than it saves (measured with the benchmarks' per-thread recall).
     "max_parallel_workers_per_gather": "0",
 }
 _HEADER = struct.Struct(">HH")
