@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore
+from prism_memory.postgres import create_postgres_memory_stores
+from prism_memory.postgres._engine import create_engine
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
 
 
-@pytest.fixture(params=["memory", "postgres"])
-async def kit(request: pytest.FixtureRequest) -> ConformanceKit:
+@pytest.fixture(params=["memory", "postgres", "postgres-pooled"])
+async def kit(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceKit]:
+    """The stores of one backend. ``postgres`` opens a fresh schema on a ``NullPool`` engine;
+    ``postgres-pooled`` reopens that schema on a pooled engine as the URL factory makes it, where
+    the stores keep connections between operations (``KeptConnections``)."""
     embedder = HashEmbedder(dimensions=64)
     if request.param == "memory":
-        return ConformanceKit(embedder, InMemoryVectorStore(), InMemoryWorkingStore())
+        yield ConformanceKit(embedder, InMemoryVectorStore(), InMemoryWorkingStore())
+        return
     make_postgres_stores = request.getfixturevalue("make_postgres_stores")
     stores = await make_postgres_stores(dimension=64)
-    return ConformanceKit(embedder, stores.vector_store, stores.working_store)
+    if request.param == "postgres":
+        yield ConformanceKit(embedder, stores.vector_store, stores.working_store)
+        return
+    engine = create_engine(request.getfixturevalue("postgres_url"))
+    pooled = await create_postgres_memory_stores(
+        engine=engine, schema=stores.vector_store.tables.names.schema, dimension=64
+    )
+    try:
+        yield ConformanceKit(embedder, pooled.vector_store, pooled.working_store)
+    finally:
+        await pooled.close()
+        await engine.dispose()
 
 
 @pytest.mark.parametrize("check", list(CONFORMANCE_CHECKS))
