@@ -264,10 +264,11 @@ class EntrySql:
         # ``(thread_id, id) IN (...)`` it walked the thread's scope index per candidate. The
         # tenant and resource are tested again on the rows read: free here, and a row address is
         # only unique within one physical table (a table split into shards by tenant has one per
-        # shard), outside the ``OFFSET 0`` fence: inside it the address is the only condition, so
-        # the read is a TID scan whatever the statistics say (before the table had any, the
-        # planner walked the resource's scope range and filtered it by address). The statistics
-        # row is the outer side, so an empty corpus still returns one row (candidate columns NULL).
+        # shard). They are tested outside the ``OFFSET 0`` fence: inside it the address is the only
+        # condition, so the read is a TID scan whatever the statistics say (before the table had
+        # any, the planner walked the resource's scope range and filtered it by address). The
+        # statistics row is the outer side, so an empty corpus still returns one row (candidate
+        # columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
             f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
