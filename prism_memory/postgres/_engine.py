@@ -7,6 +7,7 @@ asyncpg type codec for ``vector`` (``format="binary"``) that encodes numpy array
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 import weakref
@@ -26,6 +27,7 @@ from ..models import Vector
 
 __all__ = [
     "IDLE_PING_SECONDS",
+    "KEEP_SECONDS",
     "KEPT_CONNECTIONS",
     "SERVER_SETTINGS",
     "KeptConnections",
@@ -154,6 +156,9 @@ KEPT_CONNECTIONS = 2
 """How many pooled connections a store on an engine :func:`create_engine` made keeps checked out
 between its single-statement operations (see :class:`KeptConnections`)."""
 
+KEEP_SECONDS = 1.0
+"""How long a kept connection may sit unused before it goes back to the pool."""
+
 
 class KeptConnections:
     """Pooled connections of one engine kept checked out between single-statement operations.
@@ -161,19 +166,21 @@ class KeptConnections:
     A recall or a one-statement write takes its connection from here and gives it back, with no
     trip through SQLAlchemy's pool: its checkout and checkin cost ~40 µs warm and ~150 µs with
     cold caches, a seventh of a small thread's recall; at 8 recalls in flight on 10k rows,
-    throughput rose by about 15 % without them (benchmarks/README.md). Up to :data:`KEPT_CONNECTIONS` are kept, and only on pooled engines
-    :func:`create_engine` made without ``pool_pre_ping``; on any other engine every connection
-    goes straight back to the pool.
+    throughput rose by about 15 % without them (benchmarks/README.md). Up to
+    :data:`KEPT_CONNECTIONS` are kept, and only on pooled engines :func:`create_engine` made
+    without ``pool_pre_ping``; on any other engine every connection goes straight back to the pool.
 
     A connection is kept only while the pool could still hand out another without waiting (an
-    idle one, or room to open one): a store never holds idle connections another caller of the
-    engine waits for -- when the pool has no room left, every kept connection goes back.
+    idle one, or room to open one) -- when an operation ends with the pool out of room, every
+    kept connection goes back -- and only for :data:`KEEP_SECONDS` after its last use: a store
+    holds connections through a burst of operations, not while it sits idle (nor after it was
+    dropped without ``close()``: the timer that returns them holds the last reference).
 
-    A kept connection is not idle in the pool, so its idle ping is kept here: one that sat unused
-    for :data:`IDLE_PING_SECONDS` goes back to the pool marked with when it was last used, and the
-    pool pings it on the next checkout. :meth:`release` hands every kept connection back (before
-    the engine is disposed of after a lost connection); :meth:`close` also stops keeping (the
-    stores call it when they close).
+    A kept connection is not idle in the pool, so its idle ping is kept here: it goes back to the
+    pool marked with when it was last used, and the pool pings it on its next checkout after
+    :data:`IDLE_PING_SECONDS`. :meth:`release` hands every kept connection back (before the engine
+    is disposed of after a lost connection); :meth:`close` also stops keeping (the stores call it
+    when they close).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -184,12 +191,14 @@ class KeptConnections:
         )
         self._size = KEPT_CONNECTIONS if keeps else 0
         self._idle: list[tuple[float, PoolProxiedConnection]] = []  # (kept since, connection)
+        self._timer: asyncio.TimerHandle | None = None
+        self._expiring: set[asyncio.Task[None]] = set()
 
     async def take(self) -> PoolProxiedConnection:
         """The connection kept last, if it was used a moment ago; else one from the pool."""
         while self._idle:
             since, pooled = self._idle.pop()
-            if time.monotonic() - since < IDLE_PING_SECONDS:
+            if time.monotonic() - since < min(KEEP_SECONDS, IDLE_PING_SECONDS):
                 return pooled
             await self._return(pooled, since)
         return await self._engine.raw_connection()
@@ -200,6 +209,8 @@ class KeptConnections:
         room = _has_room(self._engine.sync_engine.pool)
         if room and len(self._idle) < self._size:
             self._idle.append((time.monotonic(), pooled))
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(KEEP_SECONDS, self._expire)
             return
         await greenlet_spawn(pooled.close)
         if not room:  # others may be waiting for a connection: hand back every kept one
@@ -215,7 +226,27 @@ class KeptConnections:
         """Return every kept connection and keep none from now on (an operation still running
         when its store closes hands its connection back to the pool)."""
         self._size = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         await self.release()
+
+    def _expire(self) -> None:
+        """Timer: return the connections unused for :data:`KEEP_SECONDS`; re-arm for the rest."""
+        self._timer = None
+        task = asyncio.ensure_future(self._return_unused())
+        self._expiring.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._expiring.discard)
+
+    async def _return_unused(self) -> None:
+        now = time.monotonic()
+        unused = [(since, pooled) for since, pooled in self._idle if now - since >= KEEP_SECONDS]
+        self._idle = [(since, pooled) for since, pooled in self._idle if now - since < KEEP_SECONDS]
+        if self._idle and self._timer is None:
+            wait = KEEP_SECONDS - (now - self._idle[0][0])
+            self._timer = asyncio.get_running_loop().call_later(wait, self._expire)
+        for since, pooled in unused:
+            await self._return(pooled, since)
 
     @staticmethod
     async def _return(pooled: PoolProxiedConnection, since: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -829,6 +830,33 @@ async def test_a_store_never_keeps_a_connection_the_pool_cannot_spare(postgres_u
         async with stores.engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         await stores.close()
+
+
+async def test_kept_connections_go_back_to_the_pool_when_unused(postgres_url, monkeypatch):
+    """A store keeps connections through a burst of operations only: unused for
+    ``KEEP_SECONDS`` they go back to the pool -- also when the store was dropped without
+    ``close()`` (the timer holds it until then), so nothing is left to the garbage collector."""
+    monkeypatch.setattr(_engine, "KEEP_SECONDS", 0.05)
+    engine = create_engine(postgres_url)
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    pool = engine.sync_engine.pool
+    try:
+        stores = await create_postgres_memory_stores(engine=engine, schema=schema, dimension=4)
+        await _backend_pid(stores.vector_store)
+        assert pool.checkedout() == 1
+        await asyncio.sleep(0.3)
+        assert pool.checkedout() == 0  # idle: handed back
+        await _backend_pid(stores.vector_store)
+        assert pool.checkedout() == 1
+        del stores  # dropped without close()
+        gc.collect()
+        await asyncio.sleep(0.3)
+        gc.collect()
+        assert pool.checkedout() == 0
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        await engine.dispose()
 
 
 async def test_a_kept_connection_idle_too_long_is_pinged_before_a_write(postgres_url, monkeypatch):
