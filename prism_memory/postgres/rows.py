@@ -279,24 +279,11 @@ def inserted_record(
     indexed: bool,
     model: str | None,
 ) -> MemoryRecord:
-    """The record :attr:`EntrySql.insert` stored for ``entry`` at ``sequence``."""
-    return MemoryRecord(
-        tenant_id=scope.tenant_id,
-        resource_id=scope.resource_id,
-        thread_id=scope.thread_id,
-        id=entry.id,
-        text=entry.text,
-        role=entry.role,
-        metadata=json.loads(json.dumps(dict(entry.metadata))) if entry.metadata else {},
-        consent=entry.consent,
-        sequence=sequence,
-        occurred_at=entry.occurred_at,
-        created_at=now,
-        written_at=now,
-        importance=entry.importance,
-        lineage=entry.lineage,
-        status="indexed" if indexed else "pending",
-        embedding_model=model if indexed else None,
+    """The record :attr:`EntrySql.insert` stored for ``entry`` at ``sequence`` (its metadata as
+    the JSON round trip the database made of it)."""
+    metadata = json.loads(json.dumps(dict(entry.metadata))) if entry.metadata else {}
+    return entry.stored(
+        scope, sequence=sequence, now=now, metadata=metadata, model=model, indexed=indexed
     )
 
 

@@ -97,6 +97,37 @@ class NewEntry:
     importance: float
     lineage: Lineage | None
 
+    def stored(
+        self,
+        scope: MemoryIdentity,
+        *,
+        sequence: int,
+        now: datetime,
+        metadata: Mapping[str, Any],
+        model: str | None,
+        indexed: bool,
+    ) -> MemoryRecord:
+        """The record a store writes for this entry at ``sequence``: ``indexed`` with a vector of
+        ``model``, else pending; ``metadata`` is the store's own copy of :attr:`metadata`."""
+        return MemoryRecord(
+            tenant_id=scope.tenant_id,
+            resource_id=scope.resource_id,
+            thread_id=scope.thread_id,
+            id=self.id,
+            text=self.text,
+            role=self.role,
+            metadata=metadata,
+            consent=self.consent,
+            sequence=sequence,
+            occurred_at=self.occurred_at,
+            created_at=now,
+            written_at=now,
+            importance=self.importance,
+            lineage=self.lineage,
+            status="indexed" if indexed else "pending",
+            embedding_model=model if indexed else None,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RecallFilter:

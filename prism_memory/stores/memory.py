@@ -541,26 +541,15 @@ class InMemoryVectorStore(VectorStore):
         for entry, vector in zip(entries, checked, strict=True):
             current = staged.get(entry.id) or existing.get(entry.id)
             if current is None:
-                metadata = copy.deepcopy(dict(entry.metadata))
                 sequence = top + 1 if entry.sequence is None else entry.sequence
                 row = _Row(
-                    MemoryRecord(
-                        tenant_id=scope.tenant_id,
-                        resource_id=scope.resource_id,
-                        thread_id=scope.thread_id,
-                        id=entry.id,
-                        text=entry.text,
-                        role=entry.role,
-                        metadata=metadata,
-                        consent=entry.consent,
+                    entry.stored(
+                        scope,
                         sequence=sequence,
-                        occurred_at=entry.occurred_at,
-                        created_at=now,
-                        written_at=now,
-                        importance=entry.importance,
-                        lineage=entry.lineage,
-                        status="pending" if vector is None else "indexed",
-                        embedding_model=None if vector is None else model,
+                        now=now,
+                        metadata=copy.deepcopy(dict(entry.metadata)),
+                        model=model,
+                        indexed=vector is not None,
                     ),
                     vector,
                 )
