@@ -173,8 +173,11 @@ class KeptConnections:
     A connection is kept only while the pool could still hand out another without waiting (an
     idle one, or room to open one) -- when an operation ends with the pool out of room, every
     kept connection goes back -- and only for :data:`KEEP_SECONDS` after its last use: a store
-    holds connections through a burst of operations, not while it sits idle (nor after it was
-    dropped without ``close()``: the timer that returns them holds the last reference).
+    holds connections through a burst of operations, not while it sits idle. A task returns them
+    (it holds the last reference of a store dropped without ``close()``); when the event loop
+    shuts down first (``asyncio.run`` cancels what is still pending as a script ends), the
+    cancelled task returns every kept connection before the loop closes, so none is left to the
+    garbage collector.
 
     A kept connection is not idle in the pool, so its idle ping is kept here: it goes back to the
     pool marked with when it was last used, and the pool pings it on its next checkout after
@@ -191,8 +194,7 @@ class KeptConnections:
         )
         self._size = KEPT_CONNECTIONS if keeps else 0
         self._idle: list[tuple[float, PoolProxiedConnection]] = []  # (kept since, connection)
-        self._timer: asyncio.TimerHandle | None = None
-        self._expiring: set[asyncio.Task[None]] = set()
+        self._keeper: asyncio.Task[None] | None = None
 
     async def take(self) -> PoolProxiedConnection:
         """The connection kept last, if it was used a moment ago; else one from the pool."""
@@ -209,8 +211,8 @@ class KeptConnections:
         room = _has_room(self._engine.sync_engine.pool)
         if room and len(self._idle) < self._size:
             self._idle.append((time.monotonic(), pooled))
-            if self._timer is None:
-                self._timer = asyncio.get_running_loop().call_later(KEEP_SECONDS, self._expire)
+            if self._keeper is None:
+                self._keeper = asyncio.get_running_loop().create_task(self._return_when_unused())
             return
         await greenlet_spawn(pooled.close)
         if not room:  # others may be waiting for a connection: hand back every kept one
@@ -226,27 +228,29 @@ class KeptConnections:
         """Return every kept connection and keep none from now on (an operation still running
         when its store closes hands its connection back to the pool)."""
         self._size = 0
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         await self.release()
 
-    def _expire(self) -> None:
-        """Timer: return the connections unused for :data:`KEEP_SECONDS`; re-arm for the rest."""
-        self._timer = None
-        task = asyncio.ensure_future(self._return_unused())
-        self._expiring.add(task)  # held until done: the loop keeps only a weak reference
-        task.add_done_callback(self._expiring.discard)
-
-    async def _return_unused(self) -> None:
-        now = time.monotonic()
-        unused = [(since, pooled) for since, pooled in self._idle if now - since >= KEEP_SECONDS]
-        self._idle = [(since, pooled) for since, pooled in self._idle if now - since < KEEP_SECONDS]
-        if self._idle and self._timer is None:
-            wait = KEEP_SECONDS - (now - self._idle[0][0])
-            self._timer = asyncio.get_running_loop().call_later(wait, self._expire)
-        for since, pooled in unused:
-            await self._return(pooled, since)
+    async def _return_when_unused(self) -> None:
+        """Keeper task, running while connections are kept: returns each once unused for
+        :data:`KEEP_SECONDS`; cancelled (the event loop shutting down), returns them all."""
+        try:
+            while self._idle:
+                oldest = self._idle[0][0]  # kept in order of their last use
+                await asyncio.sleep(oldest + KEEP_SECONDS - time.monotonic())
+                now = time.monotonic()
+                unused = [
+                    (since, pooled) for since, pooled in self._idle if now - since >= KEEP_SECONDS
+                ]
+                self._idle = [
+                    (since, pooled) for since, pooled in self._idle if now - since < KEEP_SECONDS
+                ]
+                for since, pooled in unused:
+                    await self._return(pooled, since)
+        except asyncio.CancelledError:
+            await self.release()
+            raise
+        finally:
+            self._keeper = None
 
     @staticmethod
     async def _return(pooled: PoolProxiedConnection, since: float) -> None:

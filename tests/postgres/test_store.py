@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from pgvector import Vector as PgVector
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from prism_memory.errors import (
@@ -835,7 +837,8 @@ async def test_a_store_never_keeps_a_connection_the_pool_cannot_spare(postgres_u
 async def test_kept_connections_go_back_to_the_pool_when_unused(postgres_url, monkeypatch):
     """A store keeps connections through a burst of operations only: unused for
     ``KEEP_SECONDS`` they go back to the pool -- also when the store was dropped without
-    ``close()`` (the timer holds it until then), so nothing is left to the garbage collector."""
+    ``close()`` (the keeper task holds it until then), so nothing is left to the garbage
+    collector."""
     monkeypatch.setattr(_engine, "KEEP_SECONDS", 0.05)
     engine = create_engine(postgres_url)
     schema = f"pm_test_{uuid.uuid4().hex[:12]}"
@@ -857,6 +860,51 @@ async def test_kept_connections_go_back_to_the_pool_when_unused(postgres_url, mo
         async with engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         await engine.dispose()
+
+
+def test_kept_connections_go_back_to_the_pool_as_the_event_loop_shuts_down(postgres_url):
+    """A script that ends moments after its last operation without closing its stores: as
+    ``asyncio.run`` ends it cancels every task still pending, and the store's keeper task hands
+    the kept connections back before the loop closes (a timer would have been dropped with the
+    loop, leaving them to the garbage collector: a warning and an "Event loop is closed" error)."""
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    checked_out: list[int] = []
+
+    async def script() -> AsyncEngine:
+        engine = create_engine(postgres_url)
+        stores = await create_postgres_memory_stores(engine=engine, schema=schema, dimension=4)
+        await stores.vector_store.put_entries(SCOPE, [entry("e1")], now=NOW)
+        checked_out.append(engine.sync_engine.pool.checkedout())
+        return engine  # the stores are dropped, never closed
+
+    def target() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            engine = loop.run_until_complete(script())
+            loop.run_until_complete(_cancel_pending())
+            checked_out.append(engine.sync_engine.pool.checkedout())
+            loop.run_until_complete(_drop_and_dispose(engine, schema))
+        finally:
+            loop.close()
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    worker.join()
+    assert checked_out == [1, 0]
+
+
+async def _cancel_pending() -> None:
+    """What ``asyncio.run`` does as it ends: cancel every other task and let them finish."""
+    pending = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _drop_and_dispose(engine: AsyncEngine, schema: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    await engine.dispose()
 
 
 async def test_a_kept_connection_idle_too_long_is_pinged_before_a_write(postgres_url, monkeypatch):
