@@ -302,6 +302,11 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         (it sorts exactly over the thread's B-tree range). Maintaining HNSW costs about a
         millisecond per vector written; building it once afterwards costs far less. A table
         without an HNSW index (unpinned, or wider than 2,000) is left alone.
+
+        On exit the table is also analysed (``ANALYZE``), so recalls are planned on statistics
+        of the loaded rows from the first one on, not a minute or more later when autovacuum
+        would gather them (until then the planner guesses: a recall that shares a parent thread's
+        entries read the parent's whole range instead of its granted rows by key).
         """
         names = self._tables.names
         hnsw = self._dimension is not None and self._dimension <= MAX_HNSW_DIMENSION
@@ -319,6 +324,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                     f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{names.ix_hnsw}" ON '
                     f'"{names.schema}"."{names.entries}" USING hnsw (embedding vector_cosine_ops)',
                 )
+            await self._autocommit(
+                "analysing the loaded table", f'ANALYZE "{names.schema}"."{names.entries}"'
+            )
 
     async def _autocommit(self, action: str, statement: str) -> None:
         with wrap_db_errors(action):

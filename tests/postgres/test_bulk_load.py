@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from prism_memory.models import MemoryIdentity
-from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest
+from prism_memory.postgres.sql import EntrySql, search_statement
+from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource
 
 pytestmark = pytest.mark.postgres
 
@@ -91,3 +92,40 @@ async def test_unpinned_tables_have_no_hnsw_to_defer(make_postgres_stores):
     async with stores.vector_store.deferred_vector_index():
         assert await _hnsw_defs(stores) == []
     assert await _hnsw_defs(stores) == []
+
+
+async def test_the_loaded_table_is_analysed_on_exit(make_postgres_stores):
+    """Recalls right after a bulk load are planned on statistics: without them (autovacuum
+    gathers them a minute or more later) a recall sharing a parent thread's entries read the
+    parent's whole scope range and filtered it for the granted ids; with them it reads the
+    granted rows by primary key."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    names = store.tables.names
+    parent = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="parent")
+    rng = np.random.default_rng(9)
+    async with store.deferred_vector_index():
+        for start in range(0, 4000, 128):
+            batch = [_entry(i) for i in range(start, min(4000, start + 128))]
+            await store.put_entries(
+                parent, batch, now=NOW, vectors=rng.standard_normal((len(batch), 4))
+            )
+    async with stores.engine.connect() as conn:
+        analysed = await conn.scalar(
+            text("SELECT count(*) FROM pg_stats WHERE schemaname = :s AND tablename = :t"),
+            {"s": names.schema, "t": names.entries},
+        )
+    assert analysed > 0
+    granted = tuple(f"e{i}" for i in range(7, 4000, 150))
+    request = SearchRequest(
+        vector=rng.standard_normal(4),
+        terms=frozenset(),
+        limit=10,
+        filter=RecallFilter(now=NOW),
+        shared=SharedSource(thread_id="parent", ids=granted),
+    )
+    sql, params, _ = search_statement(EntrySql.for_tables(store.tables), SCOPE, request)
+    async with stores.engine.connect() as conn:
+        plan = "\n".join((await conn.execute(text(f"EXPLAIN {sql}"), params)).scalars())
+    # the granted ids are an index condition (primary key), not a filter over the parent's range
+    assert any("Index Cond" in line and "(id = ANY" in line for line in plan.splitlines()), plan
