@@ -212,7 +212,9 @@ class KeptConnections:
         if room and len(self._idle) < self._size:
             self._idle.append((time.monotonic(), pooled))
             if self._keeper is None:
-                self._keeper = asyncio.get_running_loop().create_task(self._return_when_unused())
+                self._keeper = asyncio.get_running_loop().create_task(
+                    self._return_when_unused(), name="prism_memory: return kept connections"
+                )
             return
         await greenlet_spawn(pooled.close)
         if not room:  # others may be waiting for a connection: hand back every kept one
