@@ -301,6 +301,7 @@ class Contender:
     label: str
     run: Callable[[Query, int], Awaitable[list[str]]]  # -> ids, best first
     samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    cpu: dict[tuple[str, int], list[float]] = field(default_factory=dict)  # this process's CPU s
     recall: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     short: int = 0  # results with fewer than min(K, eligible) rows
     mismatches: int = 0  # timed queries whose ids differ from the same-work hand-written ones
@@ -599,11 +600,12 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
                 shift = (q.n + k) % len(contenders)
                 answers: dict[str, list[str]] = {}
                 for c in contenders[shift:] + contenders[:shift]:
-                    start = time.perf_counter()
+                    cpu_start, start = time.process_time(), time.perf_counter()
                     ids = await c.run(q, k)
                     elapsed = time.perf_counter() - start
                     answers[c.key] = ids
                     c.samples.setdefault((q.cls, k), []).append(elapsed)
+                    c.cpu.setdefault((q.cls, k), []).append(time.process_time() - cpu_start)
                     if q.cls != "lexical":  # cosine truth; a query with stored words has none
                         want = q.truth[k]
                         c.recall.setdefault((q.cls, k), []).append(
@@ -627,6 +629,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
                 entry[f"{cls}_k{k}"] = {
                     "p50_ms": percentile(values, 50),
                     "p95_ms": percentile(values, 95),
+                    "cpu_p50_us": percentile(c.cpu[(cls, k)], 50) * 1000.0,
                     "recall_at_k": float(np.mean(c.recall[(cls, k)]))
                     if (cls, k) in c.recall
                     else None,
@@ -844,6 +847,22 @@ def markdown(result: dict[str, Any]) -> str:
         )
         + " | | | | |"
     )
+    lines += [
+        "",
+        "| client CPU per recall, median µs (this process: Python, driver, decoding; not the "
+        "server's) | " + " | ".join(v["label"] for v in rec.values()) + " | prism / same work |",
+        "| --- | " + " | ".join("---" for _ in rec) + " | --- |",
+    ]
+    for cls in ("small", "medium", "largest", "lexical"):
+        for k in KS:
+            key = f"{cls}_k{k}"
+            if key not in rec["prism"] or "cpu_p50_us" not in rec["prism"][key]:
+                continue
+            cpu = [v[key]["cpu_p50_us"] for v in rec.values()]
+            ratio = rec["prism"][key]["cpu_p50_us"] / rec["hand"][key]["cpu_p50_us"]
+            lines.append(
+                f"| {cls}, K={k} | " + " | ".join(f"{c:.0f}" for c in cpu) + f" | {ratio:.2f}× |"
+            )
     tp = result["throughput"]
     lines += [
         "",
