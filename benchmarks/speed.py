@@ -301,9 +301,8 @@ class Contender:
     label: str
     run: Callable[[Query, int], Awaitable[list[str]]]  # -> ids, best first
     samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    cpu: dict[tuple[str, int], list[float]] = field(
-        default_factory=dict
-    )  # the event loop thread's CPU s
+    # the event loop thread's CPU time per call, in seconds
+    cpu: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     recall: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     short: int = 0  # results with fewer than min(K, eligible) rows
     mismatches: int = 0  # timed queries whose ids differ from the same-work hand-written ones

@@ -877,19 +877,25 @@ def test_kept_connections_go_back_to_the_pool_as_the_event_loop_shuts_down(postg
         checked_out.append(engine.sync_engine.pool.checkedout())
         return engine  # the stores are dropped, never closed
 
-    def target() -> None:
+    failure: list[BaseException] = []
+
+    def target() -> None:  # on a loop of its own, as a script's asyncio.run would be
         loop = asyncio.new_event_loop()
         try:
             engine = loop.run_until_complete(script())
             loop.run_until_complete(_cancel_pending())
             checked_out.append(engine.sync_engine.pool.checkedout())
             loop.run_until_complete(_drop_and_dispose(engine, schema))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failure.append(exc)
         finally:
             loop.close()
 
     worker = threading.Thread(target=target)
     worker.start()
     worker.join()
+    if failure:
+        raise failure[0]
     assert checked_out == [1, 0]
 
 
