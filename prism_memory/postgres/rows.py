@@ -47,6 +47,16 @@ __all__ = [
     "search_result",
 ]
 
+_CONSENT_COLUMNS = (
+    "consent_explicit",
+    "consent_source",
+    "consent_scope",
+    "consent_visible",
+    "consent_granted_at",
+    "consent_revoked_at",
+)
+
+
 RECORD_COLUMNS: tuple[str, ...] = (
     "tenant_id",
     "resource_id",
@@ -55,12 +65,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "text",
     "role",
     "metadata",
-    "consent_explicit",
-    "consent_source",
-    "consent_scope",
-    "consent_visible",
-    "consent_granted_at",
-    "consent_revoked_at",
+    *_CONSENT_COLUMNS,
     "sequence",
     "occurred_at",
     "created_at",
@@ -102,16 +107,6 @@ def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage 
     if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
         return metadata, None
     return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
-
-
-_CONSENT_COLUMNS = (
-    "consent_explicit",
-    "consent_source",
-    "consent_scope",
-    "consent_visible",
-    "consent_granted_at",
-    "consent_revoked_at",
-)
 
 
 def consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
