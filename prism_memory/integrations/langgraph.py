@@ -72,7 +72,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..embedding import Embedder, assert_finite_vector, embed_batched, embedder_model
 from ..errors import AccessDeniedError, ConfigurationError, ValidationError
 from ..memory import Memory, create_memory
-from ..models import MemoryIdentity, MemoryRecord, Vector, check_json, check_key
+from ..models import (
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    Vector,
+    check_json,
+    check_key,
+    parse,
+)
 from ..ranking import cosine
 from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
 from ..stores.memory import InMemoryVectorStore
@@ -208,8 +216,10 @@ class PrismStore(BaseStore):
     store keeps and filters items but ``search(query=...)`` does not rank. ``vector_store`` is any
     prism :class:`~prism_memory.VectorStore` (default: a fresh
     :class:`~prism_memory.InMemoryVectorStore`; for PostgreSQL use :meth:`from_conn_string`, or
-    hand it ``create_postgres_vector_store(...)``). The module docstring says how namespaces,
-    items and governance map.
+    hand it ``create_postgres_vector_store(...)``). ``consent`` is the consent new items carry
+    (default: none explicit, as ``remember()`` without one; ``export_memory`` exports only
+    explicitly consented entries). The module docstring says how namespaces, items and governance
+    map.
     """
 
     supports_ttl = False
@@ -221,8 +231,10 @@ class PrismStore(BaseStore):
         tenant_id: str = "default",
         resource_id: str = "langgraph",
         vector_store: VectorStore | None = None,
+        consent: MemoryConsent | Mapping[str, Any] | None = None,
     ) -> None:
         self._tenant = check_key(tenant_id, "tenant_id")
+        self._consent = None if consent is None else parse(MemoryConsent, consent, "consent")
         self._resource = check_key(resource_id, "resource_id")
         self.index_config = None if index is None else cast("IndexConfig", dict(index))
         self._texts: list[tuple[str, str | list[str]]] = []
@@ -269,6 +281,7 @@ class PrismStore(BaseStore):
         resource_id: str = "langgraph",
         schema: str = "prism_memory",
         table: str = "semantic_memory",
+        consent: MemoryConsent | Mapping[str, Any] | None = None,
     ) -> AsyncIterator[PrismStore]:
         """A store on the PostgreSQL at ``conn_string`` (``postgresql://`` or
         ``postgresql+asyncpg://``), closed when the block exits; ``await store.setup()`` runs
@@ -292,7 +305,7 @@ class PrismStore(BaseStore):
                 )
             return opened[0]
 
-        store = cls(index=index, tenant_id=tenant_id, resource_id=resource_id)
+        store = cls(index=index, tenant_id=tenant_id, resource_id=resource_id, consent=consent)
         store._vectors = None
         store._open = open_store
         store._loop = asyncio.get_running_loop()
@@ -611,7 +624,7 @@ class PrismStore(BaseStore):
                             text=bodies[key],
                             role=_ROLE,
                             metadata={} if vector is not None else dict(_UNINDEXED),
-                            consent=None if record is None else record.consent,
+                            consent=self._consent if record is None else record.consent,
                             sequence=None,
                             occurred_at=now if record is None else record.occurred_at,
                             importance=1.0,

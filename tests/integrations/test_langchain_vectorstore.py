@@ -1,0 +1,35 @@
+"""LangChain's standard VectorStore suite (langchain-tests, sync and async) against PrismVectorStore,
+on the in-memory RAG store and on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.vectorstores import VectorStore
+from langchain_tests.integration_tests import VectorStoreIntegrationTests
+
+from prism_memory.integrations.langchain import PrismVectorStore, run_sync
+
+pytestmark = pytest.mark.postgres
+
+
+class TestPrismVectorStoreInMemory(VectorStoreIntegrationTests):
+    """Every test of the suite, sync and async, on the in-memory RAG store."""
+
+    @pytest.fixture
+    def vectorstore(self) -> Iterator[VectorStore]:
+        yield PrismVectorStore(self.get_embeddings())
+
+
+class TestPrismVectorStorePostgres(VectorStoreIntegrationTests):
+    """Every test of the suite, sync and async, on PostgreSQL (a fresh schema per test, on an
+    engine without a pool, so the sync methods' private loops each open their own connection)."""
+
+    @pytest.fixture
+    def vectorstore(self, make_postgres_stores) -> Iterator[VectorStore]:
+        stores = run_sync(make_postgres_stores())
+        try:
+            yield PrismVectorStore(self.get_embeddings(), store=stores.vector_store)
+        finally:
+            run_sync(stores.close())
