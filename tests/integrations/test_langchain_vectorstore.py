@@ -18,8 +18,8 @@ class TestPrismVectorStoreInMemory(VectorStoreIntegrationTests):
     """Every test of the suite, sync and async, on the in-memory RAG store."""
 
     @pytest.fixture
-    def vectorstore(self) -> Iterator[VectorStore]:
-        yield PrismVectorStore(self.get_embeddings())
+    def vectorstore(self) -> VectorStore:
+        return PrismVectorStore(self.get_embeddings())
 
 
 class TestPrismVectorStorePostgres(VectorStoreIntegrationTests):
