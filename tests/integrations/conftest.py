@@ -44,28 +44,40 @@ def fake_embeddings() -> CharacterEmbeddings:
 MakeStore = Callable[..., AbstractAsyncContextManager[PrismStore]]
 
 
-@pytest.fixture(params=["memory", "postgres"])
-def make_store(request: pytest.FixtureRequest) -> MakeStore:
-    """``async with make_store(index=...) as store``: an empty :class:`PrismStore`, in memory or
-    on PostgreSQL through ``from_conn_string`` (a fresh schema, ``setup()`` run)."""
-    if request.param == "memory":
+@pytest.fixture
+def store_on(request: pytest.FixtureRequest) -> Callable[[str], MakeStore]:
+    """``store_on("memory" | "postgres")``: the :data:`MakeStore` factory of that backend."""
+
+    def factory(backend: str) -> MakeStore:
+        if backend == "memory":
+
+            @asynccontextmanager
+            async def in_memory(**kwargs: Any) -> AsyncIterator[PrismStore]:
+                yield PrismStore(**kwargs)
+
+            return in_memory
+        url: str = request.getfixturevalue("postgres_url")
+        make_postgres_stores = request.getfixturevalue("make_postgres_stores")
 
         @asynccontextmanager
-        async def in_memory(**kwargs: Any) -> AsyncIterator[PrismStore]:
-            yield PrismStore(**kwargs)
+        async def on_postgres(**kwargs: Any) -> AsyncIterator[PrismStore]:
+            schema = f"lg_test_{uuid.uuid4().hex[:12]}"
+            async with PrismStore.from_conn_string(url, schema=schema, **kwargs) as store:
+                await store.setup()  # creates the schema
+                # handing the schema to make_postgres_stores has it dropped at teardown
+                index = kwargs.get("index") or {}
+                await (
+                    await make_postgres_stores(schema=schema, dimension=index.get("dims"))
+                ).close()
+                yield store
 
-        return in_memory
-    url: str = request.getfixturevalue("postgres_url")
-    make_postgres_stores = request.getfixturevalue("make_postgres_stores")
+        return on_postgres
 
-    @asynccontextmanager
-    async def on_postgres(**kwargs: Any) -> AsyncIterator[PrismStore]:
-        schema = f"lg_test_{uuid.uuid4().hex[:12]}"
-        async with PrismStore.from_conn_string(url, schema=schema, **kwargs) as store:
-            await store.setup()  # creates the schema
-            # handing the schema to make_postgres_stores has it dropped at teardown
-            index = kwargs.get("index") or {}
-            await (await make_postgres_stores(schema=schema, dimension=index.get("dims"))).close()
-            yield store
+    return factory
 
-    return on_postgres
+
+@pytest.fixture(params=["memory", "postgres"])
+def make_store(request: pytest.FixtureRequest, store_on: Callable[[str], MakeStore]) -> MakeStore:
+    """``async with make_store(index=...) as store``: an empty :class:`PrismStore`, in memory or
+    on PostgreSQL through ``from_conn_string`` (a fresh schema, ``setup()`` run)."""
+    return store_on(request.param)
