@@ -483,18 +483,18 @@ class PrismStore(BaseStore):
             namespace = _namespace(thread)
             if namespace[: len(prefix)] != prefix:
                 continue
-            records = [
-                record
+            items = [
+                (record, self._item(record, namespace))
                 for record in await self._records(store, thread)
                 if self._visible(record, now)
-                and (
-                    not op.filter
-                    or all(
-                        _matches(json.loads(record.text).get(k), v) for k, v in op.filter.items()
-                    )
-                )
             ]
-            if not records:
+            if op.filter:
+                items = [
+                    (record, item)
+                    for record, item in items
+                    if all(_matches(item.value.get(k), v) for k, v in op.filter.items())
+                ]
+            if not items:
                 continue
             similarity: dict[str, float] = {}
             if query is not None:
@@ -508,10 +508,9 @@ class PrismStore(BaseStore):
                     ),
                 )
                 similarity = {c.id: cosine(query, c.vector) for c in found.candidates}
-            for record in records:
+            for record, item in items:
                 order += 1
-                score = similarity.get(record.id) if _indexed(record) else None
-                item = self._item(record, namespace)
+                score = similarity.get(record.id)
                 if query is None or not _indexed(record):
                     unscored.append(self._search_item(item, None))
                 elif score is not None:  # else the store excluded it (e.g. a tombstone)

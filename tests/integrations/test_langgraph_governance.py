@@ -121,3 +121,35 @@ async def test_bad_input_is_a_typed_error_and_writes_nothing(make_store) -> None
             )
         assert await store.aget(NS, "good") is None
         assert await store.alist_namespaces() == []
+
+
+async def test_items_are_recalled_by_prism_memory_itself(make_store, fake_embeddings) -> None:
+    async with make_store(index={"dims": fake_embeddings.dims, "embed": fake_embeddings}) as store:
+        await store.aput(NS, "pears", {"text": "Ada likes pears"})
+        await store.aput(NS, "quiet", {"text": "not this one"}, index=False)
+        async with await store.memory(NS) as memory:
+            hits = (await memory.recall("pears", top_k=1)).hits
+        assert [hit.record.id for hit in hits] == ["pears"]
+        assert hits[0].record.embedding_model is not None
+
+
+async def test_index_embed_may_be_a_prism_embedder_or_a_function(make_store) -> None:
+    from prism_memory import HashEmbedder
+
+    hashing = HashEmbedder(dimensions=32)
+
+    def by_function(texts: list[str]) -> list[list[float]]:
+        return [hashing.embed_one(text).tolist() for text in texts]
+
+    for embed in (hashing, by_function):
+        async with make_store(index={"dims": 32, "embed": embed, "fields": ["text"]}) as store:
+            await store.aput(NS, "a", {"text": "green tea every morning"})
+            await store.aput(NS, "b", {"text": "a red bicycle"})
+            found = await store.asearch(NS, query="green tea")
+            assert [item.key for item in found] == ["a", "b"]
+            assert found[0].score == pytest.approx(
+                float(
+                    hashing.embed_one("green tea") @ hashing.embed_one("green tea every morning")
+                ),
+                abs=1e-6,
+            )
