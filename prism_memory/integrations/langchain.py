@@ -387,21 +387,6 @@ class PrismVectorStore(VectorStore):
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
-    @classmethod
-    async def afrom_texts(
-        cls,
-        texts: list[str],
-        embedding: Embeddings,
-        metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> PrismVectorStore:
-        """Async twin of :meth:`from_texts`."""
-        store = cls(embedding, **kwargs)
-        await store.aadd_texts(texts, metadatas, ids=ids)
-        return store
-
 
 # ---- conversational memory ---------------------------------------------------------------------
 

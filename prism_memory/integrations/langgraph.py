@@ -115,6 +115,29 @@ def _indexed(record: MemoryRecord) -> bool:
     return record.metadata.get("langgraph", {}).get("indexed", True) is not False
 
 
+def _entry(
+    entry_id: str,
+    text: str,
+    *,
+    metadata: Mapping[str, Any],
+    consent: MemoryConsent | None,
+    occurred_at: datetime,
+) -> NewEntry:
+    """A new entry as the store writes it: its own role, full importance, no lineage, and a
+    sequence the store assigns (so an item keeps its place among the namespace's items)."""
+    return NewEntry(
+        id=entry_id,
+        text=text,
+        role=_ROLE,
+        metadata=metadata,
+        consent=consent,
+        sequence=None,
+        occurred_at=occurred_at,
+        importance=1.0,
+        lineage=None,
+    )
+
+
 class _ZeroEmbedder:
     """The embedder of a store without an index: every text gets a zero vector (never scored)."""
 
@@ -616,22 +639,14 @@ class PrismStore(BaseStore):
                 if record is not None:  # the item changes between indexed and not: re-insert it
                     async with await self.memory(op.namespace) as memory:
                         await memory.forget(ids=[op.key])
-                fresh.append(
-                    (
-                        NewEntry(
-                            id=op.key,
-                            text=bodies[key],
-                            role=_ROLE,
-                            metadata={} if vector is not None else dict(_UNINDEXED),
-                            consent=self._consent if record is None else record.consent,
-                            sequence=None,
-                            occurred_at=now if record is None else record.occurred_at,
-                            importance=1.0,
-                            lineage=None,
-                        ),
-                        vector,
-                    )
+                entry = _entry(
+                    op.key,
+                    bodies[key],
+                    metadata={} if vector is not None else dict(_UNINDEXED),
+                    consent=self._consent if record is None else record.consent,
+                    occurred_at=now if record is None else record.occurred_at,
                 )
+                fresh.append((entry, vector))
             if fresh:
                 await self._register(store, thread, now)
                 await self._insert(store, scope, fresh, zero, now)
@@ -671,17 +686,7 @@ class PrismStore(BaseStore):
         """Record ``thread`` in the namespace catalog (once; the catalog only grows)."""
         if thread in self._known:
             return
-        entry = NewEntry(
-            id=thread,
-            text=thread,
-            role=_ROLE,
-            metadata={},
-            consent=None,
-            sequence=None,
-            occurred_at=now,
-            importance=1.0,
-            lineage=None,
-        )
+        entry = _entry(thread, thread, metadata={}, consent=None, occurred_at=now)
         zero = assert_finite_vector(np.zeros(self._dims, dtype=np.float32))
         await store.put_entries(self._scope(_CATALOG_THREAD), [entry], now=now, vectors=[zero])
         self._known.add(thread)
