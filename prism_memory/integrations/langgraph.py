@@ -35,7 +35,6 @@ one per text and score the best.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -85,7 +84,7 @@ from ..ranking import cosine
 from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
 from ..stores.memory import InMemoryVectorStore
 from ..stores.rules import is_recallable
-from .langchain import LangChainEmbedder
+from .langchain import LangChainEmbedder, run_sync
 
 __all__ = ["PrismStore"]
 
@@ -397,10 +396,7 @@ class PrismStore(BaseStore):
                     "async methods (aget, aput, asearch, ...) or call from another thread."
                 )
             return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
-        if running is None:
-            return asyncio.run(self.abatch(ops))
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, self.abatch(ops)).result()
+        return run_sync(self.abatch(ops))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops``: reads (get, search, list_namespaces) see the store as it was before the
@@ -610,7 +606,8 @@ class PrismStore(BaseStore):
         for thread, ops in by_thread.items():
             found = await store.get_entries(self._scope(thread), [op.key for op in ops])
             existing[thread] = {record.id: record for record in found}
-            if any(r.legal_hold for r in found if any(o.key == r.id and o.value for o in ops)):
+            written = {op.key for op in ops if op.value is not None}
+            if any(record.legal_hold and record.id in written for record in found):
                 raise AccessDeniedError("an item under legal hold cannot be overwritten")
         for thread, ops in by_thread.items():
             scope, old = self._scope(thread), existing[thread]

@@ -54,6 +54,8 @@ async def test_a_held_item_survives_delete_and_refuses_overwrite(make_store) -> 
             assert (await memory.get("k")).legal_hold is True  # the body is kept
             with pytest.raises(AccessDeniedError):
                 await store.aput(NS, "k", {"food": "plums"})
+            with pytest.raises(AccessDeniedError):  # an empty value is a value, not a delete
+                await store.aput(NS, "k", {})
             assert (await memory.get("k")).text == '{"food": "pears"}'
             assert await memory.forget(ids=["k"]) == 1  # prism's own forget lifts the hold
 

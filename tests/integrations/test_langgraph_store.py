@@ -452,3 +452,10 @@ async def test_sync_api_from_a_worker_thread(make_store) -> None:
         await asyncio.to_thread(store.put, ("t",), "k", {"v": 1})
         assert (await asyncio.to_thread(store.get, ("t",), "k")).value == {"v": 1}
         assert (await store.aget(("t",), "k")).value == {"v": 1}
+
+
+async def test_an_empty_dict_is_a_value_not_a_delete(make_store) -> None:
+    async with make_store() as store:
+        await store.aput(("t",), "k", {"v": 1})
+        await store.aput(("t",), "k", {})
+        assert (await store.aget(("t",), "k")).value == {}
