@@ -1,5 +1,10 @@
 """LangChain's standard VectorStore suite (langchain-tests, sync and async) against PrismVectorStore,
-on the in-memory RAG store and on PostgreSQL."""
+on the in-memory RAG store and on PostgreSQL.
+
+One class per backend runs the suite's sync and its async tests together: a class with
+``has_async=False`` (or ``has_sync=False``) skips the other half, and the suite's own
+``test_no_overrides_DO_NOT_OVERRIDE`` fails a class that leaves tests out.
+"""
 
 from __future__ import annotations
 
