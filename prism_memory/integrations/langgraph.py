@@ -417,6 +417,8 @@ class PrismStore(BaseStore):
 
     async def _run(self, ops: list[Op]) -> list[Result]:
         store = await self._store()
+        if self._loop is None and not isinstance(store, InMemoryVectorStore):
+            self._loop = asyncio.get_running_loop()  # a host's store may be bound to this loop
         now = _utcnow()
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         queries = {op.query for op in ops if isinstance(op, SearchOp) and op.query}

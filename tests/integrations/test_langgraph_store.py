@@ -459,3 +459,14 @@ async def test_an_empty_dict_is_a_value_not_a_delete(make_store) -> None:
         await store.aput(("t",), "k", {"v": 1})
         await store.aput(("t",), "k", {})
         assert (await store.aget(("t",), "k")).value == {}
+
+
+async def test_a_store_handed_a_postgres_vector_store(make_postgres_stores) -> None:
+    stores = await make_postgres_stores()
+    try:
+        store = PrismStore(vector_store=stores.vector_store)
+        await store.aput(("t",), "k", {"v": 1})
+        assert (await asyncio.to_thread(store.get, ("t",), "k")).value == {"v": 1}
+        assert await store.alist_namespaces() == [("t",)]
+    finally:
+        await stores.close()
