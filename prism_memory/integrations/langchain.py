@@ -26,6 +26,8 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ..errors import ConfigurationError, ValidationError
+
 try:
     from langchain_core.callbacks import (
         AsyncCallbackManagerForRetrieverRun,
@@ -37,13 +39,12 @@ try:
     from langchain_core.vectorstores import VectorStore
     from pydantic import ConfigDict
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
+    raise ConfigurationError(
         "prism_memory.integrations.langchain needs langchain-core: "
         "pip install 'prism-memory[langchain]'"
     ) from exc
 
 from ..embedding import Embedder, assert_finite_vector, embed_batched, embedder_model
-from ..errors import ConfigurationError, ValidationError
 from ..memory import Memory
 from ..models import Vector
 from ..rag import Authorization, Chunk, InMemoryRagStore, RagHit, RagScope, RagStore, hybrid_query

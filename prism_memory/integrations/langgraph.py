@@ -44,6 +44,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from ..errors import AccessDeniedError, ConfigurationError, ValidationError
+
 try:
     from langgraph.store.base import (
         BaseStore,
@@ -64,12 +66,11 @@ try:
         validate_op_namespace,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
+    raise ConfigurationError(
         "prism_memory.integrations.langgraph needs LangGraph: pip install 'prism-memory[langgraph]'"
     ) from exc
 
 from ..embedding import Embedder, assert_finite_vector, embed_batched, embedder_model
-from ..errors import AccessDeniedError, ConfigurationError, ValidationError
 from ..memory import Memory, create_memory
 from ..models import (
     MemoryConsent,
