@@ -626,6 +626,11 @@ def worker(
     )
 
     async def run() -> None:
+        # first, so a SIGTERM that arrives while the worker connects still stops it gracefully
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
         store = await create_postgres_vector_store(
             url, schema=schema, table=table, skip_migrations=True
         )
@@ -644,10 +649,6 @@ def worker(
                 policy=IndexingPolicy(lease_seconds=lease_seconds),
                 status_file=status_file,
             )
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
             await service.run(stop)
         finally:
             await store.close()
