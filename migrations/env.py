@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from prism_memory.errors import ConfigurationError
 from prism_memory.postgres._engine import create_engine
-from prism_memory.postgres.migrate import settings_from_config
+from prism_memory.postgres.migrate import repair_invalid_indexes, settings_from_config
 from prism_memory.postgres.tables import build_metadata
 
 config = context.config
@@ -95,6 +95,8 @@ def do_run_migrations(connection: Connection) -> None:
         _configure(connection=connection)
         with context.begin_transaction():
             context.run_migrations()
+        # an index a crashed CONCURRENTLY build left INVALID is rebuilt, not skipped as existing
+        repair_invalid_indexes(connection, settings.names)
     finally:
         if connection.in_transaction():
             connection.rollback()

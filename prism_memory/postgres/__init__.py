@@ -5,11 +5,14 @@
 * :func:`build_memory_ddl` -- the SQL the Alembic revisions emit, for hosts who review DDL before
   running it; :func:`build_vector_search_ddl` -- only its search indexes (``text_tsv`` GIN, HNSW);
 * :mod:`prism_memory.postgres.migrate` -- run the revisions (programmatically or from the command
-  line); :mod:`prism_memory.postgres.embedded` -- a throw-away embedded PostgreSQL + pgvector.
+  line);
+* :func:`start_embedded_postgres` -- a throw-away embedded PostgreSQL + pgvector for demos and
+  tests (the ``postgres-embedded`` extra; :mod:`prism_memory.postgres.embedded`).
 """
 
 from __future__ import annotations
 
+from .embedded import EmbeddedPostgres, start_embedded_postgres
 from .store import (
     PostgresMemoryStores,
     PostgresVectorStore,
@@ -20,6 +23,7 @@ from .store import (
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
 
 __all__ = [
+    "EmbeddedPostgres",
     "PostgresMemoryStores",
     "PostgresVectorStore",
     "PostgresWorkingStore",
@@ -27,6 +31,7 @@ __all__ = [
     "build_vector_search_ddl",
     "create_postgres_memory_stores",
     "create_postgres_vector_store",
+    "start_embedded_postgres",
 ]
 
 

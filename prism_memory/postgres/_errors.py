@@ -18,7 +18,7 @@ from ..errors import (
     ValidationError,
 )
 
-__all__ = ["sqlstate_of", "translate", "wrap_db_errors"]
+__all__ = ["server_terminated", "sqlstate_of", "translate", "wrap_db_errors"]
 
 _MISSING_OBJECT = {
     "42P01",  # undefined_table
@@ -28,6 +28,11 @@ _MISSING_OBJECT = {
     "42703",  # undefined_column
 }
 
+
+# The server process ended under the connection: it crashed (a signal, an out-of-memory kill), was
+# shut down or restarted, or an administrator terminated the backend. Class 08 is connection
+# exceptions (08003: the connection is gone, as asyncpg reports a backend that died mid-statement).
+_TERMINATED = {"57P01", "57P02", "57P03"}  # admin_shutdown, crash_shutdown, cannot_connect_now
 
 _ARGUMENT = re.compile(r"(query argument \$\d+:).*")
 
@@ -46,8 +51,54 @@ def sqlstate_of(exc: BaseException) -> str | None:
     return None
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every error behind it (``__cause__``, ``__context__``, SQLAlchemy's ``orig``)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        behind = (current.__cause__, current.__context__, getattr(current, "orig", None))
+        pending.extend(nxt for nxt in behind if isinstance(nxt, BaseException))
+
+
+def server_terminated(exc: BaseException) -> str | None:
+    """The SQLSTATE saying the server process went away under ``exc`` (anywhere in its chain).
+
+    SQLAlchemy reports the *next* use of such a connection as "Can't reconnect until invalid
+    transaction is rolled back"; the error that explains it sits behind, as its context.
+    """
+    for current in _chain(exc):
+        for candidate in (current, getattr(current, "orig", None)):
+            code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+            if isinstance(code, str) and (code.startswith("08") or code in _TERMINATED):
+                return code
+    return None
+
+
+def _terminated_message(action: str, code: str) -> str:
+    from .embedded import running_logs  # the embedded server's log, when one runs here
+
+    logs = running_logs()
+    where = (
+        f"the embedded server's log is {', '.join(str(path) for path in logs)}"
+        if logs
+        else "the server's log says why"
+    )
+    return (
+        f"{action} failed: the PostgreSQL server process terminated or dropped the connection "
+        f"(SQLSTATE {code}); {where}"
+    )
+
+
 def translate(exc: BaseException, action: str) -> PrismMemoryError:
     """The :class:`PrismMemoryError` that stands for driver error ``exc``."""
+    terminated = server_terminated(exc)
+    if terminated is not None:
+        return StorageError(_terminated_message(action, terminated))
     code = sqlstate_of(exc) or ""
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc) else ""
     # the driver quotes a value it could not encode: never repeat input (it may be a secret)

@@ -24,9 +24,18 @@ from typing import Any
 from ..errors import ConfigurationError, StorageError
 from ._engine import normalize_url
 
-__all__ = ["EmbeddedPostgres", "start_embedded_postgres"]
+__all__ = ["EmbeddedPostgres", "running_logs", "start_embedded_postgres"]
 
 _HINT = "pip install 'prism-memory[postgres-embedded]'"
+
+_RUNNING: dict[Path, Path] = {}
+"""Data directory -> server log of every embedded server this process started and has not closed,
+so an error about a server process that died can say where its log is."""
+
+
+def running_logs() -> tuple[Path, ...]:
+    """The log files of the embedded servers this process is running (usually none or one)."""
+    return tuple(_RUNNING.values())
 
 
 @dataclass(slots=True)
@@ -47,6 +56,7 @@ class EmbeddedPostgres:
         if self._closed:
             return
         self._closed = True
+        _RUNNING.pop(self.data_dir, None)
         self._server.cleanup()
         if self._temporary:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -78,7 +88,7 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
             # embedded_postgres asks platformdirs for a runtime dir at import; without
             # XDG_RUNTIME_DIR (CI, root) it warns and falls back to /tmp, fine for a throw-away server.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-            from embedded_postgres import get_server
+            from embedded_postgres.postgres_server import get_server
     except ImportError as exc:
         raise ConfigurationError(
             f"the embedded PostgreSQL needs the embedded-postgres package: {_HINT}"
@@ -97,6 +107,7 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
         if temporary:
             shutil.rmtree(directory, ignore_errors=True)
         raise StorageError(f"could not start the embedded PostgreSQL in {directory}") from exc
+    _RUNNING[directory] = Path(server.log)
     return EmbeddedPostgres(
         url=normalize_url(uri),
         libpq_url=uri,

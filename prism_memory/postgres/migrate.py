@@ -62,8 +62,10 @@ __all__ = [
     "downgrade",
     "head_revision",
     "ini_path",
+    "invalid_indexes",
     "main",
     "migrations_dir",
+    "repair_invalid_indexes",
     "revision_settings",
     "search_index_names",
     "settings_from_config",
@@ -190,6 +192,59 @@ def alembic_config(
         config.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
     config.attributes[SETTINGS_KEY] = settings
     return config
+
+
+INVALID_INDEXES = """
+SELECT c.relname
+  FROM pg_index i
+  JOIN pg_class c ON c.oid = i.indexrelid
+  JOIN pg_class t ON t.oid = i.indrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = :schema
+   AND t.relname = ANY(:tables)
+   AND NOT i.indisvalid
+   AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.index_relid = c.oid)
+ ORDER BY 1
+"""
+"""Indexes of prism_memory's tables left INVALID by a failed ``CREATE INDEX CONCURRENTLY`` (a
+crashed or terminated server process, a cancelled build) -- not one still being built."""
+
+
+def invalid_indexes(connection: Connection, names: Names) -> tuple[str, ...]:
+    """The names of :data:`INVALID_INDEXES` in ``names.schema``."""
+    rows = connection.execute(
+        text(INVALID_INDEXES), {"schema": names.schema, "tables": list(names.tables)}
+    )
+    return tuple(rows.scalars())
+
+
+def repair_invalid_indexes(connection: Connection, names: Names) -> tuple[str, ...]:
+    """Rebuild every index a failed concurrent build left INVALID; returns their names.
+
+    An INVALID index is not used by queries but is still maintained by every write, and ``CREATE
+    INDEX CONCURRENTLY IF NOT EXISTS`` skips it, so rerunning the revision would never mend it.
+    ``REINDEX INDEX CONCURRENTLY`` rebuilds it without blocking writers (autocommit, outside any
+    transaction); leftovers of a failed ``REINDEX CONCURRENTLY`` itself (``*_ccnew``) are dropped.
+    Runs at the end of every online upgrade (:mod:`migrations.env`), under the migration lock.
+    """
+    broken = invalid_indexes(connection, names)
+    if not broken:
+        return ()
+    previous = connection.get_isolation_level()
+    if connection.in_transaction():
+        connection.commit()
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        for name in broken:
+            qualified = f'"{names.schema}"."{name}"'
+            if re.search(r"_ccnew\d*$", name):
+                connection.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}"))
+            else:
+                connection.execute(text(f"REINDEX INDEX CONCURRENTLY {qualified}"))
+    finally:
+        connection.commit()  # ends SQLAlchemy's own autobegun (no-op) transaction
+        connection.execution_options(isolation_level=previous)
+    return broken
 
 
 def head_revision() -> str:

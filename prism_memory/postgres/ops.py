@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..errors import ConfigurationError
 from ._engine import create_engine
 from ._errors import wrap_db_errors
-from .migrate import head_revision
+from .migrate import head_revision, invalid_indexes
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, build_metadata, names_for
 
 __all__ = ["Diagnosis", "SchemaStats", "diagnose", "schema_stats"]
@@ -151,18 +151,11 @@ async def _check(
     )
     for missing in sorted(expected - present):
         found.problems.append(f"index {schema}.{missing} is missing")
-    invalid = (
-        await conn.execute(
-            text(
-                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = :schema AND NOT i.indisvalid ORDER BY 1"
-            ),
-            {"schema": schema},
+    for name in await conn.run_sync(invalid_indexes, names):
+        found.problems.append(
+            f"index {schema}.{name} is invalid (a failed CONCURRENTLY build); "
+            "`prism-memory migrate upgrade head` rebuilds it"
         )
-    ).scalars()
-    for name in invalid:
-        found.problems.append(f"index {schema}.{name} is invalid (a failed CONCURRENTLY build)")
 
     backlog = (
         await conn.execute(

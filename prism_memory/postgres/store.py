@@ -30,7 +30,6 @@ from ..errors import (
     ConflictError,
     DimensionMismatchError,
     NotFoundError,
-    StorageError,
 )
 from ..lexical import CorpusStats
 from ..models import (
@@ -60,7 +59,7 @@ from ..stores.base import (
     check_limit,
 )
 from ._engine import KeptConnections, create_engine, install_vector_codec, sets_plans
-from ._errors import sqlstate_of, wrap_db_errors
+from ._errors import sqlstate_of, translate, wrap_db_errors
 from .rag_store import PostgresRagOperations
 from .repositories import (
     EntryRepository,
@@ -163,7 +162,7 @@ class _Adapter:
                     if driver is None or not _connection_lost(exc, driver):
                         raise
                     if attempt == 2:
-                        raise StorageError(f"{action} failed: connection lost") from exc
+                        raise translate(exc, action) from exc
                 # the server restarted or failed over: every pooled connection is suspect
                 await self._kept.release()
                 await self._engine.dispose()

@@ -45,3 +45,49 @@ async def test_demo_on_embedded_postgres() -> None:
 def test_cli_reports_typed_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--url", "postgresql://nobody@127.0.0.1:1/none"]) == 1
     assert capsys.readouterr().err.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats", "--bogus"],
+        ["no-such-command"],
+        ["migrate", "upgrade"],  # TARGET missing
+        ["export", "--url", "postgresql://nobody@127.0.0.1:1/none"],  # --tenant etc. missing
+    ],
+)
+def test_usage_errors_exit_2_with_the_real_message(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Abort" not in err
+    assert "Usage: prism-memory" in err
+    assert "Error:" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["stats"], ["doctor"], ["worker"], ["migrate", "current"], ["migrate", "upgrade", "head"]],
+)
+def test_a_missing_url_names_the_option_and_the_variable(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRISM_MEMORY_DATABASE_URL", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--url" in err
+    assert "PRISM_MEMORY_DATABASE_URL" in err
+
+
+def test_the_url_comes_from_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRISM_MEMORY_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert main(["stats"]) == 1  # got as far as connecting
+    assert capsys.readouterr().err.startswith("error: reading statistics failed")
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "worker" in capsys.readouterr().out
