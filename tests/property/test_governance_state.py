@@ -488,49 +488,6 @@ class ConcurrentGovernanceMachine(RuleBasedStateMachine):
             self.assert_ancestry_alive(source, by_id, recalled)
 
 
-def test_concurrent_governance_in_memory() -> None:
-    def body(loop: asyncio.AbstractEventLoop) -> None:
-        class OnMemory(ConcurrentGovernanceMachine):
-            pass
-
-        OnMemory.loop = loop
-        OnMemory.open_stores = staticmethod(lambda: (InMemoryVectorStore(), InMemoryWorkingStore()))
-        run_state_machine_as_test(OnMemory, settings=CONCURRENT_PROFILE)
-
-    _in_thread(body)
-
-
-@pytest.mark.postgres
-def test_concurrent_governance_on_postgres(postgres_url: str) -> None:
-    schema = f"pm_race_{uuid.uuid4().hex[:10]}"
-
-    def body(loop: asyncio.AbstractEventLoop) -> None:
-        engine = create_engine(postgres_url)
-        stores = _run(
-            loop, create_postgres_memory_stores(engine=engine, schema=schema, dimension=64)
-        )
-        try:
-
-            class OnPostgres(ConcurrentGovernanceMachine):
-                pass
-
-            OnPostgres.loop = loop
-            OnPostgres.open_stores = staticmethod(
-                lambda: (stores.vector_store, stores.working_store)
-            )
-            run_state_machine_as_test(OnPostgres, settings=POSTGRES_PROFILE)
-        finally:
-
-            async def drop() -> None:
-                async with engine.begin() as conn:
-                    await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-                await engine.dispose()
-
-            _run(loop, drop())
-
-    _in_thread(body)
-
-
 def _in_thread(body: Callable[[asyncio.AbstractEventLoop], None]) -> None:
     """Run ``body`` with a private event loop in a helper thread (the test session's loop stays
     untouched), re-raising its failure here."""
@@ -552,21 +509,23 @@ def _in_thread(body: Callable[[asyncio.AbstractEventLoop], None]) -> None:
         raise failure[0]
 
 
-def test_governance_state_machine_in_memory() -> None:
+def _run_in_memory(machine: type[Any], profile: settings) -> None:
+    """Run ``machine`` on fresh in-memory stores (one per example)."""
+
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        class OnMemory(GovernanceMachine):
+        class OnMemory(machine):  # type: ignore[misc, valid-type]
             pass
 
         OnMemory.loop = loop
         OnMemory.open_stores = staticmethod(lambda: (InMemoryVectorStore(), InMemoryWorkingStore()))
-        run_state_machine_as_test(OnMemory, settings=PROFILE)
+        run_state_machine_as_test(OnMemory, settings=profile)
 
     _in_thread(body)
 
 
-@pytest.mark.postgres
-def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
-    schema = f"pm_state_{uuid.uuid4().hex[:10]}"
+def _run_on_postgres(machine: type[Any], postgres_url: str, prefix: str) -> None:
+    """Run ``machine`` on one fresh PostgreSQL schema (each example its own tenant)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
 
     def body(loop: asyncio.AbstractEventLoop) -> None:
         engine = create_engine(postgres_url)
@@ -575,7 +534,7 @@ def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
         )
         try:
 
-            class OnPostgres(GovernanceMachine):
+            class OnPostgres(machine):  # type: ignore[misc, valid-type]
                 pass
 
             OnPostgres.loop = loop
@@ -593,3 +552,21 @@ def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
             _run(loop, drop())
 
     _in_thread(body)
+
+
+def test_governance_state_machine_in_memory() -> None:
+    _run_in_memory(GovernanceMachine, PROFILE)
+
+
+@pytest.mark.postgres
+def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
+    _run_on_postgres(GovernanceMachine, postgres_url, "pm_state")
+
+
+def test_concurrent_governance_in_memory() -> None:
+    _run_in_memory(ConcurrentGovernanceMachine, CONCURRENT_PROFILE)
+
+
+@pytest.mark.postgres
+def test_concurrent_governance_on_postgres(postgres_url: str) -> None:
+    _run_on_postgres(ConcurrentGovernanceMachine, postgres_url, "pm_race")
