@@ -790,6 +790,14 @@ async def id_collections_and_bad_arguments_raise_alike(kit: RagConformanceKit) -
             continue
         raise AssertionError(f"{label} was accepted or raised an untyped error")
     _check(bool(case.chunk("s", 0, "x", metadata=_nested(31))), "31 levels are accepted")
+    from ..rag import ingest  # the facade over the store, imported where the check needs it
+
+    await _raises(
+        ValidationError,
+        ingest(store, scope, "deep", "some text", embedder=case.embedder, metadata=deep),
+        "ingest() with 5,000-level metadata",
+    )
+    _check(await store.get_by_source(scope, "deep") == [], "nothing was ingested")
     canary = "canary-rag-51"
     q = _unit(case.width, 0)
     echoes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
