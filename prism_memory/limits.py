@@ -39,6 +39,7 @@ CEILINGS: Final[dict[str, int]] = {
     "lineage_source_ids": 32,
     "delete_batch": 64,
     "share_ids": 256,
+    "ids_per_call": 65_536,
     "query_terms": 256,
 }
 
@@ -96,6 +97,8 @@ class Limits(BaseModel):
     """Rows per delete statement."""
     share_ids: int = 256
     """Entry ids one share grant may name."""
+    ids_per_call: int = 65_536
+    """Entry ids one ``forget(ids=…)`` or ``index_status(…)`` call may name (ceiling 65,536)."""
     query_terms: int = 128
     """Distinct words one recall query may hold (ceiling 256); the lexical leg's work grows with
     rows × terms, so a longer query raises :class:`~prism_memory.errors.CapExceededError`."""

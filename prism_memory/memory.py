@@ -7,15 +7,16 @@ adapters by default) to one exact scope: tenant, resource and (for semantic memo
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 import pydantic
 
@@ -32,6 +33,7 @@ from .errors import (
     InvalidVectorError,
     LineageCapError,
     NotFoundError,
+    PrismMemoryError,
     ValidationError,
 )
 from .indexing import IndexingPolicy, QueueMember, join_queue
@@ -54,6 +56,7 @@ from .models import (
     TombstoneReason,
     Vector,
     WorkingMemoryRecord,
+    check_ids,
     check_json,
     check_key,
     check_text,
@@ -65,13 +68,14 @@ from .redaction import Redactor, Scrubber
 from .stores.base import (
     ClaimedEntry,
     GovernanceChange,
+    LineageWalk,
     NewEntry,
     RecallFilter,
     SearchRequest,
     SharedSource,
-    Tombstone,
     VectorStore,
     WorkingStore,
+    walk_lineage,
 )
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 from .working import canonical_json, check_size, compile_validator
@@ -136,6 +140,27 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+P = ParamSpec("P")
+
+
+def _scrubbing_errors(
+    method: Callable[Concatenate[Memory, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Memory, P], Coroutine[Any, Any, T]]:
+    """A public call whose :class:`PrismMemoryError` messages pass through the memory's scrubber
+    (its ``secrets`` and ``redactor``), like the text it stores: whatever a message names, no
+    configured secret leaves in it."""
+
+    @functools.wraps(method)
+    async def scrubbing(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(self, *args, **kwargs)
+        except PrismMemoryError as exc:
+            self._scrub_error(exc)
+            raise
+
+    return scrubbing
 
 
 class WorkingMemoryProcessor:
@@ -271,6 +296,7 @@ class Memory:
             self.tenant_id, self.resource_id, self._working_thread
         )
 
+    @_scrubbing_errors
     async def update_working(
         self, data: Mapping[str, Any] | pydantic.BaseModel, *, expected_version: int | None = None
     ) -> WorkingMemoryRecord:
@@ -307,6 +333,7 @@ class Memory:
 
     # ---- remember ----------------------------------------------------------------------------
 
+    @_scrubbing_errors
     async def remember(
         self, entries: EntryInput | Sequence[EntryInput], *, wait: bool = False
     ) -> RememberResult:
@@ -325,15 +352,16 @@ class Memory:
         now = self._clock()
         prepared: dict[str, NewEntry] = {}
         hooked = self._importance_from is not None
-        for item in items:
-            entry = self._prepare(item, now)
+        for position, item in enumerate(items):
+            entry = self._prepare(item, now, position)
             if hooked and item.importance is None and item.reflection is not None:
                 entry = replace(entry, importance=await self._importance(item))
             previous = prepared.get(entry.id)
             if previous is not None and previous != entry:
-                raise ValidationError(f"entry {entry.id!r} appears twice with different content")
+                raise ValidationError(
+                    f"entries[{position}] repeats an earlier entry's id with different content"
+                )
             prepared[entry.id] = entry
-        await self._check_lineage_sources(scope, prepared)
         queue = await self._ensure_queue()
         new = list(prepared.values())
         records = await self._put_indexed(scope, new, now) if wait else None
@@ -356,7 +384,14 @@ class Memory:
         done = queue.watch(pending)
         if lease is not None:
             queue.adopt(
-                ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
+                ClaimedEntry(
+                    scope=scope,
+                    id=r.id,
+                    revision=r.revision,
+                    text=r.text,
+                    attempts=0,
+                    lease_until=lease.until,
+                )
                 for r in records
                 if lease.covers(r.id)
                 and r.status == "pending"
@@ -420,7 +455,7 @@ class Memory:
             )
         return [parse(MemoryEntry, item, "memory entry") for item in raw]
 
-    def _prepare(self, entry: MemoryEntry, now: datetime) -> NewEntry:
+    def _prepare(self, entry: MemoryEntry, now: datetime, position: int) -> NewEntry:
         """``entry`` redacted, checked against the caps and given its id; its importance is the
         given one (clamped) or 1.0 -- :meth:`_importance` asks the host's hook, when there is one,
         for an entry with a reflection and no importance."""
@@ -445,7 +480,7 @@ class Memory:
             )
         entry_id = entry.id if entry.id is not None else entry_digest(role, text)
         if entry.lineage is not None and entry_id in entry.lineage.source_ids:
-            raise ValidationError(f"entry {entry_id!r} names itself in its lineage")
+            raise ValidationError(f"entries[{position}] names itself in its lineage")
         return NewEntry(
             id=entry_id,
             text=text,
@@ -473,18 +508,9 @@ class Memory:
             raise ValidationError(f"importance_from returned {value!r}, not a finite number")
         return min(1.0, max(0.0, float(value)))
 
-    async def _check_lineage_sources(
-        self, scope: MemoryIdentity, prepared: Mapping[str, NewEntry]
-    ) -> None:
-        named = {s for e in prepared.values() if e.lineage for s in e.lineage.source_ids}
-        outside = sorted(named - prepared.keys())
-        if outside:
-            unknown = sorted(set(outside) - await self.vector_store.known_ids(scope, outside))
-            if unknown:
-                raise ValidationError(f"lineage names entries unknown in this thread: {unknown}")
-
     # ---- recall ------------------------------------------------------------------------------
 
+    @_scrubbing_errors
     async def recall(
         self,
         query: str,
@@ -630,6 +656,11 @@ class Memory:
             return None
         return SharedSource(thread_id=parent, ids=grant.source_ids)
 
+    def _scrub_error(self, exc: PrismMemoryError) -> None:
+        """Scrub ``exc``'s message in place (its type and attributes stay)."""
+        if self._scrub.active and exc.args and isinstance(exc.args[0], str):
+            exc.args = (self._scrub.text(exc.args[0]), *exc.args[1:])
+
     def _scrubbed(self, record: MemoryRecord) -> MemoryRecord:
         if not self._scrub.active:
             return record
@@ -695,21 +726,26 @@ class Memory:
     async def _get(self, scope: MemoryIdentity, entry_id: str) -> MemoryRecord:
         found = await self.vector_store.get_entries(scope, [check_key(entry_id, "entry id")])
         if not found:
-            raise NotFoundError(f"no entry {entry_id!r} in this thread")
+            raise NotFoundError("no such entry in this thread")
         return found[0]
 
+    @_scrubbing_errors
     async def get(self, entry_id: str) -> MemoryRecord:
         """One stored entry of this thread, whatever its state; :class:`NotFoundError` if absent."""
         return await self._get(self.identity, entry_id)
 
+    @_scrubbing_errors
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
-        """``id -> pending | indexed | failed`` for the ids that exist in this thread."""
-        if isinstance(ids, str):
-            raise ValidationError("ids must be a sequence of ids, not a string")
-        wanted = [check_key(i, "entry id") for i in ids]
+        """``id -> pending | indexed | failed`` for the ids that exist in this thread.
+
+        ``ids`` is a list, tuple or set (a bare string is refused), at most
+        ``Limits.ids_per_call`` (65,536) of them, else :class:`CapExceededError`.
+        """
+        wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
         status = await self.vector_store.index_status(self.identity, wanted)
         return {entry_id: state for entry_id, (state, _) in status.items()}
 
+    @_scrubbing_errors
     async def set_consent(
         self,
         entry_id: str,
@@ -743,19 +779,18 @@ class Memory:
         consent = parse(MemoryConsent, {**current.model_dump(), **changes}, "consent")
         was_active = current.visible and current.revoked_at is None
         change = GovernanceChange(consent=(record.id, consent))
-        affected: list[str] = []
-        if visible is False and was_active:
-            dependents = await self._dependents(memory_scope, [record.id])
-            tombstones = _tombstones([record.id], dependents, "revoked", now)
-            change = replace(change, tombstones=tombstones)
-            affected = [record.id, *dependents]
+        revoking = visible is False and was_active
+        if revoking:
+            change = replace(change, walk=self._walk([record.id], "revoked"))
         elif visible is True and not was_active:
             change = replace(change, untombstone=(record.id, "revoked"))
         result = await self.vector_store.apply_governance(memory_scope, change, now=now)
-        await self._notify(affected)
+        if revoking:
+            await self._notify([record.id, *result.dependents])
         assert result.record is not None
         return self._scrubbed(result.record)
 
+    @_scrubbing_errors
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
         """Replace an entry's text and re-embed it, keeping its consent.
 
@@ -774,43 +809,27 @@ class Memory:
             raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
         vector = await self._embed_one(clean, "corrected embedding")  # fails before any write
         now = self._clock()
-        dependents = await self._dependents(scope, [record.id])
         change = GovernanceChange(
-            tombstones=_tombstones([record.id], dependents, "corrected", now),
+            walk=self._walk([record.id], "corrected"),
             text=(record.id, clean, vector),
             text_model=self.embedding_model,
         )
         result = await self.vector_store.apply_governance(scope, change, now=now)
-        await self._notify(list(dependents))
+        await self._notify(result.dependents)
         assert result.record is not None
         return self._scrubbed(result.record)
 
-    async def _dependents(self, scope: MemoryIdentity, roots: Sequence[str]) -> dict[str, str]:
-        """Transitive lineage dependents of ``roots``: ``dependent id -> root that caused it``."""
-        cap = self.limits.lineage_edges
-        cause: dict[str, str] = {root: root for root in roots}
-        frontier = list(roots)
-        found: dict[str, str] = {}
-        for depth in range(self.limits.lineage_depth + 1):
-            if not frontier:
-                break
-            # room for every already-seen row plus one more fresh row than the cap allows
-            rows = await self.vector_store.dependents(scope, frontier, limit=cap + len(cause) + 1)
-            fresh = [(dep, sources) for dep, sources in rows if dep not in cause]
-            if not fresh:
-                break
-            if depth == self.limits.lineage_depth:
-                raise CapExceededError(
-                    f"lineage is deeper than {self.limits.lineage_depth}; nothing was changed"
-                )
-            frontier = []
-            for dep, sources in fresh:
-                origin = next((cause[s] for s in sources if s in cause), roots[0])
-                cause[dep] = found[dep] = origin
-                frontier.append(dep)
-            if len(found) > cap:
-                raise CapExceededError(f"lineage touches over {cap} entries; nothing was changed")
-        return found
+    def _walk(
+        self, roots: Sequence[str], reason: TombstoneReason, *, delete: bool = False
+    ) -> LineageWalk:
+        """The lineage walk the store runs inside the governance call (this memory's caps)."""
+        return LineageWalk(
+            roots=tuple(roots),
+            reason=reason,
+            max_depth=self.limits.lineage_depth,
+            max_entries=self.limits.lineage_edges,
+            delete_dependents=delete,
+        )
 
     async def _notify(self, affected: Sequence[str]) -> None:
         """Tell ``on_invalidate`` about a committed change; its failure cannot undo the change.
@@ -828,6 +847,7 @@ class Memory:
 
     # ---- deletion ----------------------------------------------------------------------------
 
+    @_scrubbing_errors
     async def forget(self, *, ids: Sequence[str] | None = None, hold: bool = False) -> int:
         """Really delete entries and everything derived from them; return how many rows went.
 
@@ -838,28 +858,33 @@ class Memory:
         ``hold=True`` instead puts the entries under legal hold: bodies are kept, they and their
         dependents are excluded from recall, injection and export, and 0 is returned. A later
         ``forget(ids=[...])`` naming a held entry deletes it (that is how a hold is lifted).
+        Named ``ids`` are a list, tuple or set (a bare string is refused), at most
+        ``Limits.ids_per_call`` (65,536) of them, else :class:`CapExceededError`.
         """
         scope = self.identity
         if ids is None:
             targets = await self._all_ids(scope, include_held=hold)
         else:
-            if isinstance(ids, str):
-                raise ValidationError("ids must be a sequence of ids, not a string")
-            wanted = list(dict.fromkeys(check_key(i, "entry id") for i in ids))
+            wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
             targets = [r.id for r in await self.vector_store.get_entries(scope, wanted)]
         if not targets:
             return 0
         now = self._clock()
         if hold:
-            dependents = await self._dependents(scope, targets)
-            change = GovernanceChange(
-                tombstones=_tombstones(targets, dependents, "held", now), hold=tuple(targets)
-            )
-            await self.vector_store.apply_governance(scope, change, now=now)
-            await self._notify([*targets, *dependents])
+            change = GovernanceChange(walk=self._walk(targets, "held"), hold=tuple(targets))
+            result = await self.vector_store.apply_governance(scope, change, now=now)
+            await self._notify([*targets, *result.dependents])
             return 0
-        if ids is not None:  # named ids: all-or-nothing, so check every lineage cap first
-            await self._dependents(scope, targets)
+        if ids is not None and len(targets) > self.limits.delete_batch:
+            # named ids over several batches: all-or-nothing, so check every lineage cap first
+            # (one batch is checked by the store itself, before it changes anything)
+            walk = self._walk(targets, "forgotten")
+            await walk_lineage(
+                lambda batch, limit: self.vector_store.dependents(scope, batch, limit=limit),
+                targets,
+                max_depth=walk.max_depth,
+                max_entries=walk.max_entries,
+            )
         deleted, blocked = await self._delete(scope, targets, "forgotten", now)
         _raise_blocked(deleted, blocked)
         return deleted
@@ -889,31 +914,28 @@ class Memory:
         batches = [list(roots[i : i + step]) for i in range(0, len(roots), step)]
         while batches:
             batch = batches.pop(0)
+            # a derived entry under legal hold stays, excluded by its own tombstone
+            change = GovernanceChange(
+                walk=self._walk(batch, reason, delete=True), delete=tuple(batch)
+            )
             try:
-                dependents = await self._dependents(scope, batch)
+                result = await self.vector_store.apply_governance(scope, change, now=now)
             except CapExceededError:
                 if len(batch) == 1:
                     blocked.extend(batch)
                 else:
                     batches[:0] = [[root] for root in batch]
                 continue
-            held: set[str] = set()
-            if dependents:  # a derived entry under legal hold stays (excluded by its tombstone)
-                found = await self.vector_store.get_entries(scope, list(dependents))
-                held = {r.id for r in found if r.legal_hold}
-            change = GovernanceChange(
-                tombstones=_tombstones(batch, dependents, reason, now),
-                delete=(*batch, *(d for d in dependents if d not in held)),
-            )
-            deleted += (await self.vector_store.apply_governance(scope, change, now=now)).deleted
+            deleted += result.deleted
             try:
-                await self._notify([*batch, *dependents])
+                await self._notify([*batch, *result.dependents])
             except Exception as exc:  # noqa: BLE001 - the sweep goes on; re-raised below
                 hook_error = hook_error or exc
         if hook_error is not None:
             raise hook_error
         return deleted, blocked
 
+    @_scrubbing_errors
     async def forget_before(self, occurred_before: datetime) -> int:
         """Delete entries that *occurred* before ``occurred_before`` (not when they were written).
 
@@ -941,6 +963,7 @@ class Memory:
             total += deleted
             blocked.extend(stuck)
 
+    @_scrubbing_errors
     async def apply_retention(
         self,
         *,
@@ -996,6 +1019,7 @@ class Memory:
 
     # ---- sharing -----------------------------------------------------------------------------
 
+    @_scrubbing_errors
     async def share_with(
         self,
         child_thread_id: str,
@@ -1012,11 +1036,7 @@ class Memory:
         child = check_key(child_thread_id, "child_thread_id")
         if child == scope.thread_id:
             raise ValidationError("a thread cannot share with itself")
-        if isinstance(source_ids, str):
-            raise ValidationError("source_ids must be a sequence of ids, not a string")
-        ids = tuple(dict.fromkeys(check_key(i, "source id") for i in source_ids))
-        if len(ids) > self.limits.share_ids:
-            raise CapExceededError(f"{len(ids)} shared ids, over the cap {self.limits.share_ids}")
+        ids = check_ids(source_ids, "source_ids", cap=self.limits.share_ids)
         now = self._clock()
         if expires_at is not None:
             if not isinstance(expires_at, datetime) or expires_at.utcoffset() is None:
@@ -1038,9 +1058,10 @@ class Memory:
         found = {r.id for r in await self.vector_store.get_entries(scope, list(ids))}
         missing = sorted(set(ids) - found)
         if missing:
-            raise NotFoundError(f"cannot share entries this thread does not hold: {missing}")
+            raise NotFoundError(f"cannot share {len(missing)} entries this thread does not hold")
         return await self.vector_store.put_share_grant(grant)
 
+    @_scrubbing_errors
     async def revoke_share(self, child_thread_id: str) -> int:
         """Withdraw this thread's grant to a child; return 1 if there was one, else 0."""
         scope = self.identity
@@ -1051,6 +1072,7 @@ class Memory:
 
     # ---- export and re-index -----------------------------------------------------------------
 
+    @_scrubbing_errors
     async def export_memory(
         self,
         *,
@@ -1093,7 +1115,7 @@ class Memory:
                     if size + cost > byte_cap:
                         if not entries:
                             raise CapExceededError(
-                                f"entry {record.id!r} alone is {cost} bytes, over max_bytes {byte_cap}"
+                                f"the next entry alone is {cost} bytes, over max_bytes {byte_cap}"
                             )
                         return _export_page(entries, size, after)
                     entries.append(body)
@@ -1105,6 +1127,7 @@ class Memory:
             if len(page) < page_size:
                 return _export_page(entries, size, None)
 
+    @_scrubbing_errors
     async def rebuild_index(
         self,
         *,
@@ -1137,19 +1160,11 @@ class Memory:
         return RebuildPage(rebuilt, encode_cursor("rebuild", (page[-1].sequence, page[-1].id)))
 
 
-def _tombstones(
-    roots: Sequence[str], dependents: Mapping[str, str], reason: TombstoneReason, now: datetime
-) -> tuple[Tombstone, ...]:
-    """The tombstones of one governance call: each root by itself, each dependent by its root."""
-    own = [Tombstone(root, root, reason, now) for root in roots]
-    return (*own, *(Tombstone(dep, origin, reason, now) for dep, origin in dependents.items()))
-
-
 def _raise_blocked(deleted: int, blocked: Sequence[str]) -> None:
     if blocked:
         raise LineageCapError(
             f"deleted {deleted} entries; {len(blocked)} were left because their lineage is over "
-            f"the caps: {sorted(blocked)[:10]}",
+            "the caps (their ids are in .blocked)",
             deleted=deleted,
             blocked=tuple(blocked),
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .errors import ValidationError
+from .errors import CapExceededError, ValidationError
 
 __all__ = [
     "DEFAULT_LEXICAL_WEIGHT",
@@ -86,6 +86,28 @@ def check_key(value: object, name: str) -> str:
     return check_text(value, name)
 
 
+def check_id_collection(value: object, name: str) -> None:
+    """Refuse anything but a collection of ids (a list, tuple, set or frozenset) for ``name``.
+
+    A bare ``str`` is a sequence of its characters: taken as ids it would name (or grant) ``s``,
+    ``t``, ``a``, ``f`` instead of ``"staff"``, so it is refused like any other non-collection.
+    """
+    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Sequence | Set):
+        raise ValidationError(
+            f"{name} must be a list, tuple or set of ids, not {type(value).__name__}"
+        )
+
+
+def check_ids(value: object, name: str, *, cap: int) -> tuple[str, ...]:
+    """``value`` as distinct checked ids in order (:func:`check_id_collection`, then
+    :func:`check_key` on each, named by position): :class:`CapExceededError` over ``cap`` ids."""
+    check_id_collection(value, name)
+    assert isinstance(value, Sequence | Set)  # for mypy: checked just above
+    if len(value) > cap:
+        raise CapExceededError(f"{name}: {len(value)} ids, over the cap {cap}")
+    return tuple(dict.fromkeys(check_key(i, f"{name}[{at}]") for at, i in enumerate(value)))
+
+
 def check_text(value: str, name: str) -> str:
     """Refuse text no backend can store: NUL characters and lone UTF-16 surrogates.
 
@@ -96,11 +118,14 @@ def check_text(value: str, name: str) -> str:
     return value
 
 
-def check_json(value: object, name: str) -> None:
+def check_json(value: object, name: str, *, json_only: bool = False) -> None:
     """Refuse a JSON-like value no backend can store, without recursing.
 
     Strings (keys included) go through :func:`check_text`; keys must be strings; floats must be
     finite; nesting deeper than :data:`MAX_JSON_DEPTH` (which a circular value always is) is refused.
+    ``json_only`` also refuses any value that is not a JSON type (``None``, bool, int, float, str,
+    a mapping, a list or tuple). The one depth cap of memory metadata, working memory and RAG
+    metadata; messages name ``name``, never a key or value.
     """
     stack: list[tuple[object, int]] = [(value, 0)]
     seen = 0
@@ -124,14 +149,20 @@ def check_json(value: object, name: str) -> None:
                     stack.append((child, depth + 1))
             else:
                 stack.extend((child, depth + 1) for child in item)
+        elif json_only and not (item is None or isinstance(item, bool | int | float)):
+            raise ValidationError(f"{name} holds a value that is not JSON: {type(item).__name__}")
 
 
 def _describe(exc: pydantic.ValidationError) -> str:
-    """pydantic's errors without the offending input (which may hold a secret)."""
+    """pydantic's errors without the offending input (which may hold a secret): the location of
+    an unknown field stops at its parent, since its last part is the caller's own key."""
     parts = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        where = ".".join(str(part) for part in error["loc"])
-        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+        loc, message = list(error["loc"]), str(error["msg"])
+        if error["type"] == "extra_forbidden" and loc:
+            loc, message = loc[:-1], "an unknown field (not permitted)"
+        where = ".".join(str(part) for part in loc)
+        parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)
 
 

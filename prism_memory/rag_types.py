@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .errors import CapExceededError, ValidationError
-from .models import Vector, check_key
+from .models import Vector, check_ids, check_json, check_key
 
 __all__ = [
     "ACL",
@@ -84,37 +83,13 @@ def check_generation(value: object, name: str = "generation") -> int:
     return value
 
 
-def _check_json(value: object, where: str) -> None:
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValidationError(f"{where} holds a non-finite number")
-        return
-    if isinstance(value, str):
-        check_text(value, where, allow_empty=True)
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValidationError(f"{where} has a non-string key")
-            check_text(key, f"{where} key", allow_empty=True)
-            _check_json(item, f"{where}.{key}")
-        return
-    if isinstance(value, list | tuple):
-        for item in value:
-            _check_json(item, where)
-        return
-    raise ValidationError(f"{where} holds a value that is not JSON: {type(value).__name__}")
-
-
 def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
     """A JSON object (finite numbers, no NUL, at most 64 KiB), returned as a plain JSON copy."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError(f"{name} must be a mapping")
-    _check_json(value, name)
+    check_json(value, name, json_only=True)
     encoded = json.dumps(dict(value), ensure_ascii=False, sort_keys=True)
     if len(encoded.encode("utf-8")) > _MAX_METADATA_BYTES:
         raise CapExceededError(f"{name} is larger than {_MAX_METADATA_BYTES} bytes as JSON")
@@ -131,13 +106,13 @@ def check_filter(value: object) -> dict[str, JsonScalar] | None:
     if len(value) > MAX_FILTER_KEYS:
         raise CapExceededError(f"filter tests {len(value)} keys; the cap is {MAX_FILTER_KEYS}")
     checked: dict[str, JsonScalar] = {}
-    for key, item in value.items():
+    for position, (key, item) in enumerate(value.items()):
         if not isinstance(key, str):
-            raise ValidationError("filter keys must be strings")
-        check_text(key, "filter key")
+            raise ValidationError(f"filter key #{position} must be a string")
+        check_text(key, f"filter key #{position}")
         if not (item is None or isinstance(item, str | int | float | bool)):
-            raise ValidationError(f"filter value of {key!r} must be a JSON scalar")
-        _check_json(item, f"filter[{key!r}]")
+            raise ValidationError(f"filter value #{position} must be a JSON scalar")
+        check_json(item, f"filter value #{position}")
         checked[key] = item
     return checked
 
@@ -236,13 +211,8 @@ class AccessConstraint:
 
     def __post_init__(self) -> None:
         check_key(self.principal_id, "principal_id")
-        groups = self.group_ids
-        if isinstance(groups, str) or not isinstance(groups, Sequence | frozenset | set):
-            raise ValidationError("group_ids must be a sequence of strings")
-        unique = tuple(dict.fromkeys(check_key(g, "group_id") for g in groups))
-        if len(unique) > MAX_ACL_GROUPS:
-            raise CapExceededError(f"{len(unique)} group ids; the cap is {MAX_ACL_GROUPS}")
-        object.__setattr__(self, "group_ids", unique)
+        groups = check_ids(self.group_ids, "group_ids", cap=MAX_ACL_GROUPS)
+        object.__setattr__(self, "group_ids", groups)
         if self.access_version is not None:
             _check_version(self.access_version)
 
@@ -271,14 +241,22 @@ class SourceAccess:
 
     def __post_init__(self) -> None:
         for name, cap in (("principal_ids", MAX_ACL_PRINCIPALS), ("group_ids", MAX_ACL_GROUPS)):
-            raw = getattr(self, name)
-            if isinstance(raw, str) or not isinstance(raw, Sequence | frozenset | set):
-                raise ValidationError(f"{name} must be a sequence of strings")
-            unique = tuple(dict.fromkeys(check_key(item, name[:-1]) for item in raw))
-            if len(unique) > cap:
-                raise CapExceededError(f"{len(unique)} {name}; the cap is {cap}")
-            object.__setattr__(self, name, unique)
+            object.__setattr__(self, name, check_ids(getattr(self, name), name, cap=cap))
         _check_version(self.access_version)
+
+    @classmethod
+    def of(
+        cls, principal_ids: Sequence[str], group_ids: Sequence[str], access_version: int
+    ) -> SourceAccess:
+        """The grants a store is asked to set, checked as given: a bare ``str`` (which would
+        grant each of its characters) or any non-collection raises
+        :class:`~prism_memory.errors.ValidationError`, more ids than the caps
+        :class:`~prism_memory.errors.CapExceededError`."""
+        return cls(
+            check_ids(principal_ids, "principal_ids", cap=MAX_ACL_PRINCIPALS),
+            check_ids(group_ids, "group_ids", cap=MAX_ACL_GROUPS),
+            access_version,
+        )
 
     def allows(self, authorization: AccessConstraint) -> bool:
         """Whether these grants admit ``authorization`` (the rule both backends apply)."""

@@ -134,12 +134,12 @@ def validate_json_schema(schema: Mapping[str, Any], value: Any, path: str = "$")
                 f"{path}: expected {' or '.join(kinds)}, got {type(value).__name__}"
             )
     if "enum" in schema and not any(_same_json(value, option) for option in schema["enum"]):
-        raise ValidationError(f"{path}: {value!r} is not one of {schema['enum']!r}")
+        raise ValidationError(f"{path}: not one of the allowed values")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
-            raise ValidationError(f"{path}: {value} is below the minimum {schema['minimum']}")
+            raise ValidationError(f"{path}: below the minimum {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
-            raise ValidationError(f"{path}: {value} is above the maximum {schema['maximum']}")
+            raise ValidationError(f"{path}: above the maximum {schema['maximum']}")
     if isinstance(value, str):
         if "minLength" in schema and len(value) < schema["minLength"]:
             raise ValidationError(f"{path}: shorter than {schema['minLength']} characters")
@@ -155,7 +155,7 @@ def validate_json_schema(schema: Mapping[str, Any], value: Any, path: str = "$")
             if name in properties:
                 validate_json_schema(properties[name], item, f"{path}.{name}")
             elif extra is False:
-                raise ValidationError(f"{path}: unexpected property {name!r}")
+                raise ValidationError(f"{path}: a property the schema does not allow")
             elif isinstance(extra, Mapping):
                 validate_json_schema(extra, item, f"{path}.{name}")
     if isinstance(value, list | tuple) and isinstance(schema.get("items"), Mapping):

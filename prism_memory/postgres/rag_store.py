@@ -415,6 +415,7 @@ class RagSession(RagOperations):
     ) -> list[Chunk]:
         """The chunks of ``source_id`` by index (primary-key range)."""
         scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
         gen = await self._generation(scope, generation)
         table = self.tables.rag_chunks
         rows = await self.session.execute(
@@ -446,6 +447,7 @@ class RagSession(RagOperations):
     ) -> int:
         """Delete the chunks of ``source_id`` in the generation; count them."""
         scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
         gen = await self._generation(scope, generation)
         table = self.tables.rag_chunks
         result = await self.session.execute(
@@ -672,7 +674,7 @@ class RagSession(RagOperations):
         """Replace the grants of ``source_id``: delete its rows, insert the new set."""
         scope = resolve_scope(scope)
         check_key(source_id, "source_id")
-        grants = SourceAccess(tuple(principal_ids), tuple(group_ids), access_version)
+        grants = SourceAccess.of(principal_ids, group_ids, access_version)
         table = self.tables.rag_source_acl
         await self.session.execute(
             delete(table).where(
@@ -703,6 +705,7 @@ class RagSession(RagOperations):
     async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
         """The grants of ``source_id``, or ``None`` when it has none."""
         scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
         table = self.tables.rag_source_acl
         rows = (
             await self.session.execute(

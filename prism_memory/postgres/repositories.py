@@ -468,6 +468,7 @@ class IndexingRepository(_Repository):
             "ids": [item.id for item, _ in items],
             "revisions": [item.revision for item, _ in items],
             "embeddings": [encode_vector(vector) for _, vector in items],
+            "leases": [item.lease_until for item, _ in items],
             "worker": worker_id,
             "now": now,
             "model": model,

@@ -260,6 +260,7 @@ def claimed_entries(
             revision=int(row["revision"]),
             text=row["text"],
             attempts=int(row["attempts"]),
+            lease_until=row["claimed_until"],
         )
         for row in order
     ]

@@ -295,6 +295,30 @@ class EntrySql:
         )
 
     @functools.cached_property
+    def inherit(self) -> str:
+        """Store the tombstones new rows inherit from their lineage sources."""
+        return (
+            f"INSERT INTO {self.invalidation} "
+            "(tenant_id, resource_id, thread_id, entry_id, cause_id, reason, created_at) "
+            "SELECT :tenant, :resource, :thread, t.entry_id, t.cause_id, t.reason, t.created_at "
+            "FROM unnest(CAST(:entries AS text[]), CAST(:causes AS text[]), "
+            "CAST(:reasons AS text[]), CAST(:times AS timestamptz[])) "
+            "AS t(entry_id, cause_id, reason, created_at) ON CONFLICT DO NOTHING"
+        )
+
+    @functools.cached_property
+    def lineage_sources(self) -> str:
+        """Those of ``:ids`` that exist as entries of the thread, each with its tombstones (one row
+        per tombstone; ``cause_id`` null for none), by primary key."""
+        return (
+            f"SELECT e.id, t.cause_id, t.reason, t.created_at FROM {self.entries} e "
+            f"LEFT JOIN {self.invalidation} t ON t.tenant_id = e.tenant_id "
+            "AND t.resource_id = e.resource_id AND t.thread_id = e.thread_id AND t.entry_id = e.id "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            "AND e.id = ANY(CAST(:ids AS text[]))"
+        )
+
+    @functools.cached_property
     def dependents(self) -> str:
         """Rows whose lineage names any of ``:ids`` (served by the lineage GIN index)."""
         lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
@@ -353,7 +377,7 @@ class EntrySql:
             "WHERE e.tenant_id = due.tenant_id AND e.resource_id = due.resource_id "
             "AND e.thread_id = due.thread_id AND e.id = due.id "
             "RETURNING e.tenant_id, e.resource_id, e.thread_id, e.id, e.revision, e.text, "
-            "e.attempts, e.sequence"
+            "e.attempts, e.sequence, e.claimed_until"
         )
 
     @functools.cached_property
@@ -448,19 +472,20 @@ class EntrySql:
 
     @functools.cached_property
     def complete(self) -> str:
-        """Store claimed vectors where the lease (worker, unexpired) and revision still match
-        (one primary-key probe per row of the batch)."""
+        """Store claimed vectors where the lease (worker, unexpired, and the very lease the claim
+        set when it names one) and revision still match (one primary-key probe per row)."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
             "embedding_model = CAST(:model AS text), "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
-            "CAST(:embeddings AS vector[])) "
-            "AS v(tenant_id, resource_id, thread_id, id, revision, embedding) "
+            "CAST(:embeddings AS vector[]), CAST(:leases AS timestamptz[])) "
+            "AS v(tenant_id, resource_id, thread_id, id, revision, embedding, lease_until) "
             "WHERE e.tenant_id = v.tenant_id AND e.resource_id = v.resource_id "
             "AND e.thread_id = v.thread_id AND e.id = v.id AND e.revision = v.revision "
-            "AND e.status = 'pending' AND e.claimed_by = :worker AND e.claimed_until > :now"
+            "AND e.status = 'pending' AND e.claimed_by = :worker AND e.claimed_until > :now "
+            "AND (v.lease_until IS NULL OR e.claimed_until = v.lease_until)"
         )
 
     @functools.cached_property

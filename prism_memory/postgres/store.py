@@ -41,6 +41,7 @@ from ..models import (
     TombstoneReason,
     Vector,
     WorkingMemoryRecord,
+    check_id_collection,
 )
 from ..stores.base import (
     ClaimedEntry,
@@ -57,7 +58,11 @@ from ..stores.base import (
     check_entry_vectors,
     check_lease,
     check_limit,
+    check_lineage_sources,
+    expand_walk,
+    lineage_source_ids,
 )
+from ..stores.rules import inherited_tombstones
 from ._engine import KeptConnections, create_engine, install_vector_codec, sets_plans
 from ._errors import sqlstate_of, translate, wrap_db_errors
 from .rag_store import PostgresRagOperations
@@ -68,7 +73,14 @@ from .repositories import (
     TombstoneRepository,
     WorkingRepository,
 )
-from .rows import claimed_entries, insert_params, inserted_record, record_from_row, search_result
+from .rows import (
+    claimed_entries,
+    insert_params,
+    inserted_record,
+    record_from_row,
+    scope_params,
+    search_result,
+)
 from .sql import (
     EntrySql,
     begin_locked_statement,
@@ -395,7 +407,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                         width = checked[0].shape[0]
                 if vectors is not None and checked is None:
                     checked, width = self._check_vectors(
-                        ((vectors[at], f"vector of {entries[at].id!r}") for at in first.values()),
+                        ((vectors[at], f"vectors[{at}]") for at in first.values()),
                         width,
                     )
                 params = insert_params(
@@ -427,6 +439,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             # default: the insert must see what the writer that held the lock before committed
             # (its own snapshot, taken after the lock is granted)
             await driver.execute(begin_locked_statement(scope))
+            sources = await self._lineage_sources(driver, scope, unique)
             rows = await driver.fetch(insert, *(params[name] for name in names))
             sequences = {row["id"]: int(row["sequence"]) for row in rows}
             stored = {
@@ -436,6 +449,17 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 for entry in unique
                 if entry.id in sequences
             }
+            inherited = inherited_tombstones(list(stored.values()), sources)
+            if inherited:
+                inherit, binds = to_positional(EntrySql.for_tables(self._tables).inherit)
+                values = {
+                    **scope_params(scope),
+                    "entries": [t.entry_id for t in inherited],
+                    "causes": [t.cause_id for t in inherited],
+                    "reasons": [t.reason for t in inherited],
+                    "times": [t.created_at for t in inherited],
+                }
+                await driver.execute(inherit, *(values[name] for name in binds))
             existing = [entry.id for entry in unique if entry.id not in sequences]
             if existing:  # a replay: read back what is stored
                 read, values = records_statement(self._tables, scope, existing)
@@ -450,13 +474,37 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             raise
         return stored, len(sequences)
 
+    async def _lineage_sources(
+        self, driver: Any, scope: MemoryIdentity, entries: Sequence[NewEntry]
+    ) -> dict[str, list[Tombstone]]:
+        """Inside :meth:`_insert`'s transaction, under the thread's lock (as governance walks
+        lineage): check that every lineage source of ``entries`` exists, in the thread or among
+        them (:func:`check_lineage_sources`), and return the stored ones' tombstones, for the new
+        rows to inherit."""
+        named = lineage_source_ids(entries)
+        if not named:
+            return {}
+        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
+        values = {**scope_params(scope), "ids": named}
+        rows = await driver.fetch(statement, *(values[name] for name in binds))
+        check_lineage_sources(entries, {row["id"] for row in rows})
+        found: dict[str, list[Tombstone]] = {}
+        for row in rows:
+            if row["cause_id"] is not None:
+                found.setdefault(row["id"], []).append(
+                    Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
+                )
+        return found
+
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
+        check_id_collection(ids, "ids")
         async with self._unit("get_entries") as session:
             return await EntryRepository(session, self._tables).get(scope, ids)
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
+        check_id_collection(ids, "ids")
         async with self._unit("known_ids") as session:
             return await EntryRepository(session, self._tables).known_ids(scope, ids)
 
@@ -469,7 +517,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 scope, entry_id, consent
             )
         if record is None:
-            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+            raise NotFoundError("the entry does not exist in this scope")
         return record
 
     async def replace_text(
@@ -485,22 +533,24 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``."""
         async with self._unit("replace_text") as session:
             width = await self._known_width(session)
-            (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")], width)
+            (checked,), width = self._check_vectors([(vector, "the new text's vector")], width)
             record = await EntryRepository(session, self._tables).replace_text(
                 scope, entry_id, text, checked, now, model
             )
         if record is None:
-            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+            raise NotFoundError("the entry does not exist in this scope")
         self._remember_width(width)
         return record
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
         """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+        check_id_collection(ids, "ids")
         async with self._unit("set_legal_hold") as session:
             return await EntryRepository(session, self._tables).set_legal_hold(scope, ids, hold)
 
     async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         """Really delete the ``ids`` that exist in scope; return how many rows went."""
+        check_id_collection(ids, "ids")
         async with self._unit("delete_entries") as session:
             return await EntryRepository(session, self._tables).delete(scope, ids)
 
@@ -508,6 +558,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
     ) -> list[tuple[str, tuple[str, ...]]]:
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        check_id_collection(source_ids, "source_ids")
         check_limit(limit)
         async with self._unit("dependents") as session:
             return await EntryRepository(session, self._tables).dependents(scope, source_ids, limit)
@@ -625,6 +676,13 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             entries = EntryRepository(session, self._tables)
             tombstones = TombstoneRepository(session, self._tables)
             await entries.lock_thread(scope)
+            # the lineage walk runs under the lock, so no writer can add a dependent meanwhile
+            change, dependents = await expand_walk(
+                change,
+                lambda ids, limit: entries.dependents(scope, ids, limit),
+                lambda ids: entries.get(scope, ids),
+                now,
+            )
             await tombstones.upsert(scope, change.tombstones)
             record: MemoryRecord | None = None
             width: int | None = None
@@ -632,24 +690,22 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 entry_id, consent = change.consent
                 record = await entries.set_consent(scope, entry_id, consent)
                 if record is None:
-                    raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+                    raise NotFoundError("the entry does not exist in this scope")
             if change.text is not None:
                 entry_id, new_text, vector = change.text
                 width = await self._known_width(session)
-                (checked,), width = self._check_vectors(
-                    [(vector, f"vector of {entry_id!r}")], width
-                )
+                (checked,), width = self._check_vectors([(vector, "the new text's vector")], width)
                 record = await entries.replace_text(
                     scope, entry_id, new_text, checked, now, change.text_model
                 )
                 if record is None:
-                    raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+                    raise NotFoundError("the entry does not exist in this scope")
             held = await entries.set_legal_hold(scope, change.hold, True)
             deleted = await entries.delete(scope, change.delete)
             if change.untombstone is not None:
                 await tombstones.remove(scope, *change.untombstone)
         self._remember_width(width)
-        return GovernanceResult(record=record, held=held, deleted=deleted)
+        return GovernanceResult(record=record, held=held, deleted=deleted, dependents=dependents)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""
@@ -745,7 +801,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             return 0
         async with self._unit("complete_indexing") as session:
             checked, width = self._check_vectors(
-                ((vector, f"vector of {item.id!r}") for item, vector in items),
+                ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)),
                 await self._known_width(session),
             )
             pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
@@ -778,6 +834,8 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
         """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""
+        if ids is not None:
+            check_id_collection(ids, "ids")
         async with self._unit("requeue_failed") as session:
             return await IndexingRepository(session, self._tables).requeue_failed(scope, ids)
 
@@ -785,6 +843,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         self, scope: MemoryIdentity, ids: Sequence[str]
     ) -> dict[str, tuple[IndexStatus, str | None]]:
         """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+        check_id_collection(ids, "ids")
         async with self._unit("index_status") as session:
             return await IndexingRepository(session, self._tables).status(scope, ids)
 
@@ -801,7 +860,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             return 0
         async with self._unit("store_vectors") as session:
             checked, width = self._check_vectors(
-                ((vector, f"vector of {entry_id!r}") for entry_id, _, vector in items),
+                ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)),
                 await self._known_width(session),
             )
             rows = [

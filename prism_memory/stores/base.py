@@ -25,12 +25,12 @@ Division of labour
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ..errors import ValidationError
+from ..errors import CapExceededError, ValidationError
 from ..lexical import CorpusStats
 from ..models import (
     Candidate,
@@ -50,6 +50,7 @@ __all__ = [
     "EntryLease",
     "GovernanceChange",
     "GovernanceResult",
+    "LineageWalk",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
@@ -61,6 +62,10 @@ __all__ = [
     "check_entry_vectors",
     "check_lease",
     "check_limit",
+    "check_lineage_sources",
+    "expand_walk",
+    "lineage_source_ids",
+    "walk_lineage",
 ]
 
 
@@ -208,14 +213,35 @@ class Tombstone:
 
 
 @dataclass(frozen=True, slots=True)
+class LineageWalk:
+    """Tombstone ``roots`` and their transitive lineage dependents with ``reason``.
+
+    The store finds the dependents *inside* the unit of work that applies the change, serialised
+    with the thread's writes (:meth:`VectorStore.put_entries` checks lineage under the same
+    serialisation), so an entry derived from a root while the call runs is either seen and
+    tombstoned or refused. More than ``max_depth`` levels or ``max_entries`` dependents raise
+    :class:`~prism_memory.errors.CapExceededError` and nothing changes.
+    """
+
+    roots: tuple[str, ...]
+    reason: TombstoneReason
+    max_depth: int
+    max_entries: int
+    delete_dependents: bool = False
+    """Also delete the dependents, except those under legal hold (their tombstone excludes them)."""
+
+
+@dataclass(frozen=True, slots=True)
 class GovernanceChange:
     """The whole effect of one governance call, which a store applies all-or-nothing.
 
-    Applied in this order inside one unit of work: add ``tombstones``, change ``consent`` or
-    ``text`` of one entry, set legal hold on ``hold``, delete ``delete``, then remove the
-    tombstones ``untombstone = (cause_id, reason)`` caused (a re-grant).
+    Applied in this order inside one unit of work: find ``walk``'s dependents, add ``tombstones``
+    (and the walk's), change ``consent`` or ``text`` of one entry, set legal hold on ``hold``,
+    delete ``delete`` (and the walk's dependents to delete), then remove the tombstones
+    ``untombstone = (cause_id, reason)`` caused (a re-grant).
     """
 
+    walk: LineageWalk | None = None
     tombstones: tuple[Tombstone, ...] = ()
     consent: tuple[str, MemoryConsent] | None = None
     """``(entry_id, consent)``: replace that entry's consent (no re-embed)."""
@@ -236,6 +262,95 @@ class GovernanceResult:
     """The entry whose consent or text changed, as stored afterwards."""
     held: int = 0
     deleted: int = 0
+    dependents: tuple[str, ...] = ()
+    """The lineage dependents ``walk`` found (and tombstoned), for ``on_invalidate``."""
+
+
+DependentsOf = Callable[[Sequence[str], int], Awaitable[list[tuple[str, tuple[str, ...]]]]]
+"""``(source_ids, limit) -> [(id, sources)]``, as :meth:`VectorStore.dependents` in one scope."""
+
+
+async def walk_lineage(
+    dependents_of: DependentsOf, roots: Sequence[str], *, max_depth: int, max_entries: int
+) -> dict[str, str]:
+    """Transitive lineage dependents of ``roots``: ``dependent id -> root that caused it``.
+
+    :class:`~prism_memory.errors.CapExceededError` past ``max_depth`` levels or ``max_entries``
+    dependents. Stores call it inside their unit of work (see :class:`LineageWalk`).
+    """
+    cause: dict[str, str] = {root: root for root in roots}
+    frontier = list(roots)
+    found: dict[str, str] = {}
+    for depth in range(max_depth + 1):
+        if not frontier:
+            break
+        # room for every already-seen row plus one more fresh row than the cap allows
+        rows = await dependents_of(frontier, max_entries + len(cause) + 1)
+        fresh = [(dep, sources) for dep, sources in rows if dep not in cause]
+        if not fresh:
+            break
+        if depth == max_depth:
+            raise CapExceededError(f"lineage is deeper than {max_depth}; nothing was changed")
+        frontier = []
+        for dep, sources in fresh:
+            origin = next((cause[s] for s in sources if s in cause), roots[0])
+            cause[dep] = found[dep] = origin
+            frontier.append(dep)
+        if len(found) > max_entries:
+            raise CapExceededError(
+                f"lineage touches over {max_entries} entries; nothing was changed"
+            )
+    return found
+
+
+async def expand_walk(
+    change: GovernanceChange,
+    dependents_of: DependentsOf,
+    records_of: Callable[[Sequence[str]], Awaitable[list[MemoryRecord]]],
+    now: datetime,
+) -> tuple[GovernanceChange, tuple[str, ...]]:
+    """``change`` with its ``walk`` resolved into plain tombstones and deletes, and the dependents.
+
+    A store calls it inside the unit of work that applies the change (``dependents_of`` and
+    ``records_of`` read through that unit of work): each root is tombstoned by itself, each
+    dependent by the root that caused it, and with ``delete_dependents`` the dependents not under
+    legal hold join ``delete``.
+    """
+    walk = change.walk
+    if walk is None:
+        return change, ()
+    found = await walk_lineage(
+        dependents_of, walk.roots, max_depth=walk.max_depth, max_entries=walk.max_entries
+    )
+    marks = [Tombstone(root, root, walk.reason, now) for root in walk.roots]
+    marks += [Tombstone(dep, origin, walk.reason, now) for dep, origin in found.items()]
+    delete = change.delete
+    if walk.delete_dependents and found:
+        held = {r.id for r in await records_of(list(found)) if r.legal_hold}
+        delete = (*delete, *(dep for dep in found if dep not in held))
+    expanded = replace(change, walk=None, tombstones=(*change.tombstones, *marks), delete=delete)
+    return expanded, tuple(found)
+
+
+def lineage_source_ids(entries: Sequence[NewEntry]) -> list[str]:
+    """Every lineage source ``entries`` name: the ids a store looks up in the thread, in the same
+    unit of work as the write (:func:`check_lineage_sources`, and the tombstones new rows
+    inherit, :func:`~prism_memory.stores.rules.inherited_tombstones`)."""
+    return sorted({s for e in entries if e.lineage is not None for s in e.lineage.source_ids})
+
+
+def check_lineage_sources(entries: Sequence[NewEntry], known: set[str]) -> None:
+    """Adapter helper: every lineage source of ``entries`` is among them or in ``known`` (the ids
+    of :func:`lineage_source_ids` the thread holds); else :class:`~prism_memory.errors.ValidationError`
+    naming the entry's position, never the id, and nothing may be written."""
+    batch = {entry.id for entry in entries}
+    for position, entry in enumerate(entries):
+        if entry.lineage is not None and any(
+            s not in batch and s not in known for s in entry.lineage.source_ids
+        ):
+            raise ValidationError(
+                f"entries[{position}]: lineage names an entry unknown in this thread"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +362,11 @@ class ClaimedEntry:
     revision: int
     text: str
     attempts: int
+    lease_until: datetime | None = None
+    """The end of the lease this claim (or write) set: the claim's token. A store keeps the
+    worker's result only while the row is still leased under exactly this lease, so work done
+    under a lease that ran out and was claimed again -- by another worker or the same one -- is
+    refused. ``None``: any unexpired lease of the worker will do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +451,13 @@ class VectorStore(abc.ABC):
         exactly as stored (``ON CONFLICT DO NOTHING``): a retry or replay never changes consent,
         text, ``occurred_at`` or anything else a governance call decided. The first occurrence of an
         id within one call wins.
+
+        Every lineage source an entry names must be one of ``entries`` or exist in the thread,
+        checked in the same unit of work as the insert and serialised with
+        :meth:`apply_governance` on the thread (:func:`check_lineage_sources`); otherwise
+        :class:`~prism_memory.errors.ValidationError` and nothing is written. So an entry derived
+        from a source that a concurrent governance call forgets is either found by that call's
+        lineage walk or refused, never stored behind its back.
         """
 
     @abc.abstractmethod
@@ -464,6 +591,12 @@ class VectorStore(abc.ABC):
         primitives in a fail-closed order (tombstones first, tombstone removal last), which an
         adapter without transactions may keep: a failure part-way leaves the entries excluded.
         """
+        change, dependents = await expand_walk(
+            change,
+            lambda ids, limit: self.dependents(scope, ids, limit=limit),
+            lambda ids: self.get_entries(scope, ids),
+            now,
+        )
         await self.add_tombstones(scope, change.tombstones)
         record: MemoryRecord | None = None
         if change.consent is not None:
@@ -477,7 +610,7 @@ class VectorStore(abc.ABC):
         deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
         if change.untombstone is not None:
             await self.remove_tombstones(scope, *change.untombstone)
-        return GovernanceResult(record=record, held=held, deleted=deleted)
+        return GovernanceResult(record=record, held=held, deleted=deleted, dependents=dependents)
 
     @abc.abstractmethod
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
@@ -555,6 +688,9 @@ class VectorStore(abc.ABC):
     ) -> int:
         """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
 
+        The lease matches while ``worker_id`` holds it, it has not run out at ``now`` and it is
+        the very lease the claim set (:attr:`ClaimedEntry.lease_until`): a vector is stored only
+        under the current lease, never by a worker whose lease ran out meanwhile.
         ``model`` is recorded as each stored record's ``embedding_model``.
         """
 

@@ -39,6 +39,7 @@ from ..models import (
     TombstoneReason,
     Vector,
     WorkingMemoryRecord,
+    check_id_collection,
 )
 from .base import (
     ClaimedEntry,
@@ -55,8 +56,11 @@ from .base import (
     check_entry_vectors,
     check_lease,
     check_limit,
+    check_lineage_sources,
+    expand_walk,
+    lineage_source_ids,
 )
-from .rules import is_recallable, travels
+from .rules import inherited_tombstones, is_recallable, travels
 
 __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 
@@ -101,6 +105,7 @@ def _lease_rows(
                 revision=record.revision,
                 text=record.text,
                 attempts=record.attempts,
+                lease_until=until,
             )
         )
     return claimed
@@ -502,7 +507,7 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(key)
         row = None if thread is None else thread.rows.get(entry_id)
         if thread is None or row is None:
-            raise NotFoundError(f"entry {entry_id!r} does not exist in this scope")
+            raise NotFoundError("the entry does not exist in this scope")
         return key, thread, row
 
     # ---- entries ---------------------------------------------------------------------------
@@ -529,13 +534,14 @@ class InMemoryVectorStore(VectorStore):
         width = self._width
         if vectors is not None:
             valid, width = self._check_vectors(
-                (vector, f"vector of {entry.id!r}")
-                for entry, vector in zip(entries, vectors, strict=True)
+                (vector, f"vectors[{at}]") for at, vector in enumerate(vectors)
             )
             checked = list(valid)
         key = _key(scope)
         thread = self._thread(key)
         existing: dict[str, _Row] = {} if thread is None else thread.rows
+        named = [i for i in lineage_source_ids(entries) if i in existing]
+        check_lineage_sources(entries, set(named))
         staged: dict[str, _Row] = {}
         top = -1 if thread is None else thread.max_sequence()
         for entry, vector in zip(entries, checked, strict=True):
@@ -562,16 +568,26 @@ class InMemoryVectorStore(VectorStore):
         changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
         if changed:
             thread = self._thread_for_write(key)
+            marks = thread.tombstones
+            sources = {i: list(marks.get(i, {}).values()) for i in named}
+            inherited = inherited_tombstones([row.record for row in changed], sources)
             for row in changed:
                 if thread.tombstones.pop(row.record.id, None) is not None:
                     thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
                 self._set_row(key, thread, row)
+            for tombstone in inherited:  # before any await: the rows never show without them
+                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
+                    tombstone
+                )
+            if inherited:
+                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
             if any(row.vector is not None for row in changed):
                 self._width = width
         return [_export(staged[entry.id].record) for entry in entries]
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
+        check_id_collection(ids, "ids")
         thread = self._thread(_key(scope))
         if thread is None:
             return []
@@ -580,6 +596,7 @@ class InMemoryVectorStore(VectorStore):
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
+        check_id_collection(ids, "ids")
         thread = self._thread(_key(scope))
         if thread is None:
             return set()
@@ -609,7 +626,7 @@ class InMemoryVectorStore(VectorStore):
         Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
         """
         key, thread, row = self._row(scope, entry_id)
-        (checked,), width = self._check_vectors([(vector, f"vector of {entry_id!r}")])
+        (checked,), width = self._check_vectors([(vector, "the new text's vector")])
         record = replace(
             row.record,
             text=text,
@@ -626,6 +643,7 @@ class InMemoryVectorStore(VectorStore):
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
         """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+        check_id_collection(ids, "ids")
         key = _key(scope)
         thread = self._thread(key)
         if thread is None:
@@ -640,6 +658,7 @@ class InMemoryVectorStore(VectorStore):
 
     async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         """Really delete the ``ids`` that exist in scope; return how many rows went."""
+        check_id_collection(ids, "ids")
         key = _key(scope)
         thread = self._thread(key)
         if thread is None:
@@ -658,6 +677,7 @@ class InMemoryVectorStore(VectorStore):
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
     ) -> list[tuple[str, tuple[str, ...]]]:
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        check_id_collection(source_ids, "source_ids")
         check_limit(limit)
         thread = self._thread(_key(scope))
         if thread is None or limit == 0:
@@ -917,8 +937,16 @@ class InMemoryVectorStore(VectorStore):
             if target is not None:
                 self._row(scope, target[0])  # NotFoundError before anything changed
         if change.text is not None:
-            self._check_vectors([(change.text[2], f"vector of {change.text[0]!r}")])
-        return await super().apply_governance(scope, change, now=now)
+            self._check_vectors([(change.text[2], "the new text's vector")])
+        # the lineage walk reads the rows as they are now, within this same uninterrupted call
+        change, dependents = await expand_walk(
+            change,
+            lambda ids, limit: self.dependents(scope, ids, limit=limit),
+            lambda ids: self.get_entries(scope, ids),
+            now,
+        )
+        result = await super().apply_governance(scope, change, now=now)
+        return replace(result, dependents=dependents)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""
@@ -1010,8 +1038,9 @@ class InMemoryVectorStore(VectorStore):
             or row.claimed_by != worker_id
             or row.claimed_until is None
             or row.claimed_until <= now
+            or (item.lease_until is not None and row.claimed_until != item.lease_until)
         ):
-            return None
+            return None  # not this claim's lease any more: its late result is refused
         return row
 
     async def complete_indexing(
@@ -1028,7 +1057,7 @@ class InMemoryVectorStore(VectorStore):
         is checked first: one bad vector rejects the whole call.
         """
         checked, width = self._check_vectors(
-            (vector, f"vector of {item.id!r}") for item, vector in items
+            (vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)
         )
         done = 0
         for (item, _), vector in zip(items, checked, strict=True):
@@ -1088,6 +1117,8 @@ class InMemoryVectorStore(VectorStore):
 
         The last error is cleared with them.
         """
+        if ids is not None:
+            check_id_collection(ids, "ids")
         key = _key(scope)
         thread = self._thread(key)
         if thread is None:
@@ -1107,6 +1138,7 @@ class InMemoryVectorStore(VectorStore):
         self, scope: MemoryIdentity, ids: Sequence[str]
     ) -> dict[str, tuple[IndexStatus, str | None]]:
         """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+        check_id_collection(ids, "ids")
         thread = self._thread(_key(scope))
         if thread is None:
             return {}
@@ -1127,7 +1159,7 @@ class InMemoryVectorStore(VectorStore):
         that is stored is dropped (its worker's late result no longer applies).
         """
         checked, width = self._check_vectors(
-            (vector, f"vector of {entry_id!r}") for entry_id, _, vector in items
+            (vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)
         )
         key = _key(scope)
         thread = self._thread(key)

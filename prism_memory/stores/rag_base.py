@@ -94,12 +94,12 @@ def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
             f"{len(chunks)} chunks in one call; the cap is {MAX_CHUNKS_PER_CALL}"
         )
     seen: set[tuple[str, int]] = set()
-    for chunk in chunks:
+    for position, chunk in enumerate(chunks):
         if not isinstance(chunk, Chunk):
-            raise ValidationError("chunks must be Chunk instances")
+            raise ValidationError(f"chunks[{position}] is not a Chunk")
         key = (chunk.source_id, chunk.index)
         if key in seen:
-            raise ValidationError(f"chunk {key} appears twice in one call")
+            raise ValidationError(f"chunks[{position}] repeats the key of an earlier chunk")
         seen.add(key)
     return list(chunks)
 

@@ -150,6 +150,7 @@ class _View(RagOperations):
     ) -> list[Chunk]:
         """The chunks of ``source_id`` by index."""
         scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
         corpus = self._state.chunks.get((_key(scope), self._generation(scope, generation)), {})
         return sorted(
             (chunk for (source, _), chunk in corpus.items() if source == source_id),
@@ -161,6 +162,7 @@ class _View(RagOperations):
     ) -> int:
         """Delete the chunks of ``source_id``; count them."""
         scope = resolve_scope(scope)
+        check_key(source_id, "source_id")
         key = (_key(scope), self._generation(scope, generation))
         if not any(source == source_id for source, _ in self._state.chunks.get(key, {})):
             return 0
@@ -289,7 +291,7 @@ class _View(RagOperations):
     ) -> None:
         """Replace the grants of ``source_id`` (empty lists revoke)."""
         scope = resolve_scope(scope)
-        grants = SourceAccess(tuple(principal_ids), tuple(group_ids), access_version)
+        grants = SourceAccess.of(principal_ids, group_ids, access_version)
         check_key(source_id, "source_id")
         key = (_key(scope), source_id)
         if grants.principal_ids or grants.group_ids:
@@ -299,6 +301,7 @@ class _View(RagOperations):
 
     async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
         """The grants of ``source_id``, or ``None``."""
+        check_key(source_id, "source_id")
         return self._state.access.get((_key(resolve_scope(scope)), source_id))
 
 

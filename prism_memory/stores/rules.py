@@ -15,16 +15,28 @@ Governance invariants every backend keeps (``docs/semantics.md`` states the same
    name entries that exist.
 6. The host's ``on_invalidate`` hook runs after the change is committed; its failure cannot undo or
    block it.
+7. No entry derived from a forgotten, revoked or corrected source is ever recallable, now or after
+   any later call: a write's lineage check (:meth:`~prism_memory.stores.base.VectorStore.put_entries`)
+   and a governance call's lineage walk (:class:`~prism_memory.stores.base.LineageWalk`) run inside
+   the unit of work that applies them, serialised per thread, and a new entry inherits the
+   tombstones on its sources that invalidate it (:func:`inherited_tombstones`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..models import MemoryRecord
 from .base import RecallFilter, Tombstone
 
-__all__ = ["TRAVELLING_SCOPES", "invalidates", "is_recallable", "is_visible", "travels"]
+__all__ = [
+    "TRAVELLING_SCOPES",
+    "inherited_tombstones",
+    "invalidates",
+    "is_recallable",
+    "is_visible",
+    "travels",
+]
 
 TRAVELLING_SCOPES = frozenset({"user", "profile"})
 """Consent scopes whose entries a resource-wide recall reaches from the resource's other threads."""
@@ -50,6 +62,37 @@ def invalidates(tombstone: Tombstone, record: MemoryRecord) -> bool:
     if tombstone.reason == "corrected":
         return tombstone.created_at > record.written_at
     return True
+
+
+def inherited_tombstones(
+    records: Sequence[MemoryRecord], stored: Mapping[str, Iterable[Tombstone]]
+) -> list[Tombstone]:
+    """The tombstones the new ``records`` take over from their lineage sources when written.
+
+    A new entry gets, as its own, a copy of every tombstone on one of its sources that
+    invalidates it (:func:`invalidates`): ``stored`` holds the tombstones of sources already in
+    the thread, and sources among ``records`` pass on what they inherit themselves. So an entry
+    derived from an entry that a revocation, hold or correction excludes stays excluded however
+    long the chain grows after the call (each tombstone keeps its cause: a re-grant lifts the
+    copies with the originals).
+    """
+    new = {record.id: record for record in records}
+    marks: dict[str, dict[tuple[str, str], Tombstone]] = {}
+    grew = True
+    while grew:  # a source later in ``records`` may pass marks on to one before it
+        grew = False
+        for record in records:
+            own = marks.setdefault(record.id, {})
+            for source in record.lineage.source_ids if record.lineage else ():
+                passed = marks.get(source, {}).values() if source in new else stored.get(source, ())
+                for tombstone in passed:
+                    key = (tombstone.cause_id, tombstone.reason)
+                    if key not in own and invalidates(tombstone, record):
+                        own[key] = Tombstone(
+                            record.id, tombstone.cause_id, tombstone.reason, tombstone.created_at
+                        )
+                        grew = True
+    return [tombstone for own in marks.values() for tombstone in own.values()]
 
 
 def is_recallable(

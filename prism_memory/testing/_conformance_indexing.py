@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
+
 from ..embedding import Embedder
 from ..errors import IndexingError, ValidationError
 from ..indexing import CLAIM_BATCHES, SHARED_LANES, IndexingPolicy
 from ..models import MemoryIdentity
-from ..stores.base import NewEntry, VectorStore
+from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
 from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 from ._fixtures import GatedEmbedder
 
@@ -289,6 +291,39 @@ async def closing_after_indexed_writes_claims_and_releases_nothing(kit: Conforma
         _check(calls["release_claims"] == 1, f"leases released once: {calls}")
 
 
+async def late_results_of_an_expired_lease_are_refused(kit: ConformanceKit) -> None:
+    """A vector is stored only under the lease that is current: a worker whose lease ran out
+    mid-embedding is refused, whoever claimed the row since -- another worker or itself."""
+    case = _Case(kit)
+    store, scope = kit.vector_store, case.memory().identity
+    t0 = case.clock()
+    await store.put_entries(scope, _pending_rows(case, scope, 1), now=t0)
+    width = kit.embedder.dimensions
+    slow, fast = np.ones(width, dtype=np.float32), np.zeros(width, dtype=np.float32)
+    fast[0] = 1.0
+
+    async def claim(worker: str, seconds: float) -> Any:
+        (item,) = await store.claim_pending(
+            scope, limit=1, worker_id=worker, lease_seconds=1.0, now=t0 + timedelta(seconds=seconds)
+        )
+        return item
+
+    first = await claim("slow", 0)  # leased for 1 s; the embedding takes longer
+    again = await claim("slow", 2)  # ran out; claimed again, by the same worker
+    late = t0 + timedelta(seconds=2.5)
+    stored = await store.complete_indexing([(first, slow)], worker_id="slow", now=late)
+    _check(stored == 0, "the result of a lease that ran out is refused, even under a new one")
+    taken = await claim("fast", 4)  # the second lease ran out too; another worker claims
+    late = t0 + timedelta(seconds=4.5)
+    stored = await store.complete_indexing([(again, slow)], worker_id="slow", now=late)
+    _check(stored == 0, "the late worker's vectors are refused")
+    stored = await store.complete_indexing([(taken, fast)], worker_id="fast", now=late)
+    _check(stored == 1, "the current claimant's vectors are stored")
+    request = SearchRequest(vector=fast, terms=frozenset(), limit=5, filter=RecallFilter(now=late))
+    (hit,) = (await store.search(scope, request)).candidates
+    _check(bool(np.allclose(hit.vector, fast)), "the row holds the current claimant's vector")
+
+
 INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
@@ -298,6 +333,7 @@ INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
         claim_pending_in_takes_turns_between_threads,
         resuming_waits_for_a_claim_in_flight,
         closing_after_indexed_writes_claims_and_releases_nothing,
+        late_results_of_an_expired_lease_are_refused,
     )
 }
 """The checks of this module by name; part of ``CONFORMANCE_CHECKS``."""

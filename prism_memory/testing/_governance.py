@@ -7,16 +7,28 @@ person decided about their memory. They run on every backend through :data:`CONF
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from ..context import SEMANTIC_HEADER, WORKING_HEADER
-from ..errors import CapExceededError, LineageCapError, NotFoundError, ValidationError
+from ..errors import (
+    AccessDeniedError,
+    CapExceededError,
+    EmbedderError,
+    LineageCapError,
+    NotFoundError,
+    PrismMemoryError,
+    ValidationError,
+)
 from ..memory import create_memory
 from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 
-__all__ = ["GOVERNANCE_CHECKS"]
+__all__ = ["FORGET_RACES", "GOVERNANCE_CHECKS", "race_forget_against_lineage"]
+
+FORGET_RACES = 24
+"""Forget/remember-with-lineage races the conformance check runs (a CI-sized number)."""
 
 
 async def replayed_remember_never_undoes_governance(kit: ConformanceKit) -> None:
@@ -145,6 +157,114 @@ async def forgotten_ids_do_not_poison_reuse(kit: ConformanceKit) -> None:
     await memory.aclose()
 
 
+async def race_forget_against_lineage(kit: ConformanceKit, races: int) -> int:
+    """Race ``forget(ids=[s])`` from one memory against ``remember`` of an entry derived from
+    ``s`` by a second memory on the same thread, then remember ``s``'s words again (same digest
+    id): return how many races left the derived entry stored or recallable (the answer is 0).
+
+    The forget starts after a varying number of event-loop turns, so the races cover every
+    interleaving of the two calls' awaits, not only the one the scheduler happens to pick.
+    """
+    case = _Case(kit)
+    writer, forgetter = case.memory(), case.memory()
+    survivors = 0
+    for race in range(races):
+        words = f"race fact {race}"
+        source = (await writer.remember({"text": words}, wait=True)).accepted[0]
+        derived = {"id": f"d{race}", "text": f"derived {race}", "lineage": {"source_ids": [source]}}
+
+        async def forget_later(turns: int, source: str = source) -> int:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            return await forgetter.forget(ids=[source])
+
+        outcome = await asyncio.gather(
+            writer.remember(derived, wait=True), forget_later(race % 8), return_exceptions=True
+        )
+        if isinstance(outcome[0], BaseException) and not isinstance(outcome[0], ValidationError):
+            raise outcome[0]  # refused as "unknown source" is the one allowed failure
+        if isinstance(outcome[1], BaseException):
+            raise outcome[1]
+        again = (await writer.remember({"text": words}, wait=True)).accepted[0]
+        _check(again == source, "the same words get the same digest id")
+        stored = await kit.vector_store.get_entries(writer.identity, [f"d{race}"])
+        if stored or f"d{race}" in await _ids(writer, f"derived {race}", top_k=5):
+            survivors += 1
+    await writer.aclose()
+    await forgetter.aclose()
+    return survivors
+
+
+async def forget_races_never_resurrect_dependents(kit: ConformanceKit) -> None:
+    """An entry derived from a source while the source is forgotten is refused or forgotten with
+    it, so remembering the source again (same id) never brings it back."""
+    survivors = await race_forget_against_lineage(kit, FORGET_RACES)
+    _check(survivors == 0, f"{survivors} of {FORGET_RACES} races left a derived entry behind")
+
+
+async def chains_derived_after_a_revocation_stay_excluded(kit: ConformanceKit) -> None:
+    """An entry derived from an excluded entry inherits its exclusion, however long the chain;
+    a re-grant brings the whole chain back."""
+    case = _Case(kit)
+    memory = case.memory()
+    await memory.remember({"id": "s", "text": "Emmy proves theorems"}, wait=True)
+    await memory.set_consent("s", visible=False)
+    await memory.remember(
+        [
+            {"id": "d2", "text": "Emmy summary of summary", "lineage": {"source_ids": ["d1"]}},
+            {"id": "d1", "text": "Emmy summary", "lineage": {"source_ids": ["s"]}},
+        ],
+        wait=True,
+    )
+    await memory.remember(
+        {"id": "d3", "text": "Emmy third summary", "lineage": {"source_ids": ["d2"]}}, wait=True
+    )
+    ids = await _ids(memory, "Emmy summary theorems", top_k=10)
+    _check(ids == [], f"nothing derived from the revoked source is recalled: {ids}")
+    await memory.set_consent("s", visible=True)
+    ids = sorted(await _ids(memory, "Emmy summary theorems", top_k=10))
+    _check(ids == ["d1", "d2", "d3", "s"], f"a re-grant brings the chain back: {ids}")
+    await memory.aclose()
+
+
+async def id_arguments_refuse_bare_strings_and_are_capped(kit: ConformanceKit) -> None:
+    """Every argument that is a collection of ids refuses a bare string (``"abc"`` is not
+    ``a, b, c``) or a non-collection, on the facade and the store; id lists have a cap."""
+    case = _Case(kit)
+    memory = case.memory()
+    store, scope = kit.vector_store, memory.identity
+    await memory.remember([{"id": i, "text": f"entry {i}"} for i in "abc"], wait=True)
+    calls: list[tuple[type[BaseException], Callable[[], Awaitable[Any]], str]] = [
+        (ValidationError, lambda: memory.forget(ids="abc"), "forget(ids='abc')"),
+        (ValidationError, lambda: memory.forget(ids="abc", hold=True), "hold of 'abc'"),
+        (ValidationError, lambda: memory.index_status("abc"), "index_status('abc')"),
+        (ValidationError, lambda: memory.share_with("child", "abc"), "share_with(…, 'abc')"),
+        (ValidationError, lambda: memory.forget(ids=42), "forget(ids=42)"),  # type: ignore[arg-type]
+        (ValidationError, lambda: memory.forget(ids=[1]), "a number among the ids"),  # type: ignore[list-item]
+        (ValidationError, lambda: store.get_entries(scope, "abc"), "get_entries"),
+        (ValidationError, lambda: store.known_ids(scope, "abc"), "known_ids"),
+        (ValidationError, lambda: store.set_legal_hold(scope, "abc", True), "set_legal_hold"),
+        (ValidationError, lambda: store.delete_entries(scope, "abc"), "delete_entries"),
+        (ValidationError, lambda: store.dependents(scope, "abc", limit=5), "dependents"),
+        (ValidationError, lambda: store.requeue_failed(scope, "abc"), "requeue_failed"),
+        (ValidationError, lambda: store.index_status(scope, "abc"), "store index_status"),
+        (ValidationError, lambda: store.get_entries(scope, iter(["a"])), "an iterator"),  # type: ignore[arg-type]
+    ]
+    over = [f"id-{i}" for i in range(memory.limits.ids_per_call + 1)]
+    calls += [
+        (CapExceededError, lambda: memory.forget(ids=over), "forget over ids_per_call"),
+        (CapExceededError, lambda: memory.index_status(over), "index_status over ids_per_call"),
+    ]
+    for error, call, label in calls:
+        await _raises(error, call(), label)
+    ids = sorted(r.id for r in await store.get_entries(scope, ["a", "b", "c"]))
+    _check(ids == ["a", "b", "c"], f"nothing was deleted: {ids}")
+    held = [r.id for r in await store.get_entries(scope, ["a", "b", "c"]) if r.legal_hold]
+    _check(held == [], f"nothing was held: {held}")
+    _check(await memory.forget(ids=("a",)) == 1, "a tuple of ids is taken")
+    await memory.aclose()
+
+
 async def index_status_takes_any_number_of_ids(kit: ConformanceKit) -> None:
     """More ids than a statement may bind (32,767) still work: status, reads and forget."""
     case = _Case(kit)
@@ -195,6 +315,84 @@ async def secrets_never_persist_or_echo(kit: ConformanceKit) -> None:
         error = await _raises(ValidationError, memory.remember(bad), f"bad input {sorted(bad)}")
         _check(secret not in str(error), f"the error repeats the input: {error}")
     await memory.aclose()
+
+
+CANARY = "canary-7f3e"
+"""Planted in every id, key, text and value a check passes; never in an error message."""
+
+
+class _EchoingEmbedder:
+    """An embedder whose failure repeats the text it was given (as a careless service would)."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        raise EmbedderError(f"cannot embed {list(texts)}")
+
+
+async def error_messages_name_no_input(kit: ConformanceKit) -> None:
+    """Errors name what was wrong and where (field, position), never the caller's value, key or
+    id; and every message passes through the memory's scrubber, like stored text."""
+    case = _Case(kit)
+    memory = case.memory(
+        schema={
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "additionalProperties": False,
+        }
+    )
+    await memory.remember({"id": "real", "text": "a real entry"}, wait=True)
+    c = CANARY
+    calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("unknown field", lambda: memory.remember({"text": "x", f"k-{c}": 1})),
+        ("unknown consent field", lambda: memory.remember({"text": "x", "consent": {c: 1}})),
+        ("unknown lineage source", lambda: memory.remember(
+            {"text": "x", "lineage": {"source_ids": [f"id-{c}"]}})),
+        ("self lineage", lambda: memory.remember(
+            {"id": c, "text": "x", "lineage": {"source_ids": [c]}})),
+        ("one id, two texts", lambda: memory.remember(
+            [{"id": c, "text": "one"}, {"id": c, "text": "two"}])),
+        ("control character in an id", lambda: memory.remember({"id": f"{c}\x01", "text": "x"})),
+        ("get", lambda: memory.get(f"id-{c}")),
+        ("set_consent", lambda: memory.set_consent(f"id-{c}", visible=False)),
+        ("correct an unknown id", lambda: memory.correct(f"id-{c}", "new")),
+        ("correct with NUL", lambda: memory.correct("real", f"{c} \x00")),
+        ("forget", lambda: memory.forget(ids=[f"{c}\x00"])),
+        ("index_status", lambda: memory.index_status(["ok", f"{c}\x02"])),
+        ("share unknown ids", lambda: memory.share_with("child", [f"id-{c}"])),
+        ("share to a bad thread", lambda: memory.share_with(f"{c}\x00", ["real"])),
+        ("recall with NUL", lambda: memory.recall(f"{c} \x00")),
+        ("recall scoring", lambda: memory.recall("x", scoring={f"k-{c}": 1})),
+        ("export identity", lambda: memory.export_memory(
+            identity={**memory.identity.model_dump(), f"k-{c}": 1})),
+        ("export other identity", lambda: memory.export_memory(
+            identity={**memory.identity.model_dump(), "thread_id": c})),
+        ("working memory key", lambda: memory.update_working({f"k-{c}": "v"})),
+        ("working memory value", lambda: memory.update_working({"a": f"{c}\x00"})),
+        ("metadata value", lambda: memory.remember({"text": "x", "metadata": {f"k-{c}": float("nan")}})),
+    ]  # fmt: skip
+    for label, call in calls:
+        try:
+            await call()
+        except (PrismMemoryError, AccessDeniedError) as exc:
+            _check(c not in str(exc), f"{label}: the message repeats the input: {exc}")
+        else:
+            raise AssertionError(f"{label}: nothing was raised")
+    echoing = _EchoingEmbedder(kit.embedder.dimensions)
+    bare = case.memory(thread="thread-2", embedder=echoing)
+    error = await _raises(EmbedderError, bare.recall(f"find {c}"), "recall, failing embedder")
+    _check(c in str(error), "without secrets an embedder's own message is passed on as is")
+    scrubbed = case.memory(thread="thread-3", embedder=echoing, secrets=[c])
+    error = await _raises(EmbedderError, scrubbed.recall(f"find {c}"), "recall, with secrets")
+    _check(c not in str(error), f"the scrubber cleans error messages too: {error}")
+    await scrubbed.remember({"id": "real", "text": "stays pending"})
+    error = await _raises(
+        EmbedderError, scrubbed.correct("real", f"now {c}"), "correct, with secrets"
+    )
+    _check(c not in str(error), f"correct's error is scrubbed too: {error}")
+    for one in (memory, bare, scrubbed):
+        await one.aclose()
 
 
 async def unstorable_input_is_refused_alike(kit: ConformanceKit) -> None:
@@ -331,8 +529,12 @@ GOVERNANCE_CHECKS = {
         failing_hook_cannot_block_revocation,
         regrant_keeps_other_causes_tombstones,
         forgotten_ids_do_not_poison_reuse,
+        forget_races_never_resurrect_dependents,
+        id_arguments_refuse_bare_strings_and_are_capped,
+        chains_derived_after_a_revocation_stay_excluded,
         index_status_takes_any_number_of_ids,
         secrets_never_persist_or_echo,
+        error_messages_name_no_input,
         unstorable_input_is_refused_alike,
         sweeps_progress_past_wide_lineage,
         wait_leaves_nothing_pending,

@@ -721,6 +721,108 @@ async def hybrid_query_fuses_authorised_legs(kit: RagConformanceKit) -> None:
     _check(any(h.source_id == "secret" for h in everyone), "setup: the secret source matches")
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(levels):
+        node["k"] = {}
+        node = node["k"]
+    return deep
+
+
+async def id_collections_and_bad_arguments_raise_alike(kit: RagConformanceKit) -> None:
+    """A bare string where ids belong never widens a grant (``"staff"`` is not ``s, t, a, f``);
+    every store raises the same typed error for the same bad argument, nothing written."""
+    case = _Case(kit)
+    store, scope = case.store, case.scope
+    await store.upsert(scope, [case.chunk("hr", 0, "salaries")])
+    await store.set_source_access(scope, "hr", principal_ids=["bob"], access_version=1)
+    bad_calls: list[tuple[type[BaseException], Callable[[], Awaitable[Any]], str]] = [
+        (
+            ValidationError,
+            lambda: store.set_source_access(scope, "hr", group_ids="staff", access_version=1),
+            "group_ids as a bare string",
+        ),
+        (
+            ValidationError,
+            lambda: store.set_source_access(scope, "hr", principal_ids="eve", access_version=1),
+            "principal_ids as a bare string",
+        ),
+        (
+            ValidationError,
+            lambda: store.set_source_access(scope, "hr", group_ids=7, access_version=1),  # type: ignore[arg-type]
+            "group_ids as a number",
+        ),
+        (ValidationError, lambda: store.delete_source(scope, 123), "delete_source(123)"),  # type: ignore[arg-type]
+        (ValidationError, lambda: store.get_by_source(scope, 123), "get_by_source(123)"),  # type: ignore[arg-type]
+        (ValidationError, lambda: store.get_source_access(scope, ""), "an empty source id"),
+        (
+            ValidationError,
+            lambda: store.query(scope, embedding=_unit(case.width, 0), top_k=1, filter="lang"),  # type: ignore[arg-type]
+            "a string filter",
+        ),
+        (
+            ValidationError,
+            lambda: store.check_source_access(scope, "hr", "bob"),  # type: ignore[arg-type]
+            "a string authorization",
+        ),
+    ]
+    for error, call, label in bad_calls:
+        await _raises(error, call(), label)
+    grants = await store.get_source_access(scope, "hr")
+    _check(
+        grants is not None and grants.principal_ids == ("bob",) and not grants.group_ids,
+        f"a refused grant changed nothing: {grants}",
+    )
+    for letter in "staf":
+        granted = await store.check_source_access(scope, "hr", AccessConstraint("eve", (letter,)))
+        _check(not granted, f"group {letter!r} was granted")
+    deep = _nested(5000)
+    for build, label in (
+        (lambda: AccessConstraint("eve", "staff"), "AccessConstraint(group_ids='staff')"),  # type: ignore[arg-type]
+        (lambda: SourceAccess("bob", (), 1), "SourceAccess(principal_ids='bob')"),  # type: ignore[arg-type]
+        (lambda: case.chunk("s", 0, "x", metadata=deep), "5,000-level chunk metadata"),
+        (lambda: case.chunk("s", 0, "x", metadata=_nested(33)), "33-level chunk metadata"),
+    ):
+        try:
+            build()
+        except ValidationError:
+            continue
+        raise AssertionError(f"{label} was accepted or raised an untyped error")
+    _check(bool(case.chunk("s", 0, "x", metadata=_nested(31))), "31 levels are accepted")
+    from ..rag import ingest  # the facade over the store, imported where the check needs it
+
+    await _raises(
+        ValidationError,
+        ingest(store, scope, "deep", "some text", embedder=case.embedder, metadata=deep),
+        "ingest() with 5,000-level metadata",
+    )
+    _check(await store.get_by_source(scope, "deep") == [], "nothing was ingested")
+    canary = "canary-rag-51"
+    q = _unit(case.width, 0)
+    echoes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("filter key", lambda: store.query(scope, embedding=q, top_k=1, filter={canary: [1]})),  # type: ignore[dict-item]
+        ("filter value", lambda: store.query(scope, embedding=q, top_k=1, filter={"k": f"{canary}\x00"})),
+        ("duplicate chunk", lambda: store.upsert(scope, [case.chunk(canary, 0, "x")] * 2)),
+        ("source id", lambda: store.delete_source(scope, f"{canary}\x00")),
+        ("group id", lambda: store.set_source_access(scope, "hr", group_ids=[f"{canary}\x01"], access_version=1)),
+    ]  # fmt: skip
+    for label, call in echoes:
+        try:
+            await call()
+        except PrismMemoryError as exc:
+            _check(canary not in str(exc), f"{label}: the message repeats the input: {exc}")
+        else:
+            raise AssertionError(f"{label}: nothing was raised")
+    for metadata in ({canary: float("nan")}, {"k": {canary: {1, 2}}}):
+        try:
+            case.chunk("s", 0, "x", metadata=metadata)
+        except ValidationError as exc:
+            _check(canary not in str(exc), f"chunk metadata: the message repeats a key: {exc}")
+        else:
+            raise AssertionError("bad chunk metadata was accepted")
+
+
 RAG_CONFORMANCE_CHECKS: dict[str, Callable[[RagConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
@@ -734,6 +836,7 @@ RAG_CONFORMANCE_CHECKS: dict[str, Callable[[RagConformanceKit], Awaitable[None]]
         bad_vectors_write_nothing,
         scopes_filters_and_inputs,
         hybrid_query_fuses_authorised_legs,
+        id_collections_and_bad_arguments_raise_alike,
     )
 }
 """Every RAG conformance check by name."""

@@ -128,6 +128,7 @@ async def test_records_round_trip(make_postgres_stores):
         lineage=Lineage(source_ids=("p", "q"), reason="summary"),
         metadata={"nested": {"list": [1, 2.5, "s"]}},
     )
+    await store.put_entries(SCOPE, [entry("p"), entry("q")], now=NOW)  # lineage names entries
     (written,) = await store.put_entries(SCOPE, [new], now=NOW)
     (read,) = await store.get_entries(SCOPE, ["x", "missing"])
     assert read == written

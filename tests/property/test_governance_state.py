@@ -6,6 +6,12 @@ context provider, export and a child thread's shared recall must show exactly th
 model allows. The model restates the documented rules (docs/semantics.md) in plain Python: it
 shares no code with the library.
 
+:class:`ConcurrentGovernanceMachine` runs the same calls from two memories on one thread at once
+(remember with lineage, forget, set_consent, correct, re-remember), interleaved after a random
+number of event-loop turns; it checks the safety rule alone -- nothing derived from a forgotten,
+revoked or corrected source is recallable, and nothing derived from a forgotten source is even
+stored -- since which of two racing calls went first is the store's to decide.
+
 Budget: the ``ci`` profile (default) runs 300 examples of up to 20 steps in memory and 30 of up
 to 15 steps on PostgreSQL; ``PRISM_HYPOTHESIS_PROFILE=slow`` runs 1000 examples of up to 40 steps
 on both.
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -35,6 +42,7 @@ from hypothesis.stateful import (
 from sqlalchemy import text
 
 from prism_memory import (
+    CapExceededError,
     HashEmbedder,
     InMemoryVectorStore,
     InMemoryWorkingStore,
@@ -44,9 +52,11 @@ from prism_memory import (
     create_memory,
 )
 from prism_memory.indexing import IndexingPolicy
+from prism_memory.models import MemoryRecord
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import create_engine
-from prism_memory.stores.base import VectorStore, WorkingStore
+from prism_memory.stores.base import RecallFilter, SearchRequest, VectorStore, WorkingStore
+from prism_memory.testing import ManualClock
 
 settings.register_profile(
     "ci",
@@ -69,6 +79,12 @@ POSTGRES_PROFILE = (
     else PROFILE
 )
 """The ``ci`` budget on PostgreSQL: 30 examples of up to 15 steps (about half a minute)."""
+CONCURRENT_PROFILE = (
+    settings(PROFILE, max_examples=100, stateful_step_count=15)
+    if PROFILE.max_examples <= 300
+    else PROFILE
+)
+"""The ``ci`` budget of the in-memory race machine (each step runs two calls at once)."""
 
 IDS = ("a", "b", "c")  # few ids: histories revisit the same entries and their lineage
 START = datetime(2030, 1, 1, tzinfo=UTC)
@@ -218,6 +234,14 @@ class GovernanceMachine(RuleBasedStateMachine):
         if expected is None and entry_id not in model.entries:
             model.entries[entry_id] = Entry(tuple(sources), written=now, occurred=now)
             model.marks.pop(entry_id, None)  # an earlier, forgotten entry's
+            inherited = {  # its sources' marks that invalidate it become its own
+                key: when
+                for source in sources
+                for key, when in model.marks.get(source, {}).items()
+                if key[1] != "corrected" or when > now
+            }
+            if inherited:
+                model.marks[entry_id] = inherited
 
     @rule(entry_id=st.sampled_from(IDS), visible=st.booleans())
     def set_consent(self, entry_id: str, visible: bool) -> None:
@@ -332,6 +356,138 @@ class GovernanceMachine(RuleBasedStateMachine):
             assert {hit.id for hit in seen.hits} == allowed & set(self.model.shared)
 
 
+SOURCES = ("fact alpha", "fact beta", "fact gamma")
+"""The words of the source entries: remembered by digest id, so remembering them again after a
+forget reuses the id."""
+OPS = ("derive", "forget", "revoke", "grant", "correct", "remember_source")
+
+
+class ConcurrentGovernanceMachine(RuleBasedStateMachine):
+    """Two memories on one thread race governance calls; the safety rule holds after every step."""
+
+    loop: asyncio.AbstractEventLoop
+    open_stores: Callable[[], tuple[VectorStore, WorkingStore]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store, working_store = self.open_stores()
+        self.clock = ManualClock(START)
+        common: dict[str, Any] = {
+            "tenant_id": f"t-{uuid.uuid4().hex[:10]}",
+            "resource_id": "r",
+            "thread_id": "shared",
+            "embedder": HashEmbedder(dimensions=64),
+            "vector_store": self.store,
+            "working_store": working_store,
+            "clock": self.clock,
+            "indexing": FAST,
+        }
+        self.memories = (create_memory(**common), create_memory(**common))
+        self.identity = self.memories[0].identity
+        self.source_ids: list[str] = []
+        self.derived = 0
+        self.lives: dict[str, int] = {}
+        """id -> how many forget calls that named it (or an ancestor of it) have finished."""
+        self.born: dict[str, dict[str, int]] = {}
+        """derived id -> the life of each lineage source when its remember call started."""
+
+    def teardown(self) -> None:
+        for memory in self.memories:
+            _run(self.loop, memory.aclose())
+
+    def known(self) -> list[str]:
+        return [*self.source_ids, *(f"d{n}" for n in range(self.derived))]
+
+    @initialize()
+    def seed(self) -> None:
+        for words in SOURCES:
+            self.source_ids.append(
+                _run(self.loop, self.memories[0].remember({"text": words}, wait=True)).accepted[0]
+            )
+
+    async def op(self, memory_at: int, op: str, pick: int, turns: int) -> None:
+        """One call; ``turns`` event-loop turns first. Refusals the rules allow are swallowed."""
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        memory = self.memories[memory_at]
+        known = self.known()
+        target = known[pick % len(known)]
+        try:
+            if op == "derive":
+                self.derived += 1
+                entry_id = f"d{self.derived - 1}"
+                sources = sorted({target, known[(pick * 7 + 1) % len(known)]} - {entry_id})
+                lives = {s: self.lives.get(s, 0) for s in sources}
+                text = f"derived zq{entry_id} from " + " ".join(sources)
+                await memory.remember(
+                    {"id": entry_id, "text": text, "lineage": {"source_ids": sources}}, wait=True
+                )
+                self.born[entry_id] = lives
+            elif op == "forget":
+                await memory.forget(ids=[target])
+                self.lives[target] = self.lives.get(target, 0) + 1
+            elif op in ("revoke", "grant"):
+                await memory.set_consent(target, visible=op == "grant")
+            elif op == "correct":
+                await memory.correct(target, f"corrected zq{target} {self.clock().isoformat()}")
+            else:
+                await memory.remember({"text": SOURCES[pick % len(SOURCES)]}, wait=True)
+        except (NotFoundError, ValidationError, CapExceededError):
+            pass  # a source or target that was (just) forgotten: refused, nothing written
+
+    @rule(
+        first=st.sampled_from(OPS),
+        second=st.sampled_from(OPS),
+        picks=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+        turns=st.tuples(st.integers(0, 6), st.integers(0, 6)),
+    )
+    def race(self, first: str, second: str, picks: tuple[int, int], turns: tuple[int, int]) -> None:
+        self.clock.advance(seconds=1)
+
+        async def both() -> None:
+            await asyncio.gather(
+                self.op(0, first, picks[0], turns[0]), self.op(1, second, picks[1], turns[1])
+            )
+
+        _run(self.loop, both())
+
+    @invariant()
+    def nothing_derived_from_a_dead_source_comes_back(self) -> None:
+        stored = _run(self.loop, self.store.get_entries(self.identity, self.known()))
+        by_id = {record.id: record for record in stored}
+        for record in stored:  # stored at all only while every source lives the life it knew
+            for source, life in self.born.get(record.id, {}).items():
+                assert self.lives.get(source, 0) == life, (record.id, source)
+                assert source in by_id, (record.id, source)
+        request = SearchRequest(
+            vector=np.ones(64, dtype=np.float32),
+            terms=frozenset(),
+            limit=1024,
+            filter=RecallFilter(now=self.clock()),
+        )
+        found = _run(self.loop, self.store.search(self.identity, request))
+        for candidate in found.candidates:
+            self.assert_ancestry_alive(candidate.record, by_id)
+
+    def assert_ancestry_alive(
+        self,
+        record: MemoryRecord,
+        by_id: dict[str, MemoryRecord],
+        recalled: MemoryRecord | None = None,
+    ) -> None:
+        """A recallable entry's sources, transitively: stored, visible, and not corrected after
+        the recalled entry was written (an entry written after a correction may derive from it)."""
+        recalled = recalled or record
+        for source_id in record.lineage.source_ids if record.lineage else ():
+            source = by_id[source_id]
+            consent = source.effective_consent
+            assert consent.visible, (recalled.id, source_id)
+            assert consent.revoked_at is None, (recalled.id, source_id)
+            corrected_after = source.revision > 1 and source.written_at > recalled.written_at
+            assert not corrected_after, (recalled.id, source_id)
+            self.assert_ancestry_alive(source, by_id, recalled)
+
+
 def _in_thread(body: Callable[[asyncio.AbstractEventLoop], None]) -> None:
     """Run ``body`` with a private event loop in a helper thread (the test session's loop stays
     untouched), re-raising its failure here."""
@@ -353,21 +509,23 @@ def _in_thread(body: Callable[[asyncio.AbstractEventLoop], None]) -> None:
         raise failure[0]
 
 
-def test_governance_state_machine_in_memory() -> None:
+def _run_in_memory(machine: type[Any], profile: settings) -> None:
+    """Run ``machine`` on fresh in-memory stores (one per example)."""
+
     def body(loop: asyncio.AbstractEventLoop) -> None:
-        class OnMemory(GovernanceMachine):
+        class OnMemory(machine):  # type: ignore[misc, valid-type]
             pass
 
         OnMemory.loop = loop
         OnMemory.open_stores = staticmethod(lambda: (InMemoryVectorStore(), InMemoryWorkingStore()))
-        run_state_machine_as_test(OnMemory, settings=PROFILE)
+        run_state_machine_as_test(OnMemory, settings=profile)
 
     _in_thread(body)
 
 
-@pytest.mark.postgres
-def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
-    schema = f"pm_state_{uuid.uuid4().hex[:10]}"
+def _run_on_postgres(machine: type[Any], postgres_url: str, prefix: str) -> None:
+    """Run ``machine`` on one fresh PostgreSQL schema (each example its own tenant)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
 
     def body(loop: asyncio.AbstractEventLoop) -> None:
         engine = create_engine(postgres_url)
@@ -376,7 +534,7 @@ def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
         )
         try:
 
-            class OnPostgres(GovernanceMachine):
+            class OnPostgres(machine):  # type: ignore[misc, valid-type]
                 pass
 
             OnPostgres.loop = loop
@@ -394,3 +552,21 @@ def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
             _run(loop, drop())
 
     _in_thread(body)
+
+
+def test_governance_state_machine_in_memory() -> None:
+    _run_in_memory(GovernanceMachine, PROFILE)
+
+
+@pytest.mark.postgres
+def test_governance_state_machine_on_postgres(postgres_url: str) -> None:
+    _run_on_postgres(GovernanceMachine, postgres_url, "pm_state")
+
+
+def test_concurrent_governance_in_memory() -> None:
+    _run_in_memory(ConcurrentGovernanceMachine, CONCURRENT_PROFILE)
+
+
+@pytest.mark.postgres
+def test_concurrent_governance_on_postgres(postgres_url: str) -> None:
+    _run_on_postgres(ConcurrentGovernanceMachine, postgres_url, "pm_race")

@@ -70,6 +70,8 @@ async def test_incremental_index_equals_a_rebuilt_one_after_any_writes():
             source = f"e{pick.randrange(30)}" if pick.random() < 0.3 else None
             if source == f"e{i}" or (source is not None and source.removeprefix("e") == str(i)):
                 source = None
+            if source is not None and not await store.known_ids(SCOPE, [source]):
+                source = None  # lineage may only name an entry the thread holds
             await store.put_entries(
                 SCOPE, [_entry(i, f"word{i % 4} new{step}", lineage=source)], now=NOW
             )

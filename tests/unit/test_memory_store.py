@@ -403,7 +403,11 @@ async def test_shared_entries_use_parent_tombstones_and_rules():
         ],
         now=T0,
     )
-    await store.put_entries(child, [entry("c1", lineage=Lineage(source_ids=("src",)))], now=T0)
+    # the child's own (hidden) "src": lineage names entries of the entry's own thread
+    child_src = entry("src", consent=MemoryConsent(visible=False))
+    await store.put_entries(
+        child, [child_src, entry("c1", lineage=Lineage(source_ids=("src",)))], now=T0
+    )
     await index_all(store)
     shared = SharedSource("parent", ("p1", "p2", "hidden", "src", "missing"))
     req = request(unit(0), limit=10, shared=shared)
@@ -509,10 +513,11 @@ async def test_pending_and_held_entries_are_excluded_and_cache_follows_writes():
 @pytest.mark.parametrize("reason", ["forgotten", "revoked", "held", "retention"])
 async def test_any_tombstone_on_a_source_invalidates(reason):
     store = InMemoryVectorStore(dimension=2)
+    hidden = entry("zz", consent=MemoryConsent(visible=False))  # a second, untouched source
     await store.put_entries(
-        SCOPE, [entry("src"), entry("d", lineage=Lineage(source_ids=("zz", "src")))], now=T0
+        SCOPE, [hidden, entry("src"), entry("d", lineage=Lineage(source_ids=("zz", "src")))], now=T0
     )
-    await index_all(store, vectors={"src": vec(1, 0), "d": vec(1, 0)})
+    await index_all(store, vectors={"zz": vec(1, 0), "src": vec(1, 0), "d": vec(1, 0)})
     await store.add_tombstones(SCOPE, [Tombstone("src", "c", reason, T0 - timedelta(days=1))])
     assert await search_ids(store, SCOPE, request(vec(1, 0))) == set()  # own tombstone too
     assert await store.remove_tombstones(SCOPE, "c", "corrected") == 0
@@ -619,6 +624,7 @@ async def test_dependents_known_ids_and_delete():
             entry("s2"),
             entry("d3", lineage=Lineage(source_ids=("s1",))),
             entry("d1", lineage=Lineage(source_ids=("s2", "s1"))),
+            entry("x"),
             entry("d2", lineage=Lineage(source_ids=("x",))),
         ],
         now=T0,

@@ -88,7 +88,8 @@ def test_a_required_property_may_be_null_if_its_schema_allows():
 def test_additional_properties_false_rejects_unknown_keys():
     schema = {"properties": {"a": {"type": "string"}}, "additionalProperties": False}
     ok(schema, {"a": "x"})
-    bad(schema, {"a": "x", "b": 1}, match="'b'")
+    error = bad(schema, {"a": "x", "b-sk-42": 1}, match="does not allow")
+    assert "sk-42" not in str(error)  # the caller's key is not repeated
 
 
 def test_additional_properties_schema_checks_unknown_keys():
