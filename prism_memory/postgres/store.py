@@ -83,7 +83,6 @@ from .sql import (
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
-    MAX_HNSW_DIMENSION,
     Names,
     PrismTables,
     build_metadata,
@@ -292,38 +291,20 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
     @asynccontextmanager
     async def deferred_vector_index(self) -> AsyncIterator[None]:
-        """For bulk loads: no HNSW maintenance while the body runs, one index build afterwards.
+        """For bulk loads: the table analysed (``ANALYZE``) once the body is done -- also when it
+        raises -- so recalls are planned on statistics of the loaded rows from the first one on,
+        not a minute or more later when autovacuum would gather them (until then the planner
+        guesses: a recall that shares a parent thread's entries read the parent's whole range
+        instead of its granted rows by key).
 
-        On entry the HNSW index of revision ``prism_memory_0002`` is dropped (``DROP INDEX
-        CONCURRENTLY``); on exit -- also when the body raises -- it is rebuilt with the exact
-        statement of that revision (``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING hnsw
-        (embedding vector_cosine_ops)``), outside any transaction, so readers and writers are
-        never blocked. Recall stays exact meanwhile: per-thread recall never uses the HNSW index
-        (it sorts exactly over the thread's B-tree range). Maintaining HNSW costs about a
-        millisecond per vector written; building it once afterwards costs far less. A table
-        without an HNSW index (unpinned, or wider than 2,000) is left alone.
-
-        On exit the table is also analysed (``ANALYZE``), so recalls are planned on statistics
-        of the loaded rows from the first one on, not a minute or more later when autovacuum
-        would gather them (until then the planner guesses: a recall that shares a parent thread's
-        entries read the parent's whole range instead of its granted rows by key).
+        There is no vector index to defer any more: the entries table has no HNSW index (memory
+        recall is the exact per-scope path and never read it; revision ``prism_memory_0010``
+        dropped the one ``prism_memory_0002`` built), so writes never pay for one.
         """
         names = self._tables.names
-        hnsw = self._dimension is not None and self._dimension <= MAX_HNSW_DIMENSION
-        index = f'"{names.schema}"."{names.ix_hnsw}"'
-        if hnsw:
-            await self._autocommit(
-                "deferring the HNSW index", f"DROP INDEX CONCURRENTLY IF EXISTS {index}"
-            )
         try:
             yield
         finally:
-            if hnsw:
-                await self._autocommit(
-                    "building the HNSW index",
-                    f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{names.ix_hnsw}" ON '
-                    f'"{names.schema}"."{names.entries}" USING hnsw (embedding vector_cosine_ops)',
-                )
             await self._autocommit(
                 "analysing the loaded table", f'ANALYZE "{names.schema}"."{names.entries}"'
             )
@@ -968,7 +949,7 @@ def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names
             raise DimensionMismatchError(
                 f"{where} is not pinned to a dimension but dimension={requested} was requested; "
                 "prism_memory does not re-type an existing column: pin it with a migration of your "
-                "own (ALTER COLUMN embedding TYPE vector(N) plus an HNSW index) or pass "
+                "own (ALTER COLUMN embedding TYPE vector(N)) or pass "
                 "dimension=None"
             )
         return None
