@@ -48,6 +48,7 @@ from ..stores.base import (
     EntryLease,
     GovernanceChange,
     GovernanceResult,
+    ImportRow,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -69,7 +70,15 @@ from .repositories import (
     TombstoneRepository,
     WorkingRepository,
 )
-from .rows import claimed_entries, insert_params, inserted_record, record_from_row, search_result
+from .rows import (
+    STAGE_COLUMNS,
+    claimed_entries,
+    insert_params,
+    inserted_record,
+    record_from_row,
+    search_result,
+    stage_records,
+)
 from .sql import (
     EntrySql,
     begin_locked_statement,
@@ -78,6 +87,7 @@ from .sql import (
     neighbors_statement,
     records_statement,
     search_statement,
+    thread_lock_key,
     to_positional,
 )
 from .tables import (
@@ -431,6 +441,80 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                     await driver.execute("ROLLBACK")
             raise
         return stored, len(sequences)
+
+    async def known_keys(
+        self, keys: Sequence[tuple[MemoryIdentity, str]]
+    ) -> set[tuple[MemoryIdentity, str]]:
+        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
+        if not keys:
+            return set()
+        rows = await self._fetch(
+            "known_keys",
+            EntrySql.for_tables(self._tables).known_keys,
+            {
+                "tenants": [scope.tenant_id for scope, _ in keys],
+                "resources": [scope.resource_id for scope, _ in keys],
+                "threads": [scope.thread_id for scope, _ in keys],
+                "ids": [entry_id for _, entry_id in keys],
+            },
+        )
+        return {keys[int(row["ord"]) - 1] for row in rows}
+
+    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
+        """A bulk import batch in one transaction (see :meth:`VectorStore.import_rows`).
+
+        On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
+        (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
+        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order); a
+        binary ``COPY`` of the batch into the staging table (vectors pre-encoded in pgvector's
+        binary format); one set-based ``INSERT ... SELECT`` (:attr:`EntrySql.import_insert`);
+        ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
+        building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
+        there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
+        analyses the table at the end.
+        """
+        if not rows:
+            return 0, 0
+        sql = EntrySql.for_tables(self._tables)
+        widths = {row.vector.shape[0] for row in rows if row.vector is not None}
+        if len(widths) > 1:
+            raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
+        with wrap_db_errors("import_rows"):
+            async with self._driver() as driver:
+                if widths:
+                    width = self._width
+                    if width is None:  # unpinned: the width of the vectors stored so far
+                        width = await driver.fetchval(sql.any_width)
+                    (given,) = widths
+                    if width is not None and given != width:
+                        raise DimensionMismatchError(
+                            f"the vectors have width {given}, the store holds width {width}"
+                        )
+                records = stage_records(rows)
+                keys = sorted({thread_lock_key(row.scope) for row in rows})
+                insert, names = to_positional(sql.import_insert)
+                try:
+                    await driver.execute(
+                        f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
+                    )
+                    lock, _ = to_positional(sql.lock_threads)
+                    await driver.fetchval(lock, keys)
+                    await driver.copy_records_to_table(
+                        sql.stage.split(".", 1)[1].strip('"'),
+                        schema_name="pg_temp",
+                        records=records,
+                        columns=STAGE_COLUMNS,
+                    )
+                    row = await driver.fetchrow(insert, *({"now": now}[name] for name in names))
+                    await driver.execute("COMMIT")
+                except BaseException:
+                    if not driver.is_closed() and driver.is_in_transaction():
+                        with contextlib.suppress(Exception):
+                            await driver.execute("ROLLBACK")
+                    raise
+        if widths and row["inserted"]:
+            self._remember_width(next(iter(widths)))
+        return int(row["inserted"]), int(row["pending"])
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
