@@ -196,15 +196,16 @@ async def read_langgraph_store(
     ``url`` is a ``postgresql://`` URL of the LangGraph database (read only).
     """
     import asyncpg
-    from pgvector.asyncpg import register_vector
     from sqlalchemy.engine import make_url
+
+    from ..postgres._engine import register_vector_codec
 
     dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     connection = await asyncpg.connect(dsn)
     try:
         has_vectors = await connection.fetchval("SELECT to_regclass('store_vectors') IS NOT NULL")
-        if has_vectors:
-            await register_vector(connection)
+        if has_vectors:  # decoded from pgvector's binary format into numpy float32 arrays
+            await register_vector_codec(connection)
         vector = (
             "(SELECT v.embedding FROM store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key "
             "ORDER BY (v.field_name = ANY($1::text[])) DESC, (v.field_name = '$') DESC, "
