@@ -6,8 +6,8 @@ Each maps the source onto tenant / resource / thread as docs/importing.md states
 * :func:`read_jsonl` -- prism_memory's JSONL import format: one :class:`ImportEntry` object per
   line (the scope keys, the :class:`~prism_memory.MemoryEntry` fields, optionally ``vector`` and
   ``embedding_model``);
-* :func:`read_export` -- pages of ``Memory.export_memory()`` (each page's ``entries``), saved as
-  one JSON document per page (a file, or one page per line);
+* :func:`read_export` -- what ``prism-memory export`` writes, or pages of
+  ``Memory.export_memory()`` saved as JSON;
 * :func:`read_mem0` -- mem0's exported memories (``get_all()`` results: ``id``, ``memory``,
   ``hash``, ``metadata``, ``created_at``, ``user_id`` / ``agent_id`` / ``run_id``);
 * :func:`read_langgraph_store` -- the tables of a LangGraph ``AsyncPostgresStore`` database
@@ -81,10 +81,13 @@ def read_jsonl(source: str | os.PathLike[str] | IO[str]) -> Iterator[dict[str, A
 
 
 def read_export(source: str | os.PathLike[str] | IO[str]) -> Iterator[dict[str, Any]]:
-    """The entries of saved ``export_memory()`` pages: one page (``{"entries": [...], ...}``) per
-    line, or a file holding a single page or a JSON array of pages. Each exported entry keeps its
-    tenant, resource, thread, id, sequence, consent and lineage; ``created_at`` is the import's."""
+    """The entries of saved exports: what ``prism-memory export`` writes (one exported entry per
+    line), or ``export_memory()`` pages saved as JSON (``{"entries": [...], ...}``: one page per
+    line, a file holding one page, or a JSON array of pages). Each exported entry keeps its tenant,
+    resource, thread, id, sequence, consent and lineage; ``created_at`` becomes the import's."""
     for number, item in _lines(source):
+        if isinstance(item, dict) and "entries" not in item:  # one exported entry
+            item = {"entries": [item]}
         pages = item if isinstance(item, list) else [item]
         for page in pages:
             if not isinstance(page, dict) or not isinstance(page.get("entries"), list):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,9 +196,42 @@ async def import_resumes_from_its_checkpoint(kit: ConformanceKit) -> None:
     _check(total == 12, "every entry once")
 
 
+async def import_and_remember_interleave_without_colliding(kit: ConformanceKit) -> None:
+    """An import and ``remember()`` calls writing the same thread at once: every row lands once,
+    and no two rows of the thread share a sequence (both take the thread's lock)."""
+    case = _Case(kit)
+    lines = [_line(case, "t-1", f"imported {i}", id=f"i{i}") for i in range(400)]
+
+    async def remember_some() -> None:
+        async with case.memory(thread="t-1") as memory:
+            for start in range(0, 40, 4):
+                batch = [
+                    {"id": f"r{i}", "text": f"remembered {i}"} for i in range(start, start + 4)
+                ]
+                await memory.remember(batch)
+                await asyncio.sleep(0)
+
+    await asyncio.gather(import_entries(kit.vector_store, lines, batch_size=25), remember_some())
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-1")
+    listed = await kit.vector_store.list_by_thread(scope, after=None, limit=1000)
+    ids = [r.id for r in listed]
+    _check(
+        len(ids) == 440
+        and set(ids) == {*(f"i{i}" for i in range(400)), *(f"r{i}" for i in range(40))},
+        f"{len(ids)} rows",
+    )
+    sequences = [r.sequence for r in listed]
+    _check(sorted(set(sequences)) == list(range(440)), "one sequence per row, none skipped")
+    imported = [r.id for r in listed if r.id.startswith("i")]
+    _check(imported == [f"i{i}" for i in range(400)], "imported rows keep their stream order")
+
+
 IMPORT_CHECKS = {
     "import_keeps_the_rules_of_remember": import_keeps_the_rules_of_remember,
     "import_refuses_a_bad_batch_whole": import_refuses_a_bad_batch_whole,
     "import_without_an_embedder_stores_pending_rows": import_without_an_embedder_stores_pending_rows,
     "import_resumes_from_its_checkpoint": import_resumes_from_its_checkpoint,
+    "import_and_remember_interleave_without_colliding": (
+        import_and_remember_interleave_without_colliding
+    ),
 }

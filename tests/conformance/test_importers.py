@@ -220,6 +220,12 @@ async def test_export_pages_move_a_thread_to_another_store(stores, tmp_path: Pat
     path.write_text(
         json.dumps({"entries": list(page.entries), "next_cursor": None}, default=str) + "\n"
     )
+    # what `prism-memory export` writes, one exported entry per line, reads the same
+    lines = tmp_path / "cli-export.jsonl"
+    lines.write_text("".join(json.dumps(e, default=str) + "\n" for e in page.entries))
+    assert list(read_export(lines)) == list(read_export(path))
+    assert [e["id"] for e in read_export(lines)] == ["a", "b"]
+    assert all("created_at" not in e for e in read_export(lines))
     report = await import_entries(stores[0], read_export(path), embedder=HashEmbedder(WIDTH))
     assert report.inserted == 2
     assert (await _recall(stores, "alice", "t-1", "cello"))[0] == "Alice plays the cello"
