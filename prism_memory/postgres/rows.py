@@ -227,14 +227,7 @@ def insert_params(
 
 
 STAGE_COLUMNS: tuple[str, ...] = (
-    "tenant_id",
-    "resource_id",
-    "thread_id",
-    "id",
-    "text",
-    "role",
-    "metadata",
-    *_CONSENT_COLUMNS,
+    *RECORD_COLUMNS[: RECORD_COLUMNS.index(_CONSENT_COLUMNS[0]) + len(_CONSENT_COLUMNS)],
     "sequence",
     "occurred_at",
     "importance",
