@@ -190,7 +190,7 @@ def assert_finite_vector(
             if isinstance(item, bool | np.bool_ | np.complexfloating) or not isinstance(
                 item, int | float | np.integer | np.floating
             ):
-                raise InvalidVectorError(f"{label} holds a non-number: {type(item).__name__}")
+                raise InvalidVectorError(f"{label} holds a non-number (a {type(item).__name__})")
         try:
             raw = np.asarray(vector, dtype=np.float64)
         except (OverflowError, TypeError, ValueError) as exc:

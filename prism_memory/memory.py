@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 import logging
 import math
@@ -23,6 +22,7 @@ import pydantic
 from ._cursor import decode_cursor, encode_cursor
 from .context import ContextProvider, TokenCounter, approximate_tokens
 from .embedding import Embedder, check_embedder, embed_batched, embedder_model
+from .entries import entry_digest, prepare_entry
 from .errors import (
     AccessDeniedError,
     CapExceededError,
@@ -101,15 +101,6 @@ EntryInput = MemoryEntry | Mapping[str, Any]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def entry_digest(role: str, text: str) -> str:
-    """The id an entry gets when none is given: a digest of role and (redacted) text.
-
-    A retried write therefore does not duplicate, and the same words from two roles stay two entries.
-    """
-    digest = hashlib.sha256(f"{role}\x1f{text}".encode()).hexdigest()
-    return f"m_{digest[:32]}"
 
 
 T = TypeVar("T")
@@ -456,41 +447,11 @@ class Memory:
         return [parse(MemoryEntry, item, "memory entry") for item in raw]
 
     def _prepare(self, entry: MemoryEntry, now: datetime, position: int) -> NewEntry:
-        """``entry`` redacted, checked against the caps and given its id; its importance is the
-        given one (clamped) or 1.0 -- :meth:`_importance` asks the host's hook, when there is one,
-        for an entry with a reflection and no importance."""
-        text = self._scrub.text(entry.text)
-        role = self._scrub.text(entry.role)
-        lineage = entry.lineage
-        if lineage is not None and lineage.reason is not None and self._scrub.active:
-            lineage = lineage.model_copy(update={"reason": self._scrub.text(lineage.reason)})
-        metadata: dict[str, Any] = self._scrub.value(entry.metadata)
-        payload = len(text.encode()) + (len(canonical_json(metadata).encode()) if metadata else 2)
-        if payload > self.limits.payload_bytes:
-            raise CapExceededError(
-                f"entry payload is {payload} bytes, over the cap {self.limits.payload_bytes}"
-            )
-        if (
-            entry.lineage is not None
-            and len(entry.lineage.source_ids) > self.limits.lineage_source_ids
-        ):
-            raise CapExceededError(
-                f"lineage names {len(entry.lineage.source_ids)} sources, over the cap "
-                f"{self.limits.lineage_source_ids}"
-            )
-        entry_id = entry.id if entry.id is not None else entry_digest(role, text)
-        if entry.lineage is not None and entry_id in entry.lineage.source_ids:
-            raise ValidationError(f"entries[{position}] names itself in its lineage")
-        return NewEntry(
-            id=entry_id,
-            text=text,
-            role=role,
-            metadata=metadata,
-            consent=entry.consent,
-            sequence=entry.sequence,
-            occurred_at=entry.occurred_at or now,
-            importance=1.0 if entry.importance is None else min(1.0, max(0.0, entry.importance)),
-            lineage=lineage,
+        """``entry`` redacted, checked against the caps and given its id (:func:`prepare_entry`);
+        :meth:`_importance` asks the host's hook, when there is one, for an entry with a
+        reflection and no importance."""
+        return prepare_entry(
+            entry, now, scrubber=self._scrub, limits=self.limits, label=f"entries[{position}]"
         )
 
     async def _importance(self, entry: MemoryEntry) -> float:

@@ -3,7 +3,7 @@
 * :func:`create_postgres_memory_stores` -- the vector and working stores of one schema;
 * :func:`create_postgres_vector_store` -- the vector store alone;
 * :func:`build_memory_ddl` -- the SQL the Alembic revisions emit, for hosts who review DDL before
-  running it; :func:`build_vector_search_ddl` -- only its search indexes (``text_tsv`` GIN, HNSW);
+  running it; :func:`build_vector_search_ddl` -- only its search index (the ``text_tsv`` GIN);
 * :mod:`prism_memory.postgres.migrate` -- run the revisions (programmatically or from the command
   line);
 * :func:`start_embedded_postgres` -- a throw-away embedded PostgreSQL + pgvector for demos and
@@ -44,8 +44,9 @@ def build_memory_ddl(
     In order: ``CREATE EXTENSION IF NOT EXISTS vector``, the schema, the six tables with their
     primary keys and checks, every index of ``prism_memory_0001`` (scope B-tree, pending partial
     index, lineage GIN, ``text_tsv`` GIN, invalidation and ACL B-trees), then -- only when
-    ``dimension`` is pinned and at most 2,000 -- the HNSW index of ``prism_memory_0002`` (``CREATE
-    INDEX CONCURRENTLY`` in its own autocommit block), the RAG chunks table of
+    ``dimension`` is pinned and at most 2,000 -- the entries' HNSW index of ``prism_memory_0002``
+    (``CREATE INDEX CONCURRENTLY`` in its own autocommit block; ``prism_memory_0010`` drops it
+    again, ``DROP INDEX CONCURRENTLY``, since no query reads it), the RAG chunks table of
     ``prism_memory_0006`` (with its ``text_tsv`` GIN and, when pinned, its own HNSW index) and the
     source-ACL key rebuilt per RAG scope, and the version-table bookkeeping
     (``<table>_alembic_version``) throughout. A superset of :func:`build_vector_search_ddl`.
@@ -61,18 +62,15 @@ def build_memory_ddl(
 def build_vector_search_ddl(
     *, schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE, dimension: int | None = None
 ) -> str:
-    """Only the search indexes of the entries table, each statement exactly as
-    :func:`build_memory_ddl` contains it (in the same order):
-
-    * ``CREATE INDEX <table>_text_tsv_gin ON <schema>.<table> USING gin (text_tsv)`` -- the lexical
-      leg (revision ``prism_memory_0001``);
-    * ``CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_embedding_hnsw ON <schema>.<table> USING hnsw
-      (embedding vector_cosine_ops)`` -- revision ``prism_memory_0002``, only when ``dimension`` is
-      pinned and at most 2,000 (pgvector's HNSW limit); unpinned, the GIN index is all there is.
+    """Only the search index of the entries table, the statement exactly as
+    :func:`build_memory_ddl` contains it:
+    ``CREATE INDEX <table>_text_tsv_gin ON <schema>.<table> USING gin (text_tsv)`` -- the lexical
+    leg (revision ``prism_memory_0001``). The entries table has no HNSW index at head (memory recall
+    is the exact per-scope path; ``prism_memory_0010`` drops the one ``prism_memory_0002`` built),
+    whatever ``dimension`` is.
 
     It does not create the tables (nor the ``text_tsv`` column, which is part of them), the scope and pending B-trees, the lineage GIN index (it serves lineage cascades, not
-    search) or the version table, and it holds no ``BEGIN``/``COMMIT``: run it with autocommit (as
-    ``psql`` does) because of ``CONCURRENTLY``. It is for review -- what search adds to a schema and
+    search) or the version table, and it holds no ``BEGIN``/``COMMIT``. It is for review -- what search adds to a schema and
     what it costs to build -- not a second way to migrate: the revisions own the schema.
     """
     from .migrate import build_search_index_ddl

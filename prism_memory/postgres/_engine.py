@@ -37,6 +37,7 @@ __all__ = [
     "encode_vectors",
     "install_vector_codec",
     "normalize_url",
+    "register_vector_codec",
     "sets_plans",
 ]
 
@@ -101,7 +102,9 @@ def decode_vector(data: bytes) -> Vector:
     return np.frombuffer(data, dtype=">f4", count=dim, offset=_HEADER.size).astype(np.float32)
 
 
-async def _register(connection: Any) -> bool:
+async def register_vector_codec(connection: Any) -> bool:
+    """Register pgvector's binary ``vector`` codec (numpy ``float32`` in and out) on an asyncpg
+    connection; ``False`` when the database has no ``vector`` type."""
     schema = await connection.fetchval(
         "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
         "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1"
@@ -115,14 +118,14 @@ async def _register(connection: Any) -> bool:
 
 
 def _on_connect(dbapi_connection: Any, record: Any) -> None:
-    record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(_register))
+    record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(register_vector_codec))
 
 
 def _on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
     # A connection opened before ``CREATE EXTENSION vector`` (or pooled by the host before this
     # engine was handed to prism_memory) gets the codec on its next checkout.
     if not record.info.get(_CODEC_FLAG):
-        record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(_register))
+        record.info[_CODEC_FLAG] = bool(dbapi_connection.run_async(register_vector_codec))
 
 
 def _on_checkin(dbapi_connection: Any, record: Any) -> None:

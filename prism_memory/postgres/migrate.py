@@ -40,7 +40,6 @@ from ._errors import wrap_db_errors
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
-    MAX_HNSW_DIMENSION,
     Names,
     names_for,
     validate_dimension,
@@ -363,8 +362,9 @@ def build_ddl(
     """The SQL the revisions emit from an empty database to head (Alembic offline mode).
 
     Everything, in revision order: the extension and schema, every table, constraint and index of
-    ``prism_memory_0001``, the HNSW index of ``prism_memory_0002`` (pinned dimensions up to 2,000
-    only; ``CREATE INDEX CONCURRENTLY`` between ``COMMIT`` and ``BEGIN``), and the version-table
+    ``prism_memory_0001``, the entries' HNSW index of ``prism_memory_0002`` (pinned dimensions up
+    to 2,000 only; ``CREATE INDEX CONCURRENTLY`` between ``COMMIT`` and ``BEGIN``) and its ``DROP
+    INDEX CONCURRENTLY`` in ``prism_memory_0010``, the RAG chunks table, and the version-table
     bookkeeping.
     """
     buffer = io.StringIO()
@@ -380,11 +380,10 @@ _CREATE_INDEX = re.compile(
 )
 
 
-def search_index_names(names: Names, dimension: int | None) -> tuple[str, ...]:
-    """The indexes :func:`build_search_index_ddl` returns, in revision order: the ``text_tsv`` GIN
-    (lexical leg) and, when ``dimension`` is pinned (and at most 2,000), the HNSW index."""
-    hnsw = dimension is not None and dimension <= MAX_HNSW_DIMENSION
-    return (names.ix_tsv, names.ix_hnsw) if hnsw else (names.ix_tsv,)
+def search_index_names(names: Names) -> tuple[str, ...]:
+    """The indexes :func:`build_search_index_ddl` returns: the ``text_tsv`` GIN (lexical leg). The
+    entries table has no HNSW index at head, whatever ``dimension`` is (``prism_memory_0010``)."""
+    return (names.ix_tsv,)
 
 
 def build_search_index_ddl(
@@ -393,16 +392,16 @@ def build_search_index_ddl(
     table: str = DEFAULT_TABLE,
     dimension: int | None = None,
 ) -> str:
-    """Only the search indexes of :func:`build_ddl`, verbatim and in revision order.
+    """Only the search index of :func:`build_ddl`, verbatim.
 
-    That is the ``CREATE INDEX ... USING gin (text_tsv)`` of ``prism_memory_0001`` (the lexical leg)
-    and, for a pinned dimension up to 2,000, the ``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING
-    hnsw (embedding vector_cosine_ops)`` of ``prism_memory_0002``; each statement ends with ``;``
-    and a blank line. No tables, no ``text_tsv`` column (it is part of ``CREATE TABLE``), no B-tree
-    or lineage GIN index, no transaction control and no version-table bookkeeping.
+    That is the ``CREATE INDEX ... USING gin (text_tsv)`` of ``prism_memory_0001`` (the lexical
+    leg), ending with ``;`` and a blank line; the HNSW index ``prism_memory_0002`` built and
+    ``prism_memory_0010`` dropped is not part of the schema at head. No tables, no ``text_tsv``
+    column (it is part of ``CREATE TABLE``), no B-tree or lineage GIN index, no transaction control
+    and no version-table bookkeeping.
     """
     script = build_ddl(schema=schema, table=table, dimension=validate_dimension(dimension))
-    wanted = search_index_names(names_for(schema, table), dimension)
+    wanted = search_index_names(names_for(schema, table))
     found = {match["name"]: match.group(0) for match in _CREATE_INDEX.finditer(script)}
     missing = [name for name in wanted if name not in found]
     if missing:  # an internal inconsistency: the revisions and this list are tested together

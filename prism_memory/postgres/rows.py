@@ -29,6 +29,7 @@ from ..models import (
 from ..stores.base import (
     ClaimedEntry,
     EntryLease,
+    ImportRow,
     NewEntry,
     SearchResult,
 )
@@ -36,6 +37,7 @@ from ._engine import decode_vector, encode_vectors
 
 __all__ = [
     "RECORD_COLUMNS",
+    "STAGE_COLUMNS",
     "claimed_entries",
     "consent_values",
     "insert_params",
@@ -45,6 +47,7 @@ __all__ = [
     "record_from_row",
     "scope_params",
     "search_result",
+    "stage_records",
 ]
 
 _CONSENT_COLUMNS = (
@@ -221,6 +224,54 @@ def insert_params(
         "until": None if lease is None else lease.until,
         "model": model,
     }
+
+
+STAGE_COLUMNS: tuple[str, ...] = (
+    *RECORD_COLUMNS[: RECORD_COLUMNS.index(_CONSENT_COLUMNS[0]) + len(_CONSENT_COLUMNS)],
+    "sequence",
+    "occurred_at",
+    "importance",
+    "terms",
+    "term_count",
+    "embedding",
+    "embedding_model",
+    "ord",
+)
+"""The columns of the bulk import's staging table, in the order of :func:`stage_records`."""
+
+
+def stage_records(rows: Sequence[ImportRow]) -> list[tuple[Any, ...]]:
+    """The staging rows of a bulk import batch, for a binary ``COPY`` (:data:`STAGE_COLUMNS`):
+    ``metadata`` as JSON text with its ``_lineage``, the consent columns (the default consent's
+    when none is given), the distinct lexical terms and their count, the vector pre-encoded."""
+    vectors = [row.vector for row in rows if row.vector is not None]
+    encoded = iter(encode_vectors(vectors))
+    records: list[tuple[Any, ...]] = []
+    for ord_, row in enumerate(rows):
+        entry = row.entry
+        consent = _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
+        words = tokenize(entry.text)
+        records.append(
+            (
+                row.scope.tenant_id,
+                row.scope.resource_id,
+                row.scope.thread_id,
+                entry.id,
+                entry.text,
+                entry.role,
+                _metadata_json(entry.metadata, entry.lineage),
+                *(consent[name] for name in _CONSENT_COLUMNS),
+                entry.sequence,
+                entry.occurred_at,
+                float(entry.importance),
+                " ".join(sorted(set(words))),
+                len(words),
+                None if row.vector is None else next(encoded),
+                row.model if row.vector is not None else None,
+                ord_,
+            )
+        )
+    return records
 
 
 def claimed_entries(

@@ -48,6 +48,7 @@ from ..stores.base import (
     EntryLease,
     GovernanceChange,
     GovernanceResult,
+    ImportRow,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -74,12 +75,14 @@ from .repositories import (
     WorkingRepository,
 )
 from .rows import (
+    STAGE_COLUMNS,
     claimed_entries,
     insert_params,
     inserted_record,
     record_from_row,
     scope_params,
     search_result,
+    stage_records,
 )
 from .sql import (
     EntrySql,
@@ -89,12 +92,12 @@ from .sql import (
     neighbors_statement,
     records_statement,
     search_statement,
+    thread_lock_key,
     to_positional,
 )
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
-    MAX_HNSW_DIMENSION,
     Names,
     PrismTables,
     build_metadata,
@@ -303,38 +306,20 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
     @asynccontextmanager
     async def deferred_vector_index(self) -> AsyncIterator[None]:
-        """For bulk loads: no HNSW maintenance while the body runs, one index build afterwards.
+        """For bulk loads: the table analysed (``ANALYZE``) once the body is done -- also when it
+        raises -- so recalls are planned on statistics of the loaded rows from the first one on,
+        not a minute or more later when autovacuum would gather them (until then the planner
+        guesses: a recall that shares a parent thread's entries read the parent's whole range
+        instead of its granted rows by key).
 
-        On entry the HNSW index of revision ``prism_memory_0002`` is dropped (``DROP INDEX
-        CONCURRENTLY``); on exit -- also when the body raises -- it is rebuilt with the exact
-        statement of that revision (``CREATE INDEX CONCURRENTLY IF NOT EXISTS ... USING hnsw
-        (embedding vector_cosine_ops)``), outside any transaction, so readers and writers are
-        never blocked. Recall stays exact meanwhile: per-thread recall never uses the HNSW index
-        (it sorts exactly over the thread's B-tree range). Maintaining HNSW costs about a
-        millisecond per vector written; building it once afterwards costs far less. A table
-        without an HNSW index (unpinned, or wider than 2,000) is left alone.
-
-        On exit the table is also analysed (``ANALYZE``), so recalls are planned on statistics
-        of the loaded rows from the first one on, not a minute or more later when autovacuum
-        would gather them (until then the planner guesses: a recall that shares a parent thread's
-        entries read the parent's whole range instead of its granted rows by key).
+        There is no vector index to defer any more: the entries table has no HNSW index (memory
+        recall is the exact per-scope path and never read it; revision ``prism_memory_0010``
+        dropped the one ``prism_memory_0002`` built), so writes never pay for one.
         """
         names = self._tables.names
-        hnsw = self._dimension is not None and self._dimension <= MAX_HNSW_DIMENSION
-        index = f'"{names.schema}"."{names.ix_hnsw}"'
-        if hnsw:
-            await self._autocommit(
-                "deferring the HNSW index", f"DROP INDEX CONCURRENTLY IF EXISTS {index}"
-            )
         try:
             yield
         finally:
-            if hnsw:
-                await self._autocommit(
-                    "building the HNSW index",
-                    f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{names.ix_hnsw}" ON '
-                    f'"{names.schema}"."{names.entries}" USING hnsw (embedding vector_cosine_ops)',
-                )
             await self._autocommit(
                 "analysing the loaded table", f'ANALYZE "{names.schema}"."{names.entries}"'
             )
@@ -495,6 +480,84 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                     Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
                 )
         return found
+
+    async def known_keys(
+        self, keys: Sequence[tuple[MemoryIdentity, str]]
+    ) -> set[tuple[MemoryIdentity, str]]:
+        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
+        if not keys:
+            return set()
+        rows = await self._fetch(
+            "known_keys",
+            EntrySql.for_tables(self._tables).known_keys,
+            {
+                "tenants": [scope.tenant_id for scope, _ in keys],
+                "resources": [scope.resource_id for scope, _ in keys],
+                "threads": [scope.thread_id for scope, _ in keys],
+                "ids": [entry_id for _, entry_id in keys],
+            },
+        )
+        return {keys[int(row["ord"]) - 1] for row in rows}
+
+    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
+        """A bulk import batch in one transaction (see :meth:`VectorStore.import_rows`).
+
+        On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
+        (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
+        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order); a
+        binary ``COPY`` of the batch into the staging table (vectors pre-encoded in pgvector's
+        binary format); one set-based ``INSERT ... SELECT`` (:attr:`EntrySql.import_insert`);
+        ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
+        building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
+        there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
+        analyses the table at the end.
+        """
+        if not rows:
+            return 0, 0
+        sql = EntrySql.for_tables(self._tables)
+        widths = {row.vector.shape[0] for row in rows if row.vector is not None}
+        if len(widths) > 1:
+            raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
+        with wrap_db_errors("import_rows"):
+            async with self._driver() as driver:
+                if widths:
+                    width = self._width
+                    if width is None:  # unpinned: the width of the vectors stored so far
+                        width = await driver.fetchval(sql.any_width)
+                    (given,) = widths
+                    if width is not None and given != width:
+                        raise DimensionMismatchError(
+                            f"the vectors have width {given}, the store holds width {width}"
+                        )
+                records = stage_records(rows)
+                keys = sorted({thread_lock_key(row.scope) for row in rows})
+                insert, names = to_positional(sql.import_insert)
+                try:
+                    await driver.execute(
+                        f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
+                    )
+                    lock, _ = to_positional(sql.lock_threads)
+                    await driver.fetchval(lock, keys)
+                    # lineage checked again under the threads' locks, as put_entries does: a
+                    # source forgotten since the import's own check fails the batch, whole
+                    for scope, entries in _lineage_scopes(rows).items():
+                        await self._lineage_sources(driver, scope, entries)
+                    await driver.copy_records_to_table(
+                        sql.stage.split(".", 1)[1].strip('"'),
+                        schema_name="pg_temp",
+                        records=records,
+                        columns=STAGE_COLUMNS,
+                    )
+                    row = await driver.fetchrow(insert, *({"now": now}[name] for name in names))
+                    await driver.execute("COMMIT")
+                except BaseException:
+                    if not driver.is_closed() and driver.is_in_transaction():
+                        with contextlib.suppress(Exception):
+                            await driver.execute("ROLLBACK")
+                    raise
+        if widths and row["inserted"]:
+            self._remember_width(next(iter(widths)))
+        return int(row["inserted"]), int(row["pending"])
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
@@ -1026,7 +1089,7 @@ def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names
             raise DimensionMismatchError(
                 f"{where} is not pinned to a dimension but dimension={requested} was requested; "
                 "prism_memory does not re-type an existing column: pin it with a migration of your "
-                "own (ALTER COLUMN embedding TYPE vector(N) plus an HNSW index) or pass "
+                "own (ALTER COLUMN embedding TYPE vector(N)) or pass "
                 "dimension=None"
             )
         return None
@@ -1035,6 +1098,18 @@ def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names
             f"{where} is pinned to vector({pinned}) but dimension={requested} was requested"
         )
     return pinned
+
+
+def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[NewEntry]]:
+    """The entries of every thread of an import batch that holds an entry with lineage."""
+    by_scope: dict[MemoryIdentity, list[NewEntry]] = {}
+    for row in rows:
+        by_scope.setdefault(row.scope, []).append(row.entry)
+    return {
+        scope: entries
+        for scope, entries in by_scope.items()
+        if any(entry.lineage is not None and entry.lineage.source_ids for entry in entries)
+    }
 
 
 async def _open(

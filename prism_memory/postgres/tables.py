@@ -259,8 +259,10 @@ def build_metadata(
 ) -> PrismTables:
     """Build (once per arguments) the SQLAlchemy metadata of the prism_memory schema.
 
-    ``dimension`` pins ``embedding`` to ``vector(dimension)`` and adds the HNSW index
-    (``vector_cosine_ops``); unpinned, the column is a plain ``vector`` and there is no HNSW index.
+    ``dimension`` pins ``embedding`` to ``vector(dimension)`` (both tables) and adds the RAG
+    chunks' HNSW index (``vector_cosine_ops``, up to 2,000 dimensions); unpinned, the columns are
+    plain ``vector`` and there is no HNSW index. The entries table never has one: no memory query
+    reads it.
     The ORM classes (``.orm``) are mapped here too, once per arguments, onto these tables.
     """
     names = names_for(schema, table)
@@ -360,13 +362,9 @@ def build_metadata(
         entries.c.sequence,
         postgresql_where=text(RESOURCE_SHARED),
     )
-    if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
-        Index(
-            names.ix_hnsw,
-            entries.c.embedding,
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-        )
+    # No ANN index on the entries: memory recall is always the exact per-scope path (a thread's
+    # B-tree range, or the resource's travelling rows), so an HNSW graph here was read by no query
+    # and cost every write its maintenance (revision prism_memory_0010 drops the one 0002 built).
 
     invalidation = Table(
         names.invalidation,

@@ -50,6 +50,7 @@ __all__ = [
     "EntryLease",
     "GovernanceChange",
     "GovernanceResult",
+    "ImportRow",
     "LineageWalk",
     "NewEntry",
     "RecallFilter",
@@ -132,6 +133,19 @@ class NewEntry:
             status="indexed" if indexed else "pending",
             embedding_model=model if indexed else None,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRow:
+    """One entry of a bulk import (:mod:`prism_memory.importing`), checked and prepared like a
+    :meth:`~prism_memory.Memory.remember` entry, with its scope and -- when it came with one or was
+    embedded by the import -- its checked vector and the model that made it."""
+
+    scope: MemoryIdentity
+    entry: NewEntry
+    vector: Vector | None
+    model: str | None
+    """The vector's model (``None`` exactly when :attr:`vector` is)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +473,52 @@ class VectorStore(abc.ABC):
         from a source that a concurrent governance call forgets is either found by that call's
         lineage walk or refused, never stored behind its back.
         """
+
+    async def known_keys(
+        self, keys: Sequence[tuple[MemoryIdentity, str]]
+    ) -> set[tuple[MemoryIdentity, str]]:
+        """Those ``(scope, id)`` of ``keys`` that exist as entries (:meth:`known_ids` across many
+        scopes; the bulk import asks before embedding, so a re-import embeds nothing again).
+        This default asks :meth:`known_ids` once per scope; a durable store overrides it with one
+        statement."""
+        by_scope: dict[MemoryIdentity, list[str]] = {}
+        for scope, entry_id in keys:
+            by_scope.setdefault(scope, []).append(entry_id)
+        found: set[tuple[MemoryIdentity, str]] = set()
+        for scope, ids in by_scope.items():
+            found.update((scope, entry_id) for entry_id in await self.known_ids(scope, ids))
+        return found
+
+    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
+        """Insert the rows whose ``(scope, id)`` is new, all or nothing; return how many were, and
+        how many of those were stored ``pending`` (without a vector).
+
+        The bulk import's write (:func:`prism_memory.importing.import_entries`): rows of many
+        scopes at once, each with :meth:`put_entries`' rules -- an existing id is left as stored,
+        sequences are assigned per thread in input order, a row with a vector is stored
+        ``indexed`` with its model, one without ``pending`` (unleased: any worker embeds it).
+        ``rows`` hold each ``(scope, id)`` once, and their vectors one width.
+
+        This default calls :meth:`put_entries` once per scope and kind, the ones with vectors
+        first, so a vector the store refuses (its width) fails the first call, before anything is
+        written: all or nothing for a store whose :meth:`put_entries` never suspends midway (the
+        in-memory store). A durable store overrides it with one transaction (PostgreSQL: a binary
+        ``COPY`` into a staging table and one set-based ``INSERT``).
+        """
+        groups: dict[tuple[bool, MemoryIdentity, str | None], list[ImportRow]] = {}
+        for row in rows:
+            groups.setdefault((row.vector is None, row.scope, row.model), []).append(row)
+        inserted = unindexed = 0
+        for (pending, scope, model), group in sorted(groups.items(), key=lambda g: g[0][0]):
+            ids = [row.entry.id for row in group]
+            new = len(set(ids) - await self.known_ids(scope, ids))
+            inserted += new
+            unindexed += new if pending else 0
+            vectors = None if pending else [row.vector for row in group if row.vector is not None]
+            await self.put_entries(
+                scope, [row.entry for row in group], now=now, vectors=vectors, model=model
+            )
+        return inserted, unindexed
 
     @abc.abstractmethod
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:

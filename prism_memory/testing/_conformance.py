@@ -940,6 +940,11 @@ from ._writes import WRITE_CHECKS  # noqa: E402
 
 CONFORMANCE_CHECKS.update(WRITE_CHECKS)
 
+# the bulk import: remember()'s rules for streams of many scopes
+from ._importing import IMPORT_CHECKS  # noqa: E402
+
+CONFORMANCE_CHECKS.update(IMPORT_CHECKS)
+
 
 async def _kit(factory: KitFactory) -> ConformanceKit:
     made = factory()

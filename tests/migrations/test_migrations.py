@@ -73,7 +73,9 @@ async def test_upgrade_downgrade_upgrade(engine, schema, dimension):
     assert await migrate.current_revision(engine, schema=schema, table="memories") == head
     indexes = await _indexes(engine, schema)
     assert {names.ix_scope, names.ix_pending, names.ix_lineage, names.ix_tsv} <= indexes
-    assert (names.ix_hnsw in indexes) == (dimension is not None)
+    # no ANN index on the entries (revision 0010 drops the one 0002 built); the chunks keep theirs
+    assert names.ix_hnsw not in indexes
+    assert (names.ix_rag_chunks_hnsw in indexes) == (dimension is not None)
     # idempotent: a second upgrade is a no-op
     await migrate.upgrade(engine, schema=schema, table="memories", dimension=dimension)
 
@@ -150,7 +152,11 @@ def test_build_ddl_is_what_the_revisions_emit():
     assert "GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, text)) STORED" in unpinned
     assert "USING gin (((metadata -> '_lineage'::text) -> 'sourceIds'::text))" in unpinned
     assert "USING gin (text_tsv)" in unpinned
-    assert "hnsw" not in unpinned
+    # no index is built with HNSW; 0010 drops the entries' one wherever a host pinned it by hand
+    assert "USING hnsw" not in unpinned
+    assert (
+        "DROP INDEX CONCURRENTLY IF EXISTS prism_memory.semantic_memory_embedding_hnsw" in unpinned
+    )
     assert "PRIMARY KEY (tenant_id, " in unpinned
     assert "CREATE TABLE prism_memory.semantic_memory_alembic_version" in unpinned
     assert "embedding VECTOR(384)" in pinned
@@ -170,7 +176,7 @@ def test_build_ddl_is_what_the_revisions_emit():
     search = build_vector_search_ddl(schema="host_schema", table="mem", dimension=384)
     assert search != pinned
     assert "CREATE TABLE" not in search
-    assert "mem_embedding_hnsw" in search
+    assert "hnsw" not in search
     assert "mem_text_tsv_gin" in search
     assert all(statement in pinned for statement in _statements(search))
 
@@ -188,15 +194,20 @@ def test_vector_search_ddl_is_the_search_indexes_of_the_full_ddl(dimension):
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS mem_embedding_hnsw ON host_schema.mem "
         "USING hnsw (embedding vector_cosine_ops)"
     )
-    # HNSW only when pinned within pgvector's 2,000-dimension limit
-    expected = [tsv, hnsw] if dimension == 384 else [tsv]
+    drop = "DROP INDEX CONCURRENTLY IF EXISTS host_schema.mem_embedding_hnsw"
+    # the entries' HNSW index is not part of the schema at head, whatever the dimension
+    expected = [tsv]
     assert _statements(search) == expected
     assert search.endswith(";\n\n")
     # a strict subset of the full script: each statement verbatim, in the same order
     full_statements = _statements(full)
     positions = [full_statements.index(statement) for statement in expected]
     assert positions == sorted(positions)
-    assert ("hnsw" in full) == (dimension == 384)
+    # revision 0002 builds it (pinned within pgvector's 2,000-dimension limit) and 0010 drops it
+    assert (hnsw in full_statements) == (dimension == 384)
+    assert drop in full_statements
+    if dimension == 384:
+        assert full_statements.index(hnsw) < full_statements.index(drop)
     assert len(full_statements) > len(expected) + 10
     for absent in (
         "CREATE TABLE",
@@ -219,7 +230,7 @@ async def test_vector_search_ddl_rebuilds_what_the_revisions_own(engine, schema,
     await migrate.upgrade(engine, schema=schema, table="memories", dimension=dimension)
     names = names_for(schema, "memories")
     search = build_vector_search_ddl(schema=schema, table="memories", dimension=dimension)
-    owned = [names.ix_tsv] + ([names.ix_hnsw] if dimension is not None else [])
+    owned = [names.ix_tsv]
     async with engine.connect() as conn:
         rows = await conn.execute(
             text("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = :s"), {"s": schema}

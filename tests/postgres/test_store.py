@@ -404,8 +404,8 @@ async def test_dimension_drift_fails_closed_and_changes_nothing(make_postgres_st
             ),
             {"s": schema},
         )
-        # one graph for the memory entries, one for the RAG chunks
-        assert list(hnsw.scalars()) == ["semantic_memory", "semantic_memory_rag_chunks"]
+        # one graph, the RAG chunks' (memory recall is exact per scope: no graph on the entries)
+        assert list(hnsw.scalars()) == ["semantic_memory_rag_chunks"]
 
 
 async def test_unpinned_table_refuses_a_requested_pin(make_postgres_stores):

@@ -1,0 +1,37 @@
+"""One entry of an import: a :class:`~prism_memory.MemoryEntry` with its scope and, optionally, its
+vector and the model that made it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator
+
+from ..models import MemoryEntry, check_key
+
+__all__ = ["ImportEntry"]
+
+
+class ImportEntry(MemoryEntry):
+    """An entry of a bulk import: where it belongs (``tenant_id``, ``resource_id``,
+    ``thread_id``), what :class:`~prism_memory.MemoryEntry` holds, and optionally ``vector`` (a
+    list of numbers, checked finite and of the import's width) with ``embedding_model``, the
+    model that made it. ``reflection`` is accepted and ignored (no ``importance_from`` hook runs)."""
+
+    tenant_id: str
+    resource_id: str
+    thread_id: str
+    vector: Any = None
+    embedding_model: str | None = None
+
+    @field_validator("tenant_id", "resource_id", "thread_id")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return check_key(value, "scope key")
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or len(value) > 256):
+            raise ValueError("embedding_model must be a non-empty string of at most 256 characters")
+        return value

@@ -1,0 +1,377 @@
+"""The bulk import: a stream of entries of many scopes, checked like ``remember()``, written in
+batches through :meth:`~prism_memory.stores.base.VectorStore.import_rows`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
+from ..entries import prepare_entry
+from ..errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    EmbeddingModelMismatchError,
+    PrismMemoryError,
+    ValidationError,
+)
+from ..limits import Limits
+from ..models import MemoryIdentity, Vector, parse
+from ..redaction import Redactor, Scrubber
+from ..stores.base import ImportRow, VectorStore
+from ._entry import ImportEntry
+
+__all__ = [
+    "DEFAULT_IMPORT_BATCH",
+    "MAX_IMPORT_BATCH",
+    "MAX_SCOPES_PER_BATCH",
+    "ImportCheckpoint",
+    "ImportLineError",
+    "ImportReport",
+    "import_entries",
+]
+
+logger = logging.getLogger("prism_memory.importing")
+
+DEFAULT_IMPORT_BATCH = 2000
+"""Entries per batch (one transaction each) unless ``batch_size`` says otherwise."""
+MAX_IMPORT_BATCH = 20_000
+"""The largest ``batch_size``: a batch is held in memory and written in one transaction."""
+MAX_SCOPES_PER_BATCH = 1000
+"""A batch closes early once it holds this many threads: the PostgreSQL write takes one advisory
+lock per thread (the lock ``remember()`` takes), and the server's lock table is finite."""
+
+_YIELD_EVERY = 64
+"""Entries read between two yields to the event loop (so the batch being written progresses)."""
+_SCOPE_CACHE = 65_536
+"""How many thread identities the import keeps made (then it starts over: memory stays bounded)."""
+
+ImportSource = (
+    Iterable[Mapping[str, Any] | ImportEntry] | AsyncIterable[Mapping[str, Any] | ImportEntry]
+)
+ProgressHook = Callable[["ImportReport"], Awaitable[None] | None]
+
+
+class ImportLineError(ValidationError):
+    """An entry of the stream is refused; ``line`` is its 1-based position in the stream (the
+    line of a JSONL file). Nothing of its batch was written; earlier batches stay (and the
+    checkpoint, if any, lets a rerun resume after them)."""
+
+    def __init__(self, message: str, *, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did (so far, when handed to a progress hook)."""
+
+    read: int = 0
+    """Entries of the stream this run looked at, the ones a checkpoint skipped included."""
+    skipped: int = 0
+    """Entries a checkpoint said an earlier run had written already (not read again)."""
+    inserted: int = 0
+    """New rows written."""
+    existing: int = 0
+    """Entries whose id was stored already, or repeated in the stream: left as stored."""
+    pending: int = 0
+    """New rows stored without a vector, for the indexing worker."""
+    embedded: int = 0
+    """Vectors the import's embedder made."""
+    batches: int = 0
+    """Batches written (one transaction each)."""
+
+
+@dataclass(slots=True)
+class ImportCheckpoint:
+    """A resumable import's state, in a small JSON file written after every committed batch:
+    how many entries of the stream are done. A rerun with the same file skips them; a kill between
+    a commit and the file's update only makes the rerun write that batch again, which changes
+    nothing (existing ids are left as stored)."""
+
+    path: Path
+    done: int = 0
+    inserted: int = field(default=0)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ImportCheckpoint:
+        """The checkpoint at ``path``, or a fresh one (nothing done) when there is no file."""
+        where = Path(path)
+        try:
+            raw = json.loads(where.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls(where)
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError("the import checkpoint file is unreadable") from exc
+        done, inserted = raw.get("done"), raw.get("inserted", 0)
+        if not isinstance(done, int) or isinstance(done, bool) or done < 0:
+            raise ConfigurationError("the import checkpoint file holds no valid 'done' count")
+        return cls(where, done=done, inserted=int(inserted))
+
+    def save(self) -> None:
+        """Write the state atomically (a temporary file renamed over the old one)."""
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(
+            json.dumps({"done": self.done, "inserted": self.inserted}), encoding="utf-8"
+        )
+        os.replace(temporary, self.path)
+
+
+@dataclass(slots=True)
+class _Batch:
+    rows: dict[tuple[MemoryIdentity, str], tuple[int, ImportRow]] = field(default_factory=dict)
+    scopes: set[MemoryIdentity] = field(default_factory=set)
+    last: int = 0
+    repeated: int = 0
+
+
+class _Importer:
+    def __init__(
+        self,
+        store: VectorStore,
+        *,
+        embedder: Embedder | None,
+        model: str | None,
+        scrubber: Scrubber,
+        limits: Limits,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.scrubber = scrubber
+        self.limits = limits
+        self.clock = clock
+        self.width = store.dimension
+        self.scopes: dict[tuple[str, str, str], MemoryIdentity] = {}
+        self.model = model
+        self.model_fixed = model is not None
+        if embedder is not None:
+            width, made_by = check_embedder(embedder)
+            if model is not None and made_by is not None and model != made_by:
+                raise EmbeddingModelMismatchError(
+                    f"model {model!r} is not the embedder's model {made_by!r}"
+                )
+            if self.width is not None and self.width != width:
+                raise DimensionMismatchError(
+                    f"the vector store is pinned to width {self.width}, the embedder makes {width}"
+                )
+            self.width = width
+            self.model = made_by if model is None else model
+            self.model_fixed = True
+
+    def row(self, item: Mapping[str, Any] | ImportEntry, now: datetime) -> ImportRow:
+        given = parse(ImportEntry, item, "import entry")
+        key = (given.tenant_id, given.resource_id, given.thread_id)
+        scope = self.scopes.get(key)
+        if scope is None:  # the keys are checked already: one identity per thread, made once
+            if len(self.scopes) >= _SCOPE_CACHE:
+                self.scopes.clear()
+            scope = self.scopes[key] = MemoryIdentity.model_construct(
+                tenant_id=key[0], resource_id=key[1], thread_id=key[2]
+            )
+        entry = prepare_entry(given, now, scrubber=self.scrubber, limits=self.limits)
+        vector: Vector | None = None
+        model: str | None = None
+        if given.vector is not None:
+            vector = assert_finite_vector(given.vector, "vector", expected_length=self.width)
+            self.width = vector.shape[0]
+            if not self.model_fixed:  # the first vector's model is the import's
+                self.model, self.model_fixed = given.embedding_model, True
+            if given.embedding_model not in (None, self.model):
+                raise EmbeddingModelMismatchError(
+                    f"the vector was made by {given.embedding_model!r}, this import's vectors "
+                    f"by {self.model!r}"
+                )
+            model = self.model
+        return ImportRow(scope=scope, entry=entry, vector=vector, model=model)
+
+    async def write(self, batch: _Batch, report: ImportReport) -> int:
+        """Write ``batch`` (one all-or-nothing store call); return how many rows were new."""
+        if not batch.rows:
+            return 0
+        await self._check_lineage(batch)
+        given = [row for _, row in batch.rows.values()]
+        # what is stored already is left as stored: not embedded, tokenized nor staged again (a
+        # re-import reads and checks the stream, then writes nothing)
+        stored = await self.store.known_keys([(row.scope, row.entry.id) for row in given])
+        rows = [row for row in given if (row.scope, row.entry.id) not in stored]
+        embedded = 0
+        missing = [at for at, row in enumerate(rows) if row.vector is None]
+        if missing and self.embedder is not None:
+            try:
+                vectors = await embed_batched(
+                    self.embedder,
+                    [rows[at].entry.text for at in missing],
+                    batch_size=self.limits.embed_batch,
+                    dimensions=self.width,
+                )
+            except PrismMemoryError as exc:  # stored pending instead: the worker retries them
+                logger.warning("embedding an import batch failed; stored pending: %s", exc)
+            else:
+                for at, vector in zip(missing, vectors, strict=True):
+                    row = rows[at]
+                    rows[at] = ImportRow(
+                        scope=row.scope, entry=row.entry, vector=vector, model=self.model
+                    )
+                embedded = len(missing)
+        inserted, pending = await self.store.import_rows(rows, now=self.clock()) if rows else (0, 0)
+        report.inserted += inserted
+        report.existing += len(given) - inserted + batch.repeated
+        report.embedded += embedded
+        report.pending += pending
+        report.batches += 1
+        return inserted
+
+    async def _check_lineage(self, batch: _Batch) -> None:
+        """Lineage sources must be entries of the same thread: in this batch, or stored (an
+        earlier batch of the import included)."""
+        outside: dict[MemoryIdentity, dict[str, int]] = {}
+        for (scope, _), (line, row) in batch.rows.items():
+            lineage = row.entry.lineage
+            for source in lineage.source_ids if lineage is not None else ():
+                if (scope, source) not in batch.rows:
+                    outside.setdefault(scope, {}).setdefault(source, line)
+        for scope, sources in outside.items():
+            known = await self.store.known_ids(scope, list(sources))
+            unknown = [line for source, line in sources.items() if source not in known]
+            if unknown:
+                raise ImportLineError(
+                    f"entry {min(unknown)}: lineage names an entry unknown in its thread "
+                    "(sources must come earlier in the import, or be stored)",
+                    line=min(unknown),
+                )
+
+
+async def _items(
+    source: ImportSource,
+) -> AsyncIterable[Mapping[str, Any] | ImportEntry]:
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            yield item
+    else:
+        for item in source:
+            yield item
+
+
+async def import_entries(
+    store: VectorStore,
+    source: ImportSource,
+    *,
+    embedder: Embedder | None = None,
+    model: str | None = None,
+    redactor: Redactor | None = None,
+    secrets: Iterable[str] | None = None,
+    limits: Limits | Mapping[str, Any] | None = None,
+    batch_size: int = DEFAULT_IMPORT_BATCH,
+    checkpoint: str | os.PathLike[str] | None = None,
+    on_progress: ProgressHook | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> ImportReport:
+    """Import a stream of entries of many tenants, resources and threads into ``store``.
+
+    ``source`` is a sync or async iterable of :class:`ImportEntry` objects or mappings with its
+    fields (the readers of :mod:`prism_memory.importing` make them from files and other systems);
+    it is read once, in order, ``batch_size`` entries at a time, so memory stays bounded whatever
+    its length. Every entry keeps ``remember()``'s rules: the same caps, validation, ``redactor``
+    and ``secrets`` applied before anything persists, an id defaulting to the digest of role and
+    redacted text, consent defaulting as it does there, lineage sources that exist in the entry's
+    thread (earlier in the stream, or stored), and vectors that are finite and of one width (the
+    store's pinned one, the embedder's, or the first vector's) made by one ``model``. An id that is
+    stored already is left exactly as stored, so importing the same stream twice changes nothing.
+
+    Entries that come without a vector are embedded in batches by ``embedder``, or -- without one,
+    or when it fails -- stored ``pending`` for the indexing worker. A refused entry raises
+    :class:`ImportLineError` naming its position; nothing of its batch is written (each batch is
+    one all-or-nothing :meth:`~prism_memory.stores.base.VectorStore.import_rows`). With
+    ``checkpoint`` (a file path) the number of entries done is recorded after every batch and a
+    rerun skips them: a killed import resumes where it stopped. ``on_progress`` is called with the
+    running :class:`ImportReport` after each batch. ``importance_from`` hooks do not run: an entry's
+    importance is the given one (clamped) or 1.0.
+    """
+    if not isinstance(store, VectorStore):
+        raise ConfigurationError("store must subclass prism_memory.stores.VectorStore")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise ValidationError("batch_size must be an integer")
+    if not 1 <= batch_size <= MAX_IMPORT_BATCH:
+        raise ValidationError(f"batch_size must be between 1 and {MAX_IMPORT_BATCH}")
+    importer = _Importer(
+        store,
+        embedder=embedder,
+        model=model,
+        scrubber=Scrubber(redactor, secrets),
+        limits=parse(Limits, limits if limits is not None else {}, "limits"),
+        clock=clock or (lambda: datetime.now(UTC)),
+    )
+    state = ImportCheckpoint.load(checkpoint) if checkpoint is not None else None
+    report = ImportReport()
+    batch = _Batch()
+    writing: asyncio.Task[None] | None = None
+
+    async def commit(done: _Batch) -> None:
+        inserted = await importer.write(done, report)
+        if state is not None and done.last:
+            state.done, state.inserted = done.last, state.inserted + inserted
+            state.save()
+        if on_progress is not None:
+            outcome = on_progress(report)
+            if isinstance(outcome, Awaitable):
+                await outcome
+
+    async def hand_over() -> None:
+        """Write the batch while the next one is read (one write in flight; writes in order)."""
+        nonlocal batch, writing
+        if writing is not None:
+            await writing
+        writing = asyncio.create_task(commit(batch))
+        batch = _Batch()
+
+    line = 0
+    try:
+        async for item in _items(source):
+            line += 1
+            report.read += 1
+            if state is not None and line <= state.done:
+                report.skipped += 1
+                continue
+            try:
+                row = importer.row(item, importer.clock())
+            except PrismMemoryError as exc:
+                raise ImportLineError(f"entry {line}: {exc}", line=line) from exc
+            key = (row.scope, row.entry.id)
+            previous = batch.rows.get(key)
+            if previous is not None:
+                if previous[1].entry != row.entry:
+                    raise ImportLineError(
+                        f"entry {line}: id {row.entry.id!r} appears twice in its thread with "
+                        "different content",
+                        line=line,
+                    )
+                batch.repeated += 1
+            else:
+                batch.rows[key] = (line, row)
+                batch.scopes.add(row.scope)
+            batch.last = line
+            if len(batch.rows) >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
+                await hand_over()
+            elif line % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a sync source never yields: let the write progress
+        await hand_over()
+        if writing is not None:
+            await writing
+    except BaseException as exc:
+        if writing is not None and not writing.done():
+            if isinstance(exc, asyncio.CancelledError):
+                writing.cancel()
+            # the batch in flight was valid: let it commit (and checkpoint) before raising
+            with contextlib.suppress(BaseException):
+                await writing
+        raise
+    return report

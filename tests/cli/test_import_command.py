@@ -1,0 +1,166 @@
+"""``prism-memory import``: a subprocess killed with SIGKILL midway, then run again, leaves exactly
+the rows of the file, each once; importing the file again changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from prism_memory.postgres._engine import create_engine
+
+pytestmark = pytest.mark.postgres
+
+ROWS = 20_000
+THREADS = 300
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    name = f"pm_import_{uuid.uuid4().hex[:10]}"
+    yield name
+
+    async def drop() -> None:
+        engine = create_engine(postgres_url, pooled=False)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(drop())
+
+
+def _command(path: Path, url: str, schema: str) -> list[str]:
+    return [
+        sys.executable, "-m", "prism_memory", "import", str(path), "--url", url,
+        "--schema", schema, "--dimension", "16", "--batch-size", "500",
+    ]  # fmt: skip
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PRISM_MEMORY_DATABASE_URL"}
+
+
+def _rows(url: str, schema: str) -> list[tuple[str, str, int]]:
+    async def read() -> list[tuple[str, str, int]]:
+        engine = create_engine(url, pooled=False)
+        try:
+            async with engine.connect() as conn:
+                rows = await conn.execute(
+                    text(
+                        f'SELECT thread_id, id, sequence FROM "{schema}".semantic_memory '
+                        "ORDER BY thread_id, sequence"
+                    )
+                )
+                return [(r.thread_id, r.id, int(r.sequence)) for r in rows]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())
+
+
+def test_a_killed_import_resumes_and_leaves_each_row_once(postgres_url, schema, tmp_path):
+    path = tmp_path / "history.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(ROWS):
+            line = {
+                "tenant_id": "acme",
+                "resource_id": f"user-{i % THREADS % 40}",
+                "thread_id": f"t{i % THREADS:03d}",
+                "id": f"r{i}",
+                "text": f"message {i} of the history",
+            }
+            handle.write(json.dumps(line) + "\n")
+    state = Path(str(path) + ".import-state.json")
+    process = subprocess.Popen(
+        _command(path, postgres_url, schema),
+        env=_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    done = 0
+    while time.monotonic() < deadline and process.poll() is None:
+        if state.exists():
+            try:
+                done = json.loads(state.read_text(encoding="utf-8"))["done"]
+            except ValueError:  # read between the write and the rename: try again
+                done = 0
+            if done >= 3000:
+                break
+        time.sleep(0.05)
+    assert process.poll() is None, "the import finished before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    partial = _rows(postgres_url, schema)
+    assert 3000 <= len(partial) < ROWS  # killed midway: some batches written, not all
+    assert state.exists()
+
+    rerun = subprocess.run(
+        _command(path, postgres_url, schema),
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert "skipped by the checkpoint" in rerun.stdout
+    assert not state.exists()  # a finished import removes its checkpoint
+    stored = _rows(postgres_url, schema)
+    assert len(stored) == ROWS
+    assert {row_id for _, row_id, _ in stored} == {f"r{i}" for i in range(ROWS)}
+    # each thread holds its rows once, in file order, numbered without a gap or a repeat
+    for thread in range(THREADS):
+        mine = [(row_id, seq) for t, row_id, seq in stored if t == f"t{thread:03d}"]
+        expected = [f"r{i}" for i in range(thread, ROWS, THREADS)]
+        assert [row_id for row_id, _ in mine] == expected
+        assert [seq for _, seq in mine] == list(range(len(expected)))
+
+    again = subprocess.run(
+        _command(path, postgres_url, schema),
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "imported 0 new entries" in again.stdout
+    assert f"{ROWS} already stored" in again.stdout
+    assert _rows(postgres_url, schema) == stored
+
+
+def test_a_bad_line_is_named_and_nothing_of_its_batch_is_written(postgres_url, schema, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    lines = [
+        {"tenant_id": "acme", "resource_id": "u", "thread_id": "t", "id": f"r{i}", "text": f"x {i}"}
+        for i in range(1, 8)
+    ]
+    lines[5]["vector"] = [1.0, "a secret-ish word"]  # line 6 of 7
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [*_command(path, postgres_url, schema)[:-1], "4"],
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith("error: entry 6:"), done.stderr
+    assert "secret-ish" not in done.stderr
+    # batches of four: lines 1-4 are in, nothing of lines 5-7
+    assert [row_id for _, row_id, _ in _rows(postgres_url, schema)] == ["r1", "r2", "r3", "r4"]
