@@ -624,13 +624,16 @@ def rebuild(
 
     async def run() -> int:
         stores, memory, total = await _thread_memory(url, schema, table, identity, embedder)
+        async def next_page() -> Any:
+            return await memory.rebuild_index(
+                cursor=state["cursor"], batch_size=batch_size, switch_model=switch_model
+            )
+
         try:
+            page = await next_page()  # a refused model stops here, before the progress bar
             with _progress() as progress:
                 task = progress.add_task("rebuild", total=total, completed=state["done"])
                 while True:
-                    page = await memory.rebuild_index(
-                        cursor=state["cursor"], batch_size=batch_size, switch_model=switch_model
-                    )
                     state.update(
                         cursor=page.next_cursor,
                         rebuilt=state["rebuilt"] + page.rebuilt,
@@ -640,6 +643,7 @@ def rebuild(
                     progress.update(task, completed=state["done"])
                     if page.next_cursor is None:
                         return int(state["rebuilt"])
+                    page = await next_page()
         finally:
             await memory.aclose()
             await stores.close()
