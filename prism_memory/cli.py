@@ -624,6 +624,7 @@ def rebuild(
 
     async def run() -> int:
         stores, memory, total = await _thread_memory(url, schema, table, identity, embedder)
+
         async def next_page() -> Any:
             return await memory.rebuild_index(
                 cursor=state["cursor"], batch_size=batch_size, switch_model=switch_model
