@@ -69,3 +69,23 @@ def test_an_embedder_without_a_model_identity_is_refused(monkeypatch: pytest.Mon
 def test_the_hash_embedder_names_its_version_and_width() -> None:
     assert HashEmbedder(dimensions=64).model == "hash-v1-64"
     assert load_embedder("prism_memory:HashEmbedder", 384).model == "hash-v1-384"
+
+
+def test_a_version_location_that_does_not_resolve_fails_loudly(tmp_path) -> None:
+    from alembic.config import Config
+
+    from prism_memory.postgres.migrate import check_version_locations, exclude_prism_memory
+
+    ini = tmp_path / "alembic.ini"
+    ini.write_text(
+        "[alembic]\nscript_location = %(here)s\npath_separator = space\n"
+        "version_locations = %(here)s prism_memory.migrations:versions\n"
+    )
+    check_version_locations(Config(str(ini)))  # the shipped one resolves
+    include = exclude_prism_memory(Config(str(ini)))
+    assert include("semantic_memory", "table", {"schema_name": "prism_memory"}) is False
+    assert include("semantic_memory", "table", {"schema_name": "public"}) is True
+    assert include("app_note", "table", {"schema_name": None}) is True
+    ini.write_text(ini.read_text().replace("migrations:versions", "migrations:version"))
+    with pytest.raises(ConfigurationError, match="has no folder 'version'"):
+        exclude_prism_memory(Config(str(ini)))
