@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from prism_memory import EmbeddingModelMismatchError, HashEmbedder, Memory, create_memory
 from prism_memory.cli import main
-from prism_memory.postgres import create_postgres_memory_stores, migrate
+from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_stores, migrate
 from prism_memory.postgres._engine import create_engine
 
 pytestmark = pytest.mark.postgres
@@ -169,18 +169,23 @@ def test_doctor_names_a_schema_that_was_never_migrated(postgres_url, schema):
     assert f"problem: table {schema}.semantic_memory does not exist" in done.stdout
 
 
+def _ada(stores: PostgresMemoryStores) -> Memory:
+    """acme/ada/t1 with HashEmbedder(16) (hash-v1-16) on ``stores``."""
+    return create_memory(
+        tenant_id="acme",
+        resource_id="ada",
+        thread_id="t1",
+        embedder=HashEmbedder(dimensions=16),
+        vector_store=stores.vector_store,
+        working_store=stores.working_store,
+    )
+
+
 async def _memory_with_entries(url: str, schema: str, count: int) -> None:
     stores = await create_postgres_memory_stores(url, schema=schema, dimension=16)
     try:
         memory: Memory
-        async with create_memory(
-            tenant_id="acme",
-            resource_id="ada",
-            thread_id="t1",
-            embedder=HashEmbedder(dimensions=16),
-            vector_store=stores.vector_store,
-            working_store=stores.working_store,
-        ) as memory:
+        async with _ada(stores) as memory:
             await memory.remember(
                 [
                     {"id": f"e{i:02d}", "text": f"entry {i}", "consent": {"source": "user"}}
@@ -366,14 +371,7 @@ async def test_commands_that_write_vectors_use_the_model_the_table_holds(
     ]
     stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=16)
     try:
-        old = create_memory(
-            tenant_id="acme",
-            resource_id="ada",
-            thread_id="t1",
-            embedder=HashEmbedder(dimensions=16),
-            vector_store=stores.vector_store,
-            working_store=stores.working_store,
-        )
+        old = _ada(stores)
         with pytest.raises(EmbeddingModelMismatchError):
             await old.recall("entry 1")
         await old.aclose()

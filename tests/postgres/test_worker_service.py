@@ -121,21 +121,27 @@ async def _start_worker(
             return process, status
 
 
-@pytest.mark.slow
-async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
-    make_postgres_stores, postgres_url, tmp_path
-):
-    schema = f"pm_svc_{uuid.uuid4().hex[:10]}"
-    stores = await make_postgres_stores(dimension=16, schema=schema)
+def _worker_env(tmp_path: Path, delay: str = "0") -> tuple[Path, dict[str, str]]:
+    """The recording embedder's module in ``tmp_path``, its log, and a worker's environment."""
     (tmp_path / "recording_embedder.py").write_text(EMBEDDER_MODULE)
     log = tmp_path / "embedded.log"
     env = {
         **os.environ,
         "PYTHONPATH": str(tmp_path),
         "PRISM_TEST_EMBED_LOG": str(log),
-        "PRISM_TEST_EMBED_DELAY": "0.05",
+        "PRISM_TEST_EMBED_DELAY": delay,
         "PYTHONUNBUFFERED": "1",
     }
+    return log, env
+
+
+@pytest.mark.slow
+async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
+    make_postgres_stores, postgres_url, tmp_path
+):
+    schema = f"pm_svc_{uuid.uuid4().hex[:10]}"
+    stores = await make_postgres_stores(dimension=16, schema=schema)
+    log, env = _worker_env(tmp_path, delay="0.05")
     first, first_status = await _start_worker(postgres_url, schema, tmp_path, "first", env)
     second, second_status = await _start_worker(postgres_url, schema, tmp_path, "second", env)
     try:
@@ -179,14 +185,7 @@ async def test_a_worker_only_memory_leaves_every_row_to_the_worker_process(
 ):
     schema = f"pm_wo_{uuid.uuid4().hex[:10]}"
     stores = await make_postgres_stores(dimension=16, schema=schema)
-    (tmp_path / "recording_embedder.py").write_text(EMBEDDER_MODULE)
-    log = tmp_path / "embedded.log"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tmp_path),
-        "PRISM_TEST_EMBED_LOG": str(log),
-        "PYTHONUNBUFFERED": "1",
-    }
+    log, env = _worker_env(tmp_path)
     in_process = _Recording()  # recall's query embedder: it must never see a remembered text
     worker, _ = await _start_worker(postgres_url, schema, tmp_path, "only", env)
     try:
@@ -217,7 +216,7 @@ async def test_a_worker_only_memory_leaves_every_row_to_the_worker_process(
             tenant_id="acme",
             resource_id="ada",
             thread_id="t1",
-            embedder=HashEmbedder(dimensions=16),
+            embedder=HashEmbedder(dimensions=16),  # hash-v1-16, the worker's model
             vector_store=stores.vector_store,
             working_store=stores.working_store,
         )
