@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import HashEmbedder, Memory, create_memory
-from .embedding import Embedder
+from .embedding import Embedder, embedder_model
 
 __all__ = ["app", "load_embedder", "main", "run_demo"]
 
@@ -117,25 +117,30 @@ async def run_demo(*, postgres: bool = False, url: str | None = None, out: Any =
                 await closed
 
 
-def load_embedder(spec: str | None, width: int | None) -> Embedder:
+def load_embedder(spec: str, width: int | None) -> Embedder:
     """The embedder an import path names: ``module:attribute``.
 
     The attribute is an :class:`~prism_memory.Embedder` instance, or a factory called with no
     arguments -- or with ``dimensions=width`` when it accepts that keyword and the table's width is
-    pinned (so ``prism_memory:HashEmbedder`` fits any table). ``None`` is the demo default, a
-    :class:`~prism_memory.HashEmbedder` as wide as the table (64 when unpinned): not semantic.
+    pinned (so ``prism_memory:HashEmbedder`` fits any table). There is no default: the commands
+    that write vectors (``worker``, ``rebuild``) use the model the operator names, and it must
+    have a ``model`` identity (:func:`~prism_memory.embedding.embedder_model`), recorded with
+    every vector.
     """
     from .errors import ConfigurationError
 
-    if spec is None:
-        return HashEmbedder(dimensions=width or 64)
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(f"--embedder must look like module:factory; got {spec!r}")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r} for --embedder: {exc}") from exc
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise ConfigurationError(
+                f"--embedder: no module named {module_name!r}; it must be importable where "
+                "prism-memory runs (installed in this environment, or its folder on PYTHONPATH)"
+            ) from exc
+        raise ConfigurationError(f"--embedder: importing {module_name!r} failed: {exc}") from exc
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
@@ -151,6 +156,11 @@ def load_embedder(spec: str | None, width: int | None) -> Embedder:
             raise ConfigurationError(f"--embedder {spec!r} failed to build: {exc}") from exc
     if not hasattr(target, "embed") or not hasattr(target, "dimensions"):
         raise ConfigurationError(f"--embedder {spec!r} did not give an Embedder")
+    if embedder_model(target) is None:
+        raise ConfigurationError(
+            f"--embedder {spec!r} has no `model` identity; give it one (a short string naming "
+            "the model and its version): it is recorded with every vector, and checked"
+        )
     embedder: Embedder = target
     return embedder
 
@@ -199,10 +209,27 @@ Dimension = Annotated[
     int | None, typer.Option("--dimension", help="pin embedding to vector(N) (new tables)")
 ]
 EmbedderSpec = Annotated[
-    str | None,
+    str | None, typer.Option("--embedder", help="module:factory of your Embedder")
+]
+
+
+def _require_embedder(value: str | None) -> str:
+    if not value:
+        raise typer.BadParameter(
+            "this command writes vectors: name the embedder that made the table's vectors "
+            "(module:factory; there is no default)",
+            param_hint="--embedder",
+        )
+    return value
+
+
+# Not a required option: click's own "Missing option" would not say why there is no default.
+VectorEmbedder = Annotated[
+    str,
     typer.Option(
         "--embedder",
-        help="module:factory of your Embedder (default: HashEmbedder, demo only)",
+        callback=_require_embedder,
+        help="module:factory of the Embedder whose model the table's vectors hold (required)",
     ),
 ]
 Tenant = Annotated[str, typer.Option("--tenant", help="tenant_id")]
@@ -213,10 +240,13 @@ Thread = Annotated[str, typer.Option("--thread", help="thread_id")]
 @app.callback()
 def _root(
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="show tracebacks of errors")
+        bool,
+        typer.Option("--verbose", "-v", help="show tracebacks of errors, and Alembic's log"),
     ] = False,
 ) -> None:
     """prism_memory's demo and operator commands."""
+    # Alembic logs each plugin and revision it loads at INFO: one command, one line of output
+    logging.getLogger("alembic").setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
 @app.command()
@@ -442,6 +472,18 @@ def _progress() -> Progress:
     )
 
 
+class _NoEmbedder:
+    """The embedder of a command that embeds nothing (``export``): calling it is a bug."""
+
+    def __init__(self, width: int | None) -> None:
+        self.dimensions = width or 1
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        from .errors import ConfigurationError
+
+        raise ConfigurationError("this command does not embed")
+
+
 async def _thread_memory(
     url: str,
     schema: str,
@@ -457,7 +499,10 @@ async def _thread_memory(
         url, schema=schema, table=table, skip_migrations=True
     )
     try:
-        embedder = load_embedder(embedder_spec, stores.vector_store.dimension)
+        width = stores.vector_store.dimension
+        embedder = (
+            _NoEmbedder(width) if embedder_spec is None else load_embedder(embedder_spec, width)
+        )
         memory = create_memory(
             tenant_id=identity["tenant_id"],
             resource_id=identity["resource_id"],
@@ -548,7 +593,7 @@ def rebuild(
     resource: Resource,
     thread: Thread,
     url: Url = "",
-    embedder: EmbedderSpec = None,
+    embedder: VectorEmbedder = "",
     state_file: Annotated[
         Path, typer.Option("--state", help="where the cursor is kept between runs")
     ] = Path("prism-memory-rebuild.json"),
@@ -557,8 +602,19 @@ def rebuild(
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", help="entries per page (default 32, cap 128)")
     ] = None,
+    switch_model: Annotated[
+        bool,
+        typer.Option(
+            "--switch-model",
+            help="re-embed with another model than the thread's vectors hold (a model switch)",
+        ),
+    ] = False,
 ) -> None:
-    """Re-embed one thread's entries page by page; resumes after Ctrl-C from --state."""
+    """Re-embed one thread's entries page by page; resumes after Ctrl-C from --state.
+
+    --embedder must be the model the thread's vectors hold; with another one the command stops
+    and writes nothing, unless --switch-model (docs/operations.md, "Switching models").
+    """
     identity = {"tenant_id": tenant, "resource_id": resource, "thread_id": thread}
     saved = _read_state(state_file)
     if saved is not None and saved.get("identity") != identity:
@@ -569,11 +625,17 @@ def rebuild(
 
     async def run() -> int:
         stores, memory, total = await _thread_memory(url, schema, table, identity, embedder)
+
+        async def next_page() -> Any:
+            return await memory.rebuild_index(
+                cursor=state["cursor"], batch_size=batch_size, switch_model=switch_model
+            )
+
         try:
+            page = await next_page()  # a refused model stops here, before the progress bar
             with _progress() as progress:
                 task = progress.add_task("rebuild", total=total, completed=state["done"])
                 while True:
-                    page = await memory.rebuild_index(cursor=state["cursor"], batch_size=batch_size)
                     state.update(
                         cursor=page.next_cursor,
                         rebuilt=state["rebuilt"] + page.rebuilt,
@@ -583,6 +645,7 @@ def rebuild(
                     progress.update(task, completed=state["done"])
                     if page.next_cursor is None:
                         return int(state["rebuilt"])
+                    page = await next_page()
         finally:
             await memory.aclose()
             await stores.close()
@@ -702,7 +765,7 @@ def worker(
     url: Url = "",
     schema: Schema = "prism_memory",
     table: TableName = "semantic_memory",
-    embedder: EmbedderSpec = None,
+    embedder: VectorEmbedder = "",
     batch_size: Annotated[int, typer.Option("--batch-size", help="texts per embedder call")] = 32,
     poll_seconds: Annotated[
         float, typer.Option("--poll-seconds", help="fallback poll when no NOTIFY arrives")
@@ -714,7 +777,10 @@ def worker(
         Path | None, typer.Option("--status-file", help="rewrite the counts as JSON after a batch")
     ] = None,
 ) -> None:
-    """Run the all-scopes indexing queue as a service until SIGTERM or SIGINT."""
+    """Run the all-scopes indexing queue as a service until SIGTERM or SIGINT.
+
+    --embedder must be the model the table's vectors hold (the worker checks before it starts).
+    """
     from .errors import DimensionMismatchError
     from .indexing import IndexingPolicy
     from .postgres import create_postgres_vector_store

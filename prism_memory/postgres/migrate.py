@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.resources
 import io
+import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..errors import ConfigurationError, PrismMemoryError
+from ..errors import ConfigurationError, DimensionMismatchError, PrismMemoryError
 from ._engine import create_engine, normalize_url
 from ._errors import wrap_db_errors
 from .tables import (
@@ -53,12 +55,15 @@ __all__ = [
     "BRANCH_LABEL",
     "SETTINGS_KEY",
     "VERSION_LOCATION",
+    "IncludeName",
     "MigrationSettings",
     "alembic_config",
     "build_ddl",
     "build_search_index_ddl",
+    "check_version_locations",
     "current_revision",
     "downgrade",
+    "exclude_prism_memory",
     "head_revision",
     "ini_path",
     "invalid_indexes",
@@ -142,6 +147,55 @@ def settings_from_config(config: Config | None) -> MigrationSettings:
     )
 
 
+IncludeName = Callable[[str | None, str, Mapping[str, str | None]], bool]
+"""The shape of Alembic's ``include_name`` hook: ``(name, type_, parent_names) -> include?``."""
+
+
+def exclude_prism_memory(config: Config | None = None) -> IncludeName:
+    """An ``include_name`` hook for a host's own ``env.py``: the host's autogenerate (and ``alembic
+    check``) leaves prism_memory's tables to prism_memory's revisions, with ``include_schemas=True``
+    too. Pass it to ``context.configure(..., include_name=exclude_prism_memory(config))``.
+
+    prism_memory's names come from ``config`` as its revisions read them
+    (:func:`settings_from_config`: the ``prism_memory_schema`` / ``prism_memory_table`` options of
+    the host's ``alembic.ini``). Every ``package:folder`` entry of the config's
+    ``version_locations`` is checked too -- Alembic itself skips a folder it cannot find without a
+    word -- and one that does not resolve raises :class:`ConfigurationError`.
+    """
+    settings = settings_from_config(config)
+    if config is not None:
+        check_version_locations(config)
+    names = settings.names
+    own = {*names.tables, names.version_table}
+    schemas = {settings.schema, None} if settings.schema == "public" else {settings.schema}
+
+    def include_name(name: str | None, type_: str, parent_names: Mapping[str, str | None]) -> bool:
+        if type_ == "table":
+            return not (name in own and parent_names.get("schema_name") in schemas)
+        return True
+
+    return include_name
+
+
+def check_version_locations(config: Config) -> None:
+    """Raise :class:`ConfigurationError` if a ``package:folder`` entry of ``version_locations``
+    names a package or folder that does not exist (Alembic would skip it silently)."""
+    for location in ScriptDirectory.from_config(config).version_locations or ():
+        if os.path.isabs(location) or ":" not in location:
+            continue
+        package, _, folder = location.partition(":")
+        try:
+            found = importlib.resources.files(package).joinpath(folder).is_dir()
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"version_locations names {location!r}, but {package!r} cannot be imported: {exc}"
+            ) from exc
+        if not found:
+            raise ConfigurationError(
+                f"version_locations names {location!r}, but {package!r} has no folder {folder!r}"
+            )
+
+
 def revision_settings() -> MigrationSettings:
     """The settings of the Alembic run in progress; revisions call this for every object name."""
     from alembic import op
@@ -150,23 +204,20 @@ def revision_settings() -> MigrationSettings:
 
 
 def migrations_dir() -> Path:
-    """The Alembic script directory: ``prism_memory/migrations`` when installed from a wheel,
-    ``<checkout>/migrations`` in a source checkout or an editable install."""
-    installed = _PACKAGE_ROOT / "migrations"
-    if (installed / "env.py").is_file():
-        return installed
-    checkout = _PACKAGE_ROOT.parent / "migrations"
-    if (checkout / "env.py").is_file() and (_PACKAGE_ROOT.parent / "alembic.ini").is_file():
-        return checkout
+    """The Alembic script directory, the package ``prism_memory.migrations``: shipped in a wheel,
+    and a link to the repository's top-level ``migrations/`` in a checkout or editable install."""
+    found = _PACKAGE_ROOT / "migrations"
+    if (found / "env.py").is_file() and (found / "versions").is_dir():
+        return found
     raise ConfigurationError(
-        "prism_memory's Alembic revisions were not found (expected prism_memory/_migrations in an "
-        "installed wheel, or migrations/ next to the package in a checkout)"
+        f"prism_memory's Alembic revisions were not found in {found}: this install of "
+        "prism_memory is broken (reinstall it; in a checkout, prism_memory/migrations must link "
+        "to the top-level migrations/)"
     )
 
 
 def ini_path() -> Path:
-    """The ``alembic.ini`` next to the revisions' ``env.py`` (in the wheel:
-    ``prism_memory/migrations/alembic.ini``; in a checkout: ``migrations/alembic.ini``)."""
+    """The ``alembic.ini`` next to the revisions' ``env.py``: ``prism_memory/migrations/alembic.ini``."""
     return migrations_dir() / "alembic.ini"
 
 
@@ -276,11 +327,38 @@ async def _with_connection(
             await engine.dispose()
 
 
+def _check_pinned_width(connection: Connection, settings: MigrationSettings) -> None:
+    """Refuse an upgrade asked for ``dimension=N`` of an existing table pinned to another width
+    (or unpinned): the revisions never re-type a column, so they would silently do nothing."""
+    if settings.dimension is None:
+        return
+    names = settings.names
+    typmod = connection.execute(
+        text(
+            "SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = to_regclass(:relation) "
+            "AND a.attname = 'embedding' AND NOT a.attisdropped"
+        ),
+        {"relation": f'"{names.schema}"."{names.entries}"'},
+    ).scalar_one_or_none()
+    connection.rollback()  # the look ends its own transaction: Alembic begins the next
+    if typmod is None:
+        return  # no table yet: the revisions create it pinned to the width asked for
+    pinned = int(typmod) if int(typmod) > 0 else None
+    if pinned != settings.dimension:
+        where = f"{names.schema}.{names.entries}.embedding"
+        held = f"pinned to vector({pinned})" if pinned is not None else "not pinned"
+        raise DimensionMismatchError(
+            f"{where} is {held} but dimension {settings.dimension} was asked for: nothing was "
+            "changed (the revisions never re-type an existing column)"
+        )
+
+
 def _run_command(config: Config, action: str, revision: str) -> Callable[[Connection], None]:
     def run(connection: Connection) -> None:
         config.attributes["connection"] = connection
         try:
             if action == "upgrade":
+                _check_pinned_width(connection, settings_from_config(config))
                 command.upgrade(config, revision)
             else:
                 command.downgrade(config, revision)

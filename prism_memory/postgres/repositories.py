@@ -259,6 +259,14 @@ class EntryRepository(_Repository):
             stmt = stmt.where(t.c.status == literal_column(f"'{_STATUS_SQL[status]}'"))
         return int((await self.session.execute(stmt)).scalar_one())
 
+    async def embedding_models(self, scope: MemoryIdentity | None) -> set[str]:
+        """The distinct non-NULL ``embedding_model`` values of the thread (of the table: ``None``)."""
+        t = self.tables.entries
+        stmt = select(t.c.embedding_model).where(t.c.embedding_model.is_not(None)).distinct()
+        if scope is not None:
+            stmt = stmt.where(self._scoped(scope))
+        return {str(model) for model in (await self.session.execute(stmt)).scalars()}
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

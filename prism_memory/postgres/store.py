@@ -696,6 +696,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         async with self._unit("count_pending") as session:
             return await EntryRepository(session, self._tables).count(scope, "pending")
 
+    async def embedding_models(self, scope: MemoryIdentity | None) -> set[str]:
+        """The models whose vectors the thread's rows hold (rows without one left out); with
+        ``scope=None``, every thread's (the all-scopes worker checks its embedder against it)."""
+        async with self._unit("embedding_models") as session:
+            return await EntryRepository(session, self._tables).embedding_models(scope)
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

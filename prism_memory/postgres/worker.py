@@ -30,7 +30,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ..embedding import Embedder
+from ..embedding import Embedder, embedder_model
+from ..errors import EmbeddingModelMismatchError
 from ..indexing import IndexingPolicy, IndexingQueue
 from ..stores.base import ClaimedEntry
 from .repositories import IndexingRepository
@@ -125,6 +126,7 @@ class IndexingWorker:
         self._lease_seconds = base.lease_seconds
         self.store = store
         self.counts = WorkerCounts()
+        self._model = embedder_model(embedder)
         self._status_file = Path(status_file) if status_file is not None else None
         self._queue = _FairQueue(
             self,
@@ -228,9 +230,29 @@ class IndexingWorker:
             logger.info("worker %s listening again on %s", self.worker_id, NOTIFY_CHANNEL)
             return
 
+    async def check_model(self) -> None:
+        """Refuse an embedder whose model is not the one the table's vectors hold.
+
+        Raises :class:`~prism_memory.errors.EmbeddingModelMismatchError` when any row holds a
+        vector another model made (rows without a recorded model do not count): the worker would
+        add vectors recall cannot compare with them. A model switch re-embeds first (docs/
+        operations.md, "Switching models"). An embedder without ``model`` is not checked.
+        """
+        if self._model is None:
+            return
+        foreign = sorted(await self.store.embedding_models(None) - {self._model})
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"{self._payload} holds vectors made by {foreign}; this worker's embedder is "
+                f"{self._model!r}, and would mix them. Run the worker with that model, or switch "
+                "models first (docs/operations.md, 'Switching models')"
+            )
+
     async def start(self) -> None:
-        """Listen for new work and start the indexing task."""
+        """Check the embedder's model (:meth:`check_model`), listen for new work and start the
+        indexing task."""
         self._stopping = False
+        await self.check_model()
         await self._listen()
         logger.info(
             "worker %s listening on %s for %s", self.worker_id, NOTIFY_CHANNEL, self._payload

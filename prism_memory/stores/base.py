@@ -614,6 +614,22 @@ class VectorStore(abc.ABC):
                 return total
             after = (page[-1].sequence, page[-1].id)
 
+    async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
+        """The models (``embedding_model``) whose vectors the thread's rows hold; rows without a
+        recorded model (written before models were recorded, or by an embedder without one)
+        are left out.
+
+        The default pages through :meth:`list_by_thread`; adapters override it with one query.
+        """
+        models: set[str] = set()
+        after: tuple[int, str] | None = None
+        while True:
+            page = await self.list_by_thread(scope, after=after, limit=256)
+            models.update(r.embedding_model for r in page if r.embedding_model is not None)
+            if len(page) < 256:
+                return models
+            after = (page[-1].sequence, page[-1].id)
+
     @abc.abstractmethod
     async def list_oldest(
         self,

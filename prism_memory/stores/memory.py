@@ -872,6 +872,14 @@ class InMemoryVectorStore(VectorStore):
         thread = self._thread(_key(scope))
         return 0 if thread is None else len(thread.pending)
 
+    async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
+        """The models whose vectors the thread's rows hold (rows without one left out)."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return set()
+        found = (row.record.embedding_model for row in thread.rows.values())
+        return {model for model in found if model is not None}
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

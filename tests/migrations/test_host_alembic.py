@@ -1,10 +1,14 @@
-"""docs/alembic.md's walk-through, verbatim, in a throw-away host project on the installed wheel.
+"""docs/alembic.md's walk-through, verbatim, in a throw-away host project: on the installed wheel,
+and on this environment's editable install of the checkout.
 
 ``alembic init -t async alembic`` makes the host; its own set-up is one line (``sqlalchemy.url``).
 Then every block between ``<!-- walk-through: start -->`` and ``<!-- walk-through: end -->`` runs
-in order: the ``ini`` block's options go into the host's ``[alembic]`` section, ``bash`` blocks run
-in the project directory with the wheel's ``alembic`` and ``prism-memory`` on ``PATH``. The host's
-revision gets a table of its own, and its branch is downgraded without touching prism_memory's.
+in order: the ``ini`` block's options are set in the host's ``[alembic]`` section (an option
+``alembic init`` wrote is changed, not repeated), the ``python`` block's ``do_run_migrations``
+replaces the one ``alembic init`` wrote in ``env.py``, ``bash`` blocks run in the project directory
+with the install's ``alembic`` and ``prism-memory`` on ``PATH``. The host's revision gets a table of
+its own, its autogenerate proposes nothing for prism_memory's tables, and its branch is downgraded
+without touching prism_memory's.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -54,6 +59,19 @@ def merge_ini(ini: Path, block: str) -> None:
         else:
             lines.insert(section + 1, f"{key} = {value}")
     ini.write_text("\n".join(lines) + "\n")
+
+
+DEF = re.compile(r"^def do_run_migrations\(.*?(?=^\S)", re.MULTILINE | re.DOTALL)
+
+
+def merge_env_py(env_py: Path, block: str) -> None:
+    """Put the doc's ``do_run_migrations`` in place of ``alembic init``'s, its imports on top."""
+    source = env_py.read_text()
+    imports = [line for line in block.splitlines() if line.startswith(("from ", "import "))]
+    (ours,) = DEF.findall(block + "\n#")
+    assert len(DEF.findall(source)) == 1, source
+    source = DEF.sub(lambda _: ours, source, count=1)
+    env_py.write_text("\n".join(imports) + "\n" + source)
 
 
 def _bash(code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -114,17 +132,33 @@ async def _state(url: str) -> tuple[set[str], set[str], set[str]]:
         await engine.dispose()
 
 
-async def test_a_host_project_follows_the_docs_on_the_installed_wheel(
-    run: Callable[..., str], wheel_python: Path, database: str, tmp_path: Path
+@pytest.fixture(params=["wheel", "editable"])
+def install_python(request: pytest.FixtureRequest, run: Callable[..., str]) -> Path:
+    """The python of an install: the wheel's fresh virtualenv, or this environment's editable
+    install of the checkout (where ``prism_memory/migrations`` links to ``migrations/``)."""
+    if request.param == "wheel":
+        wheel_python: Path = request.getfixturevalue("wheel_python")
+        return wheel_python
+    python = Path(sys.executable)
+    located = run(
+        [str(python), "-c", "import prism_memory; print(prism_memory.__file__)"], cwd=DOC.parent
+    )
+    assert located.strip() == str(DOC.parents[1] / "prism_memory" / "__init__.py"), located
+    return python
+
+
+async def test_a_host_project_follows_the_docs(
+    run: Callable[..., str], install_python: Path, database: str, tmp_path: Path
 ) -> None:
     steps = walk_through()
-    assert [lang for lang, _ in steps] == ["ini", "bash", "bash", "bash", "bash"]
+    assert [lang for lang, _ in steps] == ["ini", "python", "bash", "bash", "bash", "bash"]
     shims = tmp_path / "bin"
     shims.mkdir()
-    (shims / "alembic").write_text(f'#!/bin/sh\nexec "{wheel_python}" -m alembic "$@"\n')
-    (shims / "alembic").chmod(0o755)
+    for name, module in (("alembic", "alembic"), ("prism-memory", "prism_memory")):
+        (shims / name).write_text(f'#!/bin/sh\nexec "{install_python}" -m {module} "$@"\n')
+        (shims / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
-    env["PATH"] = os.pathsep.join([str(shims), str(wheel_python.parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([str(shims), env.get("PATH", "")])
 
     project = tmp_path / "host"
     project.mkdir()
@@ -138,13 +172,21 @@ async def test_a_host_project_follows_the_docs_on_the_installed_wheel(
         assert done.returncode == 0, f"{code}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         return done.stdout + done.stderr
 
-    (_, ini_block), (_, upgrade), (_, own_revision), (_, more), (_, downgrade) = steps
+    (_, ini_block), (_, env_block), (_, upgrade), (_, own_revision), (_, more), (_, downgrade) = (
+        steps
+    )
     merge_ini(ini, ini_block)
-    assert "prism_memory.migrations:versions" in ini.read_text()
+    written = ini.read_text()
+    assert "prism_memory.migrations:versions" in written
+    assert [line for line in written.splitlines() if line.startswith("path_separator")] == [
+        "path_separator = space"
+    ]
+    merge_env_py(project / "alembic" / "env.py", env_block)
 
-    # step 2: every branch (the library's only, so far)
-    output = bash(upgrade)
+    # step 3: every branch (the library's only, so far)
     head = migrate.head_revision()
+    assert bash("alembic heads").split() == [f"{head}", "(prism_memory)", "(head)"]
+    output = bash(upgrade)
     assert head in output
     prism, public, versions = await _state(database)
     assert "semantic_memory" in prism
@@ -171,6 +213,29 @@ async def test_a_host_project_follows_the_docs_on_the_installed_wheel(
     bash(more)
     prism, public, versions = await _state(database)
     assert "app_note" in public
+
+    # the host's autogenerate (its models: app_note) proposes nothing for prism_memory's tables
+    env_py = project / "alembic" / "env.py"
+    env_py.write_text(
+        env_py.read_text().replace(
+            "target_metadata = None",
+            "import sqlalchemy as sa\n"
+            "target_metadata = sa.MetaData()\n"
+            "sa.Table('app_note', target_metadata, sa.Column('id', sa.Integer, primary_key=True))",
+            1,
+        )
+    )
+    bash("alembic revision --autogenerate -m probe --head app@head")
+    (probe,) = (project / "alembic" / "versions").glob("*probe.py")
+    body = probe.read_text()
+    upgrade_body = body.split("def upgrade() -> None:", 1)[1].split("def downgrade", 1)[0]
+    commands = [
+        line.strip()
+        for line in upgrade_body.splitlines()
+        if line.strip() and not line.strip().startswith(("#", '"""'))
+    ]
+    assert commands == ["pass"], body  # no operation at all: none on prism_memory's tables
+    probe.unlink()
     # the host's head depends on prism_memory's, so Alembic records the host's head alone
     (app_head,) = versions
     assert app_head != head

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from prism_memory import HashEmbedder, MemoryIdentity
+from prism_memory import HashEmbedder, IndexingPolicy, MemoryIdentity, create_memory
 from prism_memory.postgres import PostgresMemoryStores
 from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.stores.base import NewEntry
@@ -33,6 +33,7 @@ EMBEDDER_MODULE = textwrap.dedent(
 
     class Recording:
         dimensions = 16
+        model = "hash-v1-16"  # HashEmbedder's vectors, so memories with one read them
 
         def __init__(self):
             self._inner = HashEmbedder(dimensions=16)
@@ -120,21 +121,27 @@ async def _start_worker(
             return process, status
 
 
-@pytest.mark.slow
-async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
-    make_postgres_stores, postgres_url, tmp_path
-):
-    schema = f"pm_svc_{uuid.uuid4().hex[:10]}"
-    stores = await make_postgres_stores(dimension=16, schema=schema)
+def _worker_env(tmp_path: Path, delay: str = "0") -> tuple[Path, dict[str, str]]:
+    """The recording embedder's module in ``tmp_path``, its log, and a worker's environment."""
     (tmp_path / "recording_embedder.py").write_text(EMBEDDER_MODULE)
     log = tmp_path / "embedded.log"
     env = {
         **os.environ,
         "PYTHONPATH": str(tmp_path),
         "PRISM_TEST_EMBED_LOG": str(log),
-        "PRISM_TEST_EMBED_DELAY": "0.05",
+        "PRISM_TEST_EMBED_DELAY": delay,
         "PYTHONUNBUFFERED": "1",
     }
+    return log, env
+
+
+@pytest.mark.slow
+async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
+    make_postgres_stores, postgres_url, tmp_path
+):
+    schema = f"pm_svc_{uuid.uuid4().hex[:10]}"
+    stores = await make_postgres_stores(dimension=16, schema=schema)
+    log, env = _worker_env(tmp_path, delay="0.05")
     first, first_status = await _start_worker(postgres_url, schema, tmp_path, "first", env)
     second, second_status = await _start_worker(postgres_url, schema, tmp_path, "second", env)
     try:
@@ -170,6 +177,60 @@ async def test_two_worker_processes_and_a_sigterm_embed_every_row_exactly_once(
     logged = (await second.stderr.read()).decode()
     assert "batch " in logged
     assert "stopped:" in logged
+
+
+@pytest.mark.slow
+async def test_a_worker_only_memory_leaves_every_row_to_the_worker_process(
+    make_postgres_stores, postgres_url, tmp_path
+):
+    schema = f"pm_wo_{uuid.uuid4().hex[:10]}"
+    stores = await make_postgres_stores(dimension=16, schema=schema)
+    log, env = _worker_env(tmp_path)
+    in_process = _Recording()  # recall's query embedder: it must never see a remembered text
+    worker, _ = await _start_worker(postgres_url, schema, tmp_path, "only", env)
+    try:
+        memory = create_memory(
+            tenant_id="acme",
+            resource_id="ada",
+            thread_id="t1",
+            embedder=in_process,
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+            indexing=IndexingPolicy(in_process=False),
+        )
+        first = await memory.remember([{"id": f"a{i}", "text": f"first {i}"} for i in range(10)])
+        assert first.pending == tuple(f"a{i}" for i in range(10))
+        report = await asyncio.wait_for(first.done, timeout=60)  # the worker embedded them
+        assert report.indexed == tuple(sorted(f"a{i}" for i in range(10)))
+        await memory.remember([{"id": f"b{i}", "text": f"second {i}"} for i in range(20)])
+        started = time.monotonic()
+        await memory.aclose()
+        assert time.monotonic() - started < 1.0, "closing a worker-only memory waited"
+        assert in_process.texts == [], "a worker-only memory embedded in-process"
+
+        async def all_indexed() -> bool:
+            return await _count(stores, "indexed") == 30
+
+        await _wait_for(all_indexed, 60, "the worker to embed every row")
+        reader = create_memory(
+            tenant_id="acme",
+            resource_id="ada",
+            thread_id="t1",
+            embedder=HashEmbedder(dimensions=16),  # hash-v1-16, the worker's model
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+        )
+        hits = (await reader.recall("second 7", top_k=1)).hits
+        assert [hit.id for hit in hits] == ["b7"]
+        await reader.aclose()
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), timeout=60) == 0
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+    expected = sorted([f"first {i}" for i in range(10)] + [f"second {i}" for i in range(20)])
+    assert sorted(log.read_text().splitlines()) == expected, "a row was embedded twice or never"
 
 
 class _Recording:

@@ -118,7 +118,7 @@ def test_an_invalid_model_identifier_fails_at_create_memory(model):
 
 
 def test_valid_embedders_pass_and_report_width_and_model():
-    assert check_embedder(HashEmbedder(dimensions=12)) == (12, None)
+    assert check_embedder(HashEmbedder(dimensions=12)) == (12, "hash-v1-12")
     assert check_embedder(Named("text-embedding-3-small@2024")) == (
         8,
         "text-embedding-3-small@2024",
