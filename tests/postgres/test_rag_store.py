@@ -52,8 +52,8 @@ async def test_upgrading_a_pinned_schema_pins_the_chunks_too(engine, schema):
             ),
             {"s": schema},
         )
+        # the entries table has none since prism_memory_0010 (no memory query read it)
         assert set(hnsw.scalars()) == {
-            "semantic_memory_embedding_hnsw",
             "semantic_memory_rag_chunks_hnsw",
         }
     store = await create_postgres_vector_store(engine=engine, schema=schema)

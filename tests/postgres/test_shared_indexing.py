@@ -96,9 +96,14 @@ async def test_two_processes_of_shared_queues_embed_every_row_once(make_postgres
         for embedder, stores in zip(embedders, processes, strict=True)
         for i in range(8)
     ]
+
+    def indexers() -> set[asyncio.Task[object]]:
+        return {t for t in asyncio.all_tasks() if t.get_name().startswith("prism-indexer-")}
+
+    before = indexers()  # another test's queue still winding down is not this test's
     for memory in memories:
         await memory.__aenter__()
-    tasks = {t for t in asyncio.all_tasks() if t.get_name().startswith("prism-indexer-")}
+    tasks = indexers() - before
     assert len(tasks) == 2  # one shared queue per store (process) and embedder
     writers = memories[:8]  # the first process writes; leases cover one claim's worth each
     results = await asyncio.gather(

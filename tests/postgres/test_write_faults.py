@@ -9,6 +9,7 @@ new row with its vector and the reused id's tombstone gone, or none of it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -44,10 +45,13 @@ class DriverKiller:
 
     def arm(self, target: int | None) -> None:
         self.armed, self.count, self.target, self.fired = True, 0, target, False
+        # only the arming task's calls count: another test's indexing queue still winding down
+        # on the session loop must not be the one killed
+        self.owner = asyncio.current_task()
 
     def _wrap(self, original: Any) -> Any:
         async def call(conn: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-            if self.armed:
+            if self.armed and asyncio.current_task() is self.owner:
                 self.count += 1
                 if self.count == self.target:
                     self.fired = True
