@@ -43,7 +43,6 @@ from .models import (
     ExportPage,
     IndexingReport,
     IndexStatus,
-    MemoryConsent,
     MemoryEntry,
     MemoryIdentity,
     MemoryRecord,
@@ -67,6 +66,7 @@ from .ranking import explain as explain_hits
 from .redaction import Redactor, Scrubber
 from .stores.base import (
     ClaimedEntry,
+    ConsentUpdate,
     GovernanceChange,
     LineageWalk,
     NewEntry,
@@ -821,26 +821,18 @@ class Memory:
         memory_scope = self.identity
         record = await self._get(memory_scope, entry_id)
         now = self._clock()
-        current = record.effective_consent
-        changes: dict[str, Any] = {}
-        if source is not None:
-            changes["source"] = source
-        if scope is not None:
-            changes["scope"] = scope
-        if visible is False:
-            changes.update(visible=False, revoked_at=now)
-        elif visible is True:
-            changes.update(visible=True, revoked_at=None, granted_at=now)
-        consent = parse(MemoryConsent, {**current.model_dump(), **changes}, "consent")
-        was_active = current.visible and current.revoked_at is None
-        change = GovernanceChange(consent=(record.id, consent))
-        revoking = visible is False and was_active
-        if revoking:
-            change = replace(change, walk=self._walk([record.id], "revoked"))
-        elif visible is True and not was_active:
-            change = replace(change, untombstone=(record.id, "revoked"))
+        update = ConsentUpdate(
+            entry_id=record.id,
+            revoke_walk=self._walk([record.id], "revoked"),
+            visible=visible,
+            source=source,
+            scope=scope,
+        )
+        update.applied_to(record.effective_consent, now)  # a bad source or scope: nothing sent
+        # the store decides revoke-or-grant against the consent it reads under the thread's lock
+        change = GovernanceChange(consent_update=update)
         result = await self.vector_store.apply_governance(memory_scope, change, now=now)
-        if revoking:
+        if result.walked:
             await self._notify([record.id, *result.dependents])
         assert result.record is not None
         return self._scrubbed(result.record)

@@ -774,7 +774,13 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
             if change.untombstone is not None:
                 await tombstones.remove(scope, *change.untombstone)
         self._remember_width(width)
-        return GovernanceResult(record=record, held=held, deleted=deleted, dependents=dependents)
+        return GovernanceResult(
+            record=record,
+            held=held,
+            deleted=deleted,
+            dependents=dependents or (),
+            walked=dependents is not None,
+        )
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""

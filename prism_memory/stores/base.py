@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ..errors import CapExceededError, ValidationError
+from ..errors import CapExceededError, NotFoundError, ValidationError
 from ..lexical import CorpusStats
 from ..models import (
     Candidate,
@@ -43,10 +43,12 @@ from ..models import (
     TombstoneReason,
     Vector,
     WorkingMemoryRecord,
+    parse,
 )
 
 __all__ = [
     "ClaimedEntry",
+    "ConsentUpdate",
     "EntryLease",
     "GovernanceChange",
     "GovernanceResult",
@@ -246,6 +248,43 @@ class LineageWalk:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsentUpdate:
+    """Change one entry's consent, decided against the entry as stored inside the unit of work.
+
+    The store reads the entry in the unit of work that applies the change (serialised with the
+    thread's writers) and :func:`expand_walk` applies ``visible``, ``source`` and ``scope`` to the
+    consent in force *there*: revoking an entry whose consent was in force runs ``revoke_walk``
+    (tombstoning it and its dependents); granting one that was revoked removes the ``revoked``
+    tombstones it caused. Decided from a read taken before the transaction, a revoke racing a
+    grant (or a provenance change racing either) could store a revoked consent after the grant
+    had lifted the tombstones, and the entry's dependents would be recallable again.
+    """
+
+    entry_id: str
+    revoke_walk: LineageWalk
+    """The walk a revocation runs (its roots: this entry), with the memory's caps."""
+    visible: bool | None = None
+    source: str | None = None
+    scope: str | None = None
+
+    def applied_to(self, current: MemoryConsent, now: datetime) -> MemoryConsent:
+        """``current`` with this update: a revoke stamps ``revoked_at``, a grant ``granted_at``.
+
+        :class:`~prism_memory.errors.ValidationError` (naming the field) for a bad source or scope.
+        """
+        changes: dict[str, Any] = {}
+        if self.source is not None:
+            changes["source"] = self.source
+        if self.scope is not None:
+            changes["scope"] = self.scope
+        if self.visible is False:
+            changes.update(visible=False, revoked_at=now)
+        elif self.visible is True:
+            changes.update(visible=True, revoked_at=None, granted_at=now)
+        return parse(MemoryConsent, {**current.model_dump(), **changes}, "consent")
+
+
+@dataclass(frozen=True, slots=True)
 class GovernanceChange:
     """The whole effect of one governance call, which a store applies all-or-nothing.
 
@@ -259,6 +298,9 @@ class GovernanceChange:
     tombstones: tuple[Tombstone, ...] = ()
     consent: tuple[str, MemoryConsent] | None = None
     """``(entry_id, consent)``: replace that entry's consent (no re-embed)."""
+    consent_update: ConsentUpdate | None = None
+    """A consent change :func:`expand_walk` resolves into ``consent``, and ``walk`` or
+    ``untombstone``, against the entry as the unit of work reads it."""
     text: tuple[str, str, Vector] | None = None
     """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
     text_model: str | None = None
@@ -278,6 +320,9 @@ class GovernanceResult:
     deleted: int = 0
     dependents: tuple[str, ...] = ()
     """The lineage dependents ``walk`` found (and tombstoned), for ``on_invalidate``."""
+    walked: bool = False
+    """The change's lineage walk ran (a consent update revokes only an entry whose consent was in
+    force): ``on_invalidate`` is told about its roots and ``dependents``."""
 
 
 DependentsOf = Callable[[Sequence[str], int], Awaitable[list[tuple[str, tuple[str, ...]]]]]
@@ -322,17 +367,23 @@ async def expand_walk(
     dependents_of: DependentsOf,
     records_of: Callable[[Sequence[str]], Awaitable[list[MemoryRecord]]],
     now: datetime,
-) -> tuple[GovernanceChange, tuple[str, ...]]:
-    """``change`` with its ``walk`` resolved into plain tombstones and deletes, and the dependents.
+) -> tuple[GovernanceChange, tuple[str, ...] | None]:
+    """``change`` made plain: its ``consent_update`` and ``walk`` resolved into a consent, plain
+    tombstones, deletes and tombstone removal; and the dependents the walk found (``None``: no
+    walk ran, see :attr:`GovernanceResult.walked`).
 
     A store calls it inside the unit of work that applies the change (``dependents_of`` and
-    ``records_of`` read through that unit of work): each root is tombstoned by itself, each
-    dependent by the root that caused it, and with ``delete_dependents`` the dependents not under
-    legal hold join ``delete``.
+    ``records_of`` read through that unit of work): a consent update is decided against the entry
+    as read there (:class:`~prism_memory.errors.NotFoundError` if it is absent), each root is
+    tombstoned by itself, each dependent by the root that caused it, and with
+    ``delete_dependents`` the dependents not under legal hold join ``delete``.
     """
+    update = change.consent_update
+    if update is not None:
+        change = await _resolve_consent(change, update, records_of, now)
     walk = change.walk
     if walk is None:
-        return change, ()
+        return change, None
     found = await walk_lineage(
         dependents_of, walk.roots, max_depth=walk.max_depth, max_entries=walk.max_entries
     )
@@ -344,6 +395,27 @@ async def expand_walk(
         delete = (*delete, *(dep for dep in found if dep not in held))
     expanded = replace(change, walk=None, tombstones=(*change.tombstones, *marks), delete=delete)
     return expanded, tuple(found)
+
+
+async def _resolve_consent(
+    change: GovernanceChange,
+    update: ConsentUpdate,
+    records_of: Callable[[Sequence[str]], Awaitable[list[MemoryRecord]]],
+    now: datetime,
+) -> GovernanceChange:
+    """``change`` with ``update`` decided against the stored entry (see :class:`ConsentUpdate`)."""
+    stored = await records_of([update.entry_id])
+    if not stored:
+        raise NotFoundError("the entry does not exist in this scope")
+    current = stored[0].effective_consent
+    consent = update.applied_to(current, now)
+    change = replace(change, consent_update=None, consent=(update.entry_id, consent))
+    was_active = current.visible and current.revoked_at is None
+    if update.visible is False and was_active:
+        return replace(change, walk=update.revoke_walk)
+    if update.visible is True and not was_active:
+        return replace(change, untombstone=(update.entry_id, "revoked"))
+    return change
 
 
 def lineage_source_ids(entries: Sequence[NewEntry]) -> list[str]:
@@ -686,7 +758,13 @@ class VectorStore(abc.ABC):
         deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
         if change.untombstone is not None:
             await self.remove_tombstones(scope, *change.untombstone)
-        return GovernanceResult(record=record, held=held, deleted=deleted, dependents=dependents)
+        return GovernanceResult(
+            record=record,
+            held=held,
+            deleted=deleted,
+            dependents=dependents or (),
+            walked=dependents is not None,
+        )
 
     @abc.abstractmethod
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:

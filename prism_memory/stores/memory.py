@@ -954,7 +954,7 @@ class InMemoryVectorStore(VectorStore):
             now,
         )
         result = await super().apply_governance(scope, change, now=now)
-        return replace(result, dependents=dependents)
+        return replace(result, dependents=dependents or (), walked=dependents is not None)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""

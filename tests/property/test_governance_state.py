@@ -567,6 +567,6 @@ def test_concurrent_governance_in_memory() -> None:
     _run_in_memory(ConcurrentGovernanceMachine, CONCURRENT_PROFILE)
 
 
-# The same machine on PostgreSQL is not in the suite yet: it found a counterexample (a revoke
-# racing a re-grant, then an entry derived from the revoked source recallable) that issue 20,
-# still open, must fix first; the closing note of 2026-12-02 has the failing sequence.
+@pytest.mark.postgres
+def test_concurrent_governance_on_postgres(postgres_url: str) -> None:
+    _run_on_postgres(ConcurrentGovernanceMachine, postgres_url, "pm_race")
