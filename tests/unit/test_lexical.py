@@ -169,3 +169,11 @@ def test_precomputed_weights_are_used_as_given():
         2.0 * 1.9 / (1 + 0.9), rel=1e-12
     )
     assert bm25(["pear"], {"pear": 1}, 4, stats, weights=[]) == 0.0
+
+
+def test_a_query_term_the_corpus_holds_but_the_document_lacks_adds_nothing():
+    stats = CorpusStats(10, 40, {"ant": 3, "bee": 2})
+    only_bee = bm25(["bee"], {"bee": 1}, 4, stats)
+    assert only_bee == pytest.approx(math.log(1 + 8.5 / 2.5) * 1.9 / (1 + 0.9), rel=1e-12)
+    assert bm25(["ant", "bee"], {"bee": 1}, 4, stats) == only_bee
+    assert bm25(["ant"], {"bee": 1}, 4, stats) == 0.0
