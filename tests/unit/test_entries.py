@@ -110,7 +110,7 @@ def test_an_entry_naming_itself_in_its_lineage_is_refused_without_its_id():
         prepared(entry, label="entry 3")
     assert "self-id" not in str(caught.value)
     assert "entry 3" in str(caught.value)
-    with pytest.raises(ValidationError, match="the entry"):
+    with pytest.raises(ValidationError, match=r"^the entry names itself in its lineage$"):
         prepared(entry)
     # a digest id is checked too
     own = digest("user", "t")

@@ -21,7 +21,7 @@ def test_an_entry_keeps_its_scope_vector_and_model():
 @pytest.mark.parametrize("key", ["tenant_id", "resource_id", "thread_id"])
 @pytest.mark.parametrize("bad", ["", "   "])
 def test_a_blank_scope_key_is_refused(key: str, bad: str):
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=r"^scope key must be a non-empty string$"):
         ImportEntry(**{**SCOPE, key: bad}, text="hello")
 
 
