@@ -404,6 +404,21 @@ async def test_a_wrong_width_matrix_with_as_many_rows_as_the_width_is_a_dimensio
         await embed_batched(embedder, ["a", "b", "c", "d"])
 
 
+async def test_an_embedder_returning_a_boolean_array_is_rejected():
+    embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 4), dtype=bool), dimensions=4)
+    with pytest.raises(InvalidVectorError):
+        await embed_batched(embedder, ["a", "b"])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.uint8])
+async def test_any_numeric_array_comes_back_as_float32(dtype):
+    rows = [[1, 2, 3, 4], [5, 6, 7, 8]]
+    embedder = ScriptedEmbedder(lambda texts: np.array(rows, dtype=dtype), dimensions=4)
+    out = await embed_batched(embedder, ["a", "b"])
+    assert out.dtype == np.float32
+    assert out.tolist() == [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]
+
+
 async def test_explicit_dimensions_override_the_embedders_claim():
     embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 4)), dimensions=4)
     with pytest.raises(DimensionMismatchError):
