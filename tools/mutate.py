@@ -52,6 +52,7 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_memory_store.py",
     ],
     "prism_memory/stores/rules.py": [
+        "tests/unit/test_inherited_tombstones.py",
         "tests/unit/test_memory_store.py",
         "tests/unit/test_travelling_scopes.py",
     ],
