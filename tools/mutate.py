@@ -93,10 +93,6 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/_cursor.py": [
         "tests/unit/test_cursor.py",
     ],
-    "prism_memory/rag/chunking.py": [
-        "tests/unit/test_rag_chunking_bounds.py",
-        "tests/unit/test_rag_chunking.py",
-    ],
     "prism_memory/rag/_fusion.py": [
         "tests/unit/test_rag_fusion.py",
     ],
