@@ -17,11 +17,12 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from prism_memory.errors import ConfigurationError, StorageError
 from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_stores
@@ -109,6 +110,23 @@ def _run_in_thread(coro: Coroutine[Any, Any, None]) -> None:
     worker.join()
     if failure:
         raise failure[0]
+
+
+@pytest.fixture
+async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
+    """A ``NullPool`` engine on the test server, disposed after the test."""
+    engine = create_engine(postgres_url, pooled=False)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def schema(engine: AsyncEngine) -> AsyncIterator[str]:
+    """A fresh, uniquely named schema that no one has created yet, dropped (``CASCADE``) after."""
+    name = f"pm_test_{uuid.uuid4().hex[:12]}"
+    yield name
+    async with engine.begin() as conn:
+        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ Mutants are made on the abstract syntax tree, so decorated functions and methods
 validators, dataclasses) are mutated like any other code, and spliced back into the text so line
 numbers stay true. A change inside a function body is run by swapping the mutated code object into
 the live function, in a fork of a pytest session that collected the tests once (no file is
-written). A change evaluated at import (constants, defaults, decorators) is written over the real
-file and run in a fresh fork that imports ``prism_memory`` from it; the original is put back after
+written); so is a change to a module constant that only function bodies read (its mutated value is
+bound in the live modules). Any other change evaluated at import (constants, defaults, decorators)
+is written over the real file and run in a fresh fork that imports ``prism_memory`` from it; the original is put back after
 every mutant, on Ctrl-C and on SIGTERM, and a copy under ``.mutation-backup/`` restores it on the
 next run even after a hard kill.
 """
@@ -51,6 +52,7 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_memory_store.py",
     ],
     "prism_memory/stores/rules.py": [
+        "tests/unit/test_inherited_tombstones.py",
         "tests/unit/test_memory_store.py",
         "tests/unit/test_travelling_scopes.py",
     ],
@@ -81,6 +83,27 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_hash_embedder_reference.py",
         "tests/unit/test_embedder_protocol.py",
         "tests/unit/test_memory_store.py",
+    ],
+    "prism_memory/lexical.py": [
+        "tests/unit/test_lexical.py",
+        "tests/unit/test_bm25_reference.py",
+        "tests/unit/test_fusion.py",
+        "tests/unit/test_fusion_arithmetic.py",
+    ],
+    "prism_memory/_cursor.py": [
+        "tests/unit/test_cursor.py",
+    ],
+    "prism_memory/rag/_fusion.py": [
+        "tests/unit/test_rag_fusion.py",
+    ],
+    "prism_memory/entries.py": [
+        "tests/unit/test_entries.py",
+    ],
+    "prism_memory/invariants.py": [
+        "tests/unit/test_invariants.py",
+    ],
+    "prism_memory/importing/_entry.py": [
+        "tests/unit/test_import_entry.py",
     ],
 }
 
@@ -236,12 +259,56 @@ def _is_dunder_all(node: ast.AST) -> bool:
     )
 
 
+def _late_bound(tree: ast.Module) -> set[str]:
+    """Module constants whose value can be swapped into the live module instead of a fresh import.
+
+    A name qualifies when the module assigns it once, at module level, and reads it only inside
+    function bodies (never at import: not in another constant, a class body, a default argument,
+    a decorator or an annotation), so every use looks the current binding up when it runs.
+    """
+    assigned: dict[str, int] = {}
+    for node in tree.body:
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else node.target
+            if isinstance(node, ast.AnnAssign) and node.value is not None
+            else None
+        )
+        if isinstance(target, ast.Name):
+            assigned[target.id] = assigned.get(target.id, 0) + 1
+    early: set[str] = set()
+
+    def walk(node: ast.AST, later: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            arguments = node.args
+            at_def = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+            if not isinstance(node, ast.Lambda):
+                at_def += [*node.decorator_list, *([node.returns] if node.returns else [])]
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            at_def += [a.annotation for a in every if a.annotation is not None]
+            for child in at_def:
+                walk(child, later)
+            for child in node.body if isinstance(node.body, list) else [node.body]:
+                walk(child, True)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not later:
+            early.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            walk(child, later)
+
+    walk(tree, False)
+    return {name for name, count in assigned.items() if count == 1 and name not in early}
+
+
 def _points(tree: ast.Module) -> Iterator[_Point]:
     """Every mutable node in a deterministic order, skipping docstrings, annotations, ``__all__``,
     f-strings and exception messages (text for humans, not behaviour)."""
     conditions = {
         id(n.test) for n in ast.walk(tree) if isinstance(n, ast.If | ast.While | ast.IfExp)
     }
+    late = _late_bound(tree)
 
     stack: list[ast.AST] = []
 
@@ -253,7 +320,7 @@ def _points(tree: ast.Module) -> Iterator[_Point]:
         mutators = _mutators(node, conditions)
         if mutators:
             yield _Point(node, qualname, swap, mutators)
-        body_swap = swap
+        body_swap = value_swap = swap
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             qualname = f"{qualname}.{node.name}" if qualname else node.name
             if not isinstance(node, ast.ClassDef) and swap is None:
@@ -267,6 +334,8 @@ def _points(tree: ast.Module) -> Iterator[_Point]:
                 isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in stack
             ):
                 qualname = f"{qualname}.{target.id}" if qualname else target.id
+                if len(stack) == 1 and swap is None and target.id in late:
+                    value_swap = f"={target.id}"  # rebound in the live modules, see swap_in
         elif isinstance(node, ast.keyword) and node.arg:
             qualname = f"{qualname}({node.arg}=)"
         stack.append(node)
@@ -284,7 +353,8 @@ def _points(tree: ast.Module) -> Iterator[_Point]:
                     key = node.keys[position]
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         inner = f"{qualname}[{key.value}]"
-                yield from visit(child, inner, body_swap if name == "body" else swap)
+                inherited = body_swap if name == "body" else swap
+                yield from visit(child, inner, value_swap if name == "value" else inherited)
         stack.pop()
 
     yield from visit(tree, "", None)
@@ -427,6 +497,9 @@ def swap_in(mutant: Mutant) -> None:
     """Give the live function ``mutant.swap`` the mutated code object (no file is touched)."""
     assert mutant.swap is not None
     module = importlib.import_module(mutant.path.removesuffix(".py").replace("/", "."))
+    if mutant.swap.startswith("="):  # a module constant read only inside functions
+        _rebind(module, mutant)
+        return
     code = compile(mutant.source, str(ROOT / mutant.path), "exec")
     holder: object = module
     for part in mutant.swap.split("."):
@@ -446,6 +519,32 @@ def swap_in(mutant: Mutant) -> None:
             c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == part
         )
     raise LookupError(f"no function {mutant.swap}")
+
+
+def _rebind(module: types.ModuleType, mutant: Mutant) -> None:
+    """Evaluate the constant's mutated value in the module and bind it under the same name in the
+    module and in every package or test module that imported the same object by that name."""
+    assert mutant.swap is not None
+    name = mutant.swap[1:]
+    statement = next(
+        node
+        for node in ast.parse(mutant.source).body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and isinstance(
+            target := node.targets[0] if isinstance(node, ast.Assign) else node.target, ast.Name
+        )
+        and target.id == name
+    )
+    assert statement.value is not None
+    expression = ast.fix_missing_locations(ast.Expression(statement.value))
+    value = eval(compile(expression, str(ROOT / mutant.path), "eval"), vars(module))  # noqa: S307
+    old = vars(module)[name]
+    tests = str(ROOT / "tests")
+    for loaded in list(sys.modules.values()):
+        own = getattr(loaded, "__name__", "").startswith("prism_memory")
+        ours = own or str(getattr(loaded, "__file__", "") or "").startswith(tests)
+        if ours and vars(loaded).get(name) is old:
+            setattr(loaded, name, value)
 
 
 def _fork_items(items: list[Any], mutant: Mutant | None, timeout: float, log: Path) -> str:

@@ -16,7 +16,7 @@ from ..embedding import Embedder
 from ..errors import CapExceededError, EmbeddingModelMismatchError, ValidationError
 from ..lexical import query_terms
 from ..stores.base import RecallFilter, SearchRequest
-from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["AGENT_CHECKS"]
 

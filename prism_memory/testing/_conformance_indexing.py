@@ -23,9 +23,9 @@ from ..errors import IndexingError, ValidationError
 from ..indexing import CLAIM_BATCHES, SHARED_LANES, IndexingPolicy
 from ..models import MemoryIdentity
 from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
-from ._conformance import _FAST as _POLICY
-from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 from ._fixtures import GatedEmbedder
+from ._support import _FAST as _POLICY
+from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["INDEXING_CHECKS"]
 

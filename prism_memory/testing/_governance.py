@@ -23,7 +23,7 @@ from ..errors import (
     ValidationError,
 )
 from ..memory import create_memory
-from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["FORGET_RACES", "GOVERNANCE_CHECKS", "race_forget_against_lineage"]
 

@@ -15,7 +15,7 @@ from ..entries import entry_digest
 from ..errors import DimensionMismatchError, EmbeddingModelMismatchError, InvalidVectorError
 from ..importing import ImportLineError, import_entries
 from ..models import MemoryConsent, MemoryIdentity
-from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["IMPORT_CHECKS"]
 

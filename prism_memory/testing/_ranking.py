@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..stores.base import RecallFilter, SearchRequest
-from ._conformance import ConformanceKit, _Case, _check
+from ._support import ConformanceKit, _Case, _check
 
 __all__ = ["RANKING_CHECKS"]
 

@@ -17,8 +17,8 @@ from ..embedding import embedder_model
 from ..errors import DimensionMismatchError, IndexingError, InvalidVectorError
 from ..models import MemoryIdentity
 from ..stores.base import NewEntry
-from ._conformance import ConformanceKit, _Case, _check, _ids, _raises
 from ._fixtures import FlakyEmbedder
+from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["WRITE_CHECKS"]
 

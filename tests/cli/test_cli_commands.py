@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -38,22 +36,6 @@ def cli(
         check=False,
         env=env,
     )
-
-
-@pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    name = f"pm_cli_{uuid.uuid4().hex[:10]}"
-    yield name
-
-    async def drop() -> None:
-        engine = create_engine(postgres_url, pooled=False)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(drop())
 
 
 def _tables(url: str, schema: str) -> set[str]:

@@ -10,8 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,22 +21,6 @@ pytestmark = pytest.mark.postgres
 
 ROWS = 20_000
 THREADS = 300
-
-
-@pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    name = f"pm_import_{uuid.uuid4().hex[:10]}"
-    yield name
-
-    async def drop() -> None:
-        engine = create_engine(postgres_url, pooled=False)
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(drop())
 
 
 def _command(path: Path, url: str, schema: str) -> list[str]:

@@ -87,13 +87,6 @@ def _bash(code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
 
 
 @pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
 async def database(postgres_url: str, engine: AsyncEngine) -> AsyncIterator[str]:
     """A fresh database (the walk-through uses the default schema and version table names)."""
     name = f"pm_host_{uuid.uuid4().hex[:10]}"

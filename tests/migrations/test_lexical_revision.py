@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from prism_memory.lexical import tokenize
 from prism_memory.postgres import migrate
-from prism_memory.postgres._engine import create_engine
 
 pytestmark = pytest.mark.postgres
 
@@ -21,21 +17,6 @@ TEXTS = {
     "e3": "",
     "e4": "don't stop",
 }
-
-
-@pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def schema(engine: AsyncEngine) -> AsyncIterator[str]:
-    name = f"pm_lex_{uuid.uuid4().hex[:12]}"
-    yield name
-    async with engine.begin() as conn:
-        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
 async def _rows(engine: AsyncEngine, schema: str, columns: str) -> dict[str, tuple[object, ...]]:

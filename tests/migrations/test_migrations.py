@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
@@ -14,25 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from prism_memory.errors import ConfigurationError
 from prism_memory.postgres import build_memory_ddl, build_vector_search_ddl, migrate
-from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres.tables import names_for
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def schema(engine: AsyncEngine) -> AsyncIterator[str]:
-    name = f"pm_mig_{uuid.uuid4().hex[:12]}"
-    yield name
-    async with engine.begin() as conn:
-        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
 async def _tables(engine: AsyncEngine, schema: str) -> set[str]:

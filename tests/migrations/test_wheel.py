@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,19 +17,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from prism_memory.postgres import migrate
-from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres.tables import names_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
 
 
 async def _tables(engine: AsyncEngine, schema: str) -> set[str]:

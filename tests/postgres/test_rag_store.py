@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import numpy as np
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from prism_memory.postgres import create_postgres_vector_store, migrate
-from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres.rag_store import RagSql, ef_search_for, exact_scan_max_rows
 from prism_memory.rag import AccessConstraint, Chunk, RagScope
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def schema(engine: AsyncEngine) -> AsyncIterator[str]:
-    name = f"pm_rag_{uuid.uuid4().hex[:12]}"
-    yield name
-    async with engine.begin() as conn:
-        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
 async def test_upgrading_a_pinned_schema_pins_the_chunks_too(engine, schema):

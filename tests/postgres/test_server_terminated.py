@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -26,21 +25,6 @@ from prism_memory.postgres.ops import diagnose
 from prism_memory.postgres.tables import names_for
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(postgres_url, pooled=False)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def schema(engine: AsyncEngine) -> AsyncIterator[str]:
-    name = f"pm_crash_{uuid.uuid4().hex[:12]}"
-    yield name
-    async with engine.begin() as conn:
-        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
 async def _pid(conn: AsyncConnection) -> int:

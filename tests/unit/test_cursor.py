@@ -67,3 +67,35 @@ def test_deeply_nested_garbage_is_a_validation_error():
     cursor = base64.urlsafe_b64encode(b"[" * 100_000).decode()
     with pytest.raises(ValidationError):
         decode_cursor("export", cursor)
+
+
+def test_the_cursor_format_is_pinned():
+    # cursors handed out by one release must decode in the next: compact JSON, URL-safe base64
+    cursor = encode_cursor("export", (3, "a"))
+    assert cursor == base64.urlsafe_b64encode(
+        b'{"v":1,"k":"export","s":3,"i":"a"}'
+    ).decode().rstrip("=")
+    assert decode_cursor("export", raw_cursor({"v": 1, "k": "export", "s": 9, "i": "z"})) == (
+        9,
+        "z",
+    )
+
+
+def _cursor_of_length(length: int) -> str:
+    # '{"v":1,"k":"export","s":0,"i":"' + id + '"}' is 33 bytes + the id; 4 characters per 3 bytes
+    cursor = encode_cursor("export", (0, "x" * (length * 3 // 4 - 33)))
+    assert len(cursor) == length
+    return cursor
+
+
+def test_a_cursor_of_1024_characters_is_accepted_and_a_longer_one_refused():
+    assert decode_cursor("export", _cursor_of_length(1024)) == (0, "x" * 735)
+    with pytest.raises(ValidationError):
+        decode_cursor("export", _cursor_of_length(1028))
+
+
+@pytest.mark.parametrize("kind", ["export", "rebuild"])
+def test_a_cursor_of_the_right_kind_but_another_version_is_refused(kind):
+    with pytest.raises(ValidationError):
+        decode_cursor(kind, raw_cursor({"v": 2, "k": kind, "s": 1, "i": "a"}))
+    assert decode_cursor(kind, raw_cursor({"v": 1, "k": kind, "s": 1, "i": "a"})) == (1, "a")

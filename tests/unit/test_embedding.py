@@ -380,6 +380,45 @@ async def test_embedder_returning_the_wrong_width_is_a_dimension_mismatch():
         await embed_batched(embedder, ["a"])
 
 
+async def test_embedder_returning_a_three_dimensional_array_is_rejected():
+    # (texts, width, 1): the right row count and width, one axis too many
+    embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 4, 1)), dimensions=4)
+    with pytest.raises(InvalidVectorError):
+        await embed_batched(embedder, ["a", "b"])
+
+
+async def test_embedder_returning_zero_width_vectors_is_rejected():
+    embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 0)), dimensions=0)
+    with pytest.raises(InvalidVectorError):
+        await embed_batched(embedder, ["a", "b"])
+
+
+async def test_a_wrong_width_matrix_with_as_many_rows_as_the_width_is_a_dimension_mismatch():
+    # 4 texts, 4 expected dimensions, a (4, 5) answer: the row count equals the width
+    embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 5)), dimensions=4)
+    with pytest.raises(DimensionMismatchError):
+        await embed_batched(embedder, ["a", "b", "c", "d"])
+    # and a (5, 4)-shaped mistake the other way round never passes for 4 texts either
+    embedder = ScriptedEmbedder(lambda texts: np.ones((5, 4)), dimensions=4)
+    with pytest.raises(InvalidVectorError):
+        await embed_batched(embedder, ["a", "b", "c", "d"])
+
+
+async def test_an_embedder_returning_a_boolean_array_is_rejected():
+    embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 4), dtype=bool), dimensions=4)
+    with pytest.raises(InvalidVectorError):
+        await embed_batched(embedder, ["a", "b"])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.uint8])
+async def test_any_numeric_array_comes_back_as_float32(dtype):
+    rows = [[1, 2, 3, 4], [5, 6, 7, 8]]
+    embedder = ScriptedEmbedder(lambda texts: np.array(rows, dtype=dtype), dimensions=4)
+    out = await embed_batched(embedder, ["a", "b"])
+    assert out.dtype == np.float32
+    assert out.tolist() == [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]
+
+
 async def test_explicit_dimensions_override_the_embedders_claim():
     embedder = ScriptedEmbedder(lambda texts: np.ones((len(texts), 4)), dimensions=4)
     with pytest.raises(DimensionMismatchError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -110,3 +111,9 @@ def test_no_denied_ids_scores_one():
 def test_text_mentioning_an_id_is_not_a_leak_of_that_id():
     block = ContextBlock(kind="semantic", text="- mentions revoked-1", tokens=3, entry_ids=("ok",))
     assert revoked_ids_absent(block, ["revoked-1"]).score == 1.0
+
+
+def test_a_score_cannot_be_changed_after_the_fact():
+    result = revoked_ids_absent(["a"], ["a"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.score = 1.0  # type: ignore[misc]

@@ -201,6 +201,29 @@ def test_default_scoring_is_similarity_only():
     assert hits[1].score == pytest.approx(0.0)
 
 
+def test_a_negative_final_score_stays_negative():
+    # The score is clamped to [-1, 1] (float noise only), never to [0, 1]: an entry pointing away
+    # from the query keeps a negative score, below one that is merely unrelated.
+    near = cand(record("near", "x"), 1.0, 0.0)
+    away = cand(record("away", "x"), -1.0, 0.0)  # cosine -1, as large in size as the nearest
+    unrelated = cand(record("unrelated", "x"), 0.0, 1.0)  # cosine 0
+    hits = ranked([away, unrelated, near], text="alpha")
+    assert [h.id for h in hits] == ["near", "unrelated", "away"]
+    by_id = {h.id: h for h in hits}
+    assert by_id["away"].semantic == pytest.approx(-1.0)
+    assert by_id["away"].similarity == pytest.approx(-0.5)  # 0.5 · (−1) / 1 + 0.5 · lexical 0
+    assert by_id["away"].score == pytest.approx(-0.5)
+    assert by_id["unrelated"].score == pytest.approx(0.0)
+
+
+def test_a_negative_score_blends_with_recency_and_importance():
+    scoring = RecallScoring(recency_weight=0.25, importance_weight=0.25, half_life_ms=1000.0)
+    away = cand(record("away", "x", age_ms=1000.0, importance=0.2), -1.0, 0.0)
+    (hit,) = ranked([away], text="alpha", scoring=scoring)
+    # 0.5 · similarity (−0.5) + 0.25 · recency (0.5) + 0.25 · importance (0.2) = −0.075
+    assert hit.score == pytest.approx(-0.075)
+
+
 def test_overshooting_weights_leave_similarity_nothing():
     scoring = RecallScoring(recency_weight=0.9, importance_weight=0.3, half_life_ms=1000.0)
     similar = cand(record("similar", "alpha", age_ms=2000, importance=0.0), 1.0, 0.0)

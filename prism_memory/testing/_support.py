@@ -1,0 +1,92 @@
+"""What every conformance check module shares: the kit, the typed failure and the check helpers.
+
+A leaf of ``prism_memory.testing``: the check modules and the runners (``_conformance``,
+``_rag_conformance``) import it, and it imports none of them, so the package has no import circle.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..embedding import Embedder
+from ..indexing import IndexingPolicy
+from ..memory import Memory, create_memory
+from ..stores.base import VectorStore, WorkingStore
+from ._fixtures import ManualClock
+
+__all__ = ["ConformanceError", "ConformanceKit", "KitFactory"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConformanceKit:
+    """What a factory hands the suite: an embedder and the two stores under test."""
+
+    embedder: Embedder
+    vector_store: VectorStore
+    working_store: WorkingStore
+
+
+KitFactory = Callable[
+    [], "ConformanceKit | Mapping[str, Any] | Awaitable[ConformanceKit | Mapping[str, Any]]"
+]
+"""Returns a :class:`ConformanceKit` (or a mapping with the same keys), possibly awaitably."""
+
+
+class ConformanceError(AssertionError):
+    """One or more conformance checks failed; ``failures`` maps check names to what went wrong."""
+
+    def __init__(self, failures: Mapping[str, str]) -> None:
+        self.failures = dict(failures)
+        lines = "\n".join(f"- {name}: {reason}" for name, reason in self.failures.items())
+        super().__init__(f"{len(self.failures)} conformance checks failed:\n{lines}")
+
+
+_FAST = IndexingPolicy(
+    retry_base_seconds=0.02, retry_max_seconds=0.1, busy_poll_seconds=0.01, idle_poll_seconds=0.05
+)
+
+
+class _Case:
+    """Per-check helpers: fresh scopes on the kit's stores."""
+
+    def __init__(self, kit: ConformanceKit) -> None:
+        self.kit = kit
+        self.tenant = f"t-{uuid.uuid4().hex[:12]}"
+        self.clock = ManualClock()
+
+    def memory(self, thread: str | None = "thread-1", **options: Any) -> Memory:
+        options.setdefault("embedder", self.kit.embedder)
+        options.setdefault("indexing", _FAST)
+        options.setdefault("clock", self.clock)
+        return create_memory(
+            tenant_id=options.pop("tenant_id", self.tenant),
+            resource_id=options.pop("resource_id", "user-ada"),
+            thread_id=thread,
+            vector_store=self.kit.vector_store,
+            working_store=self.kit.working_store,
+            **options,
+        )
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+async def _raises(error: type[BaseException], call: Awaitable[Any], what: str) -> BaseException:
+    try:
+        await call
+    except error as exc:
+        return exc
+    except BaseException as exc:
+        raise AssertionError(
+            f"{what}: expected {error.__name__}, got {type(exc).__name__}: {exc}"
+        ) from exc
+    raise AssertionError(f"{what}: expected {error.__name__}, nothing was raised")
+
+
+async def _ids(memory: Memory, query: str, **options: Any) -> list[str]:
+    return [hit.id for hit in (await memory.recall(query, **options)).hits]
