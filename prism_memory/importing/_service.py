@@ -241,13 +241,16 @@ class _Importer:
         if self.model is None:
             return
         embeds = self.embedder is not None
-        fresh = [
-            row.scope
-            for row in rows
-            if (embeds or row.vector is not None) and row.scope not in self.model_checked
-        ]
-        for scope in dict.fromkeys(fresh):
-            foreign = sorted(await self.store.embedding_models(scope) - {self.model})
+        fresh = list(
+            dict.fromkeys(
+                row.scope
+                for row in rows
+                if (embeds or row.vector is not None) and row.scope not in self.model_checked
+            )
+        )
+        held = await self.store.embedding_models_of(fresh) if fresh else {}
+        for scope, models in held.items():
+            foreign = sorted(models - {self.model})
             if foreign:
                 line = min(line for (s, _), (line, _) in batch.rows.items() if s == scope)
                 raise EmbeddingModelMismatchError(

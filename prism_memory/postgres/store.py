@@ -558,10 +558,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
         On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
         (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
-        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order); a
-        binary ``COPY`` of the batch into the staging table (vectors pre-encoded in pgvector's
-        binary format); one set-based ``INSERT ... SELECT`` (:attr:`EntrySql.import_insert`);
-        ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
+        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order);
+        under them, per thread that holds lineage, its sources checked and their tombstones read
+        (:meth:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
+        pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
+        (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
+        (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
         building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
         there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
         analyses the table at the end.
@@ -755,6 +757,27 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         ``scope=None``, every thread's (the all-scopes worker checks its embedder against it)."""
         async with self._unit("embedding_models") as session:
             return await EntryRepository(session, self._tables).embedding_models(scope)
+
+    async def embedding_models_of(
+        self, scopes: Sequence[MemoryIdentity]
+    ) -> dict[MemoryIdentity, set[str]]:
+        """The recorded models of many threads in one read (:attr:`EntrySql.models_of`)."""
+        unique = list(dict.fromkeys(scopes))
+        if not unique:
+            return {}
+        rows = await self._fetch(
+            "embedding_models_of",
+            EntrySql.for_tables(self._tables).models_of,
+            {
+                "tenants": [scope.tenant_id for scope in unique],
+                "resources": [scope.resource_id for scope in unique],
+                "threads": [scope.thread_id for scope in unique],
+            },
+        )
+        found: dict[MemoryIdentity, set[str]] = {}
+        for row in rows:
+            found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
+        return found
 
     async def list_oldest(
         self,

@@ -636,6 +636,20 @@ class VectorStore(abc.ABC):
                 return models
             after = (page[-1].sequence, page[-1].id)
 
+    async def embedding_models_of(
+        self, scopes: Sequence[MemoryIdentity]
+    ) -> dict[MemoryIdentity, set[str]]:
+        """:meth:`embedding_models` of many threads (the bulk import checks each thread of a
+        batch once): the threads of ``scopes`` whose rows hold a recorded model, each with its
+        models. This default asks :meth:`embedding_models` once per thread; a durable store
+        overrides it with one statement."""
+        found: dict[MemoryIdentity, set[str]] = {}
+        for scope in dict.fromkeys(scopes):
+            models = await self.embedding_models(scope)
+            if models:
+                found[scope] = models
+        return found
+
     @abc.abstractmethod
     async def list_oldest(
         self,

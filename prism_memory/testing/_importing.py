@@ -344,6 +344,8 @@ async def import_checks_the_threads_model(kit: ConformanceKit) -> None:
         ("vectors of another model", {"model": "model-b@2"}),
         ("another model's embedder", {"embedder": _NamedEmbedder(kit.embedder, "model-b@2")}),
     ]
+    held = await store.embedding_models_of([t2, t1, t1])
+    _check(held == {t1: {"model-a@1"}}, f"the threads' stored models, in one read: {held}")
     for what, options in attempts:
         given = lines if "model" in options else [{**line, "vector": None} for line in lines]
         await _raises(EmbeddingModelMismatchError, import_entries(store, given, **options), what)
