@@ -216,6 +216,7 @@ async def import_round(
                     start = time.perf_counter()
                     report = await import_entries(stores.vector_store, rows(args.rows))
                     figures["import"].append(args.rows / (time.perf_counter() - start))
+                    print(f"round {round_} import {figures['import'][-1]:.0f}", file=sys.stderr)
                     assert report.inserted == args.rows, report
                     start = time.perf_counter()
                     again = await import_entries(stores.vector_store, rows(args.rows))
@@ -227,6 +228,7 @@ async def import_round(
                     try:
                         target = await copy_table(conn, sub, "copy_target")
                         figures["copy"].append(await hand_copy(conn, target, args.rows))
+                        print(f"round {round_} copy {figures['copy'][-1]:.0f}", file=sys.stderr)
                     finally:
                         await conn.close()
             finally:
@@ -240,16 +242,33 @@ async def import_round(
 # ---- peak RSS ------------------------------------------------------------------------------------
 
 
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 async def rss_child(url: str, count: int) -> None:
+    """Import ``count`` generated rows; print the peak RSS so far every 100,000 rows (to stderr,
+    so a run stopped early still shows how far it stayed flat) and at the end (to stdout)."""
     schema = f"rss_{uuid.uuid4().hex[:8]}"
     stores = await create_postgres_memory_stores(url, schema=schema, dimension=DIM)
+    marks = iter(range(100_000, count + 1, 100_000))
+    mark = next(marks, None)
+    started = time.perf_counter()
+
+    def progress(report: Any) -> None:
+        nonlocal mark
+        while mark is not None and report.inserted >= mark:
+            seconds = round(time.perf_counter() - started)
+            line = {"rows": mark, "peak_rss_mib": peak_rss_mib(), "seconds": seconds}
+            print(json.dumps(line), file=sys.stderr, flush=True)
+            mark = next(marks, None)
+
     try:
-        report = await import_entries(stores.vector_store, rows(count))
+        report = await import_entries(stores.vector_store, rows(count), on_progress=progress)
         assert report.inserted == count, report
     finally:
         await stores.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"rows": count, "peak_rss_mib": round(peak / 1024, 1)}))
+    print(json.dumps({"rows": count, "peak_rss_mib": peak_rss_mib()}))
 
 
 def main() -> None:

@@ -151,6 +151,8 @@ class _Importer:
         self.clock = clock
         self.width = store.dimension
         self.scopes: dict[tuple[str, str, str], MemoryIdentity] = {}
+        self.model_checked: set[MemoryIdentity] = set()
+        """Threads whose stored models this import has checked (once each, as a memory does)."""
         self.model = model
         self.model_fixed = model is not None
         if embedder is not None:
@@ -203,6 +205,7 @@ class _Importer:
         # re-import reads and checks the stream, then writes nothing)
         stored = await self.store.known_keys([(row.scope, row.entry.id) for row in given])
         rows = [row for row in given if (row.scope, row.entry.id) not in stored]
+        await self._check_models(batch, rows)
         embedded = 0
         missing = [at for at, row in enumerate(rows) if row.vector is None]
         if missing and self.embedder is not None:
@@ -229,6 +232,36 @@ class _Importer:
         report.pending += pending
         report.batches += 1
         return inserted
+
+    async def _check_models(self, batch: _Batch, rows: list[ImportRow]) -> None:
+        """The threads that get vectors of this import's model must hold no other model's (rows
+        without a recorded model do not count), as ``remember()`` checks
+        (:class:`~prism_memory.errors.EmbeddingModelMismatchError`, nothing of the batch written).
+        Each thread is checked once per import, before its first vectors are written."""
+        if self.model is None:
+            return
+        embeds = self.embedder is not None
+        fresh = list(
+            dict.fromkeys(
+                row.scope
+                for row in rows
+                if (embeds or row.vector is not None) and row.scope not in self.model_checked
+            )
+        )
+        held = await self.store.embedding_models_of(fresh) if fresh else {}
+        for scope, models in held.items():
+            foreign = sorted(models - {self.model})
+            if foreign:
+                line = min(line for (s, _), (line, _) in batch.rows.items() if s == scope)
+                raise EmbeddingModelMismatchError(
+                    f"entry {line}: its thread's vectors were made by {foreign}, this import's "
+                    f"by {self.model!r}: nothing of its batch was written. Import with that "
+                    "model, or re-embed the thread with rebuild_index(switch_model=True) "
+                    "(docs/operations.md, 'Switching models')"
+                )
+        if len(self.model_checked) >= _SCOPE_CACHE:
+            self.model_checked.clear()
+        self.model_checked.update(fresh)
 
     async def _check_lineage(self, batch: _Batch) -> None:
         """Lineage sources must be entries of the same thread: in this batch, or stored (an

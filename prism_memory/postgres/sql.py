@@ -483,6 +483,18 @@ class EntrySql:
         )
 
     @functools.cached_property
+    def models_of(self) -> str:
+        """The recorded models of the threads of the arrays (ordinal, model; one row per distinct
+        pair), each thread read on its ``(scope, sequence)`` index range."""
+        return (
+            "SELECT DISTINCT k.ord, e.embedding_model FROM unnest(CAST(:tenants AS text[]), "
+            "CAST(:resources AS text[]), CAST(:threads AS text[])) WITH ORDINALITY "
+            f"AS k(tenant_id, resource_id, thread_id, ord) JOIN {self.entries} e "
+            "ON e.tenant_id = k.tenant_id AND e.resource_id = k.resource_id "
+            "AND e.thread_id = k.thread_id WHERE e.embedding_model IS NOT NULL"
+        )
+
+    @functools.cached_property
     def import_stage(self) -> str:
         """The bulk import's staging table (:data:`~prism_memory.postgres.rows.STAGE_COLUMNS`):
         temporary, one per connection, emptied at every commit, so a batch's binary ``COPY`` lands

@@ -481,6 +481,60 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 )
         return found
 
+    async def _import_lineage(
+        self, driver: Any, rows: Sequence[ImportRow], now: datetime
+    ) -> dict[MemoryIdentity, list[Tombstone]]:
+        """Inside :meth:`import_rows`' transaction, under the batch's thread locks (as
+        :meth:`put_entries` checks lineage): every lineage source of the batch exists, in its
+        thread or in the batch -- a source forgotten since the import's own check fails the batch,
+        whole -- and, per thread, the tombstones the batch's new derived rows take over from their
+        sources (:func:`inherited_tombstones`; one read per thread that holds lineage, of the
+        sources and of the derived ids, so that an id stored already inherits nothing)."""
+        found: dict[MemoryIdentity, list[Tombstone]] = {}
+        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
+        for scope, group in _lineage_scopes(rows).items():
+            entries = [row.entry for row in group]
+            derived = [entry for entry in entries if entry.lineage is not None]
+            named = lineage_source_ids(entries)
+            values = {
+                **scope_params(scope),
+                "ids": sorted({*named, *(entry.id for entry in derived)}),
+            }
+            stored = await driver.fetch(statement, *(values[name] for name in binds))
+            present = {row["id"] for row in stored}
+            check_lineage_sources(entries, present)
+            marks: dict[str, list[Tombstone]] = {}
+            for row in stored:
+                if row["cause_id"] is not None:
+                    marks.setdefault(row["id"], []).append(
+                        Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
+                    )
+            new = [
+                inserted_record(
+                    scope, row.entry, 0, now=now, indexed=row.vector is not None, model=row.model
+                )
+                for row in group
+                if row.entry.lineage is not None and row.entry.id not in present
+            ]
+            inherited = inherited_tombstones(new, marks) if marks else []
+            if inherited:
+                found[scope] = inherited
+        return found
+
+    async def _inherit(
+        self, driver: Any, scope: MemoryIdentity, inherited: Sequence[Tombstone]
+    ) -> None:
+        """Store the tombstones new rows of ``scope`` inherit (:attr:`EntrySql.inherit`)."""
+        inherit, binds = to_positional(EntrySql.for_tables(self._tables).inherit)
+        values = {
+            **scope_params(scope),
+            "entries": [t.entry_id for t in inherited],
+            "causes": [t.cause_id for t in inherited],
+            "reasons": [t.reason for t in inherited],
+            "times": [t.created_at for t in inherited],
+        }
+        await driver.execute(inherit, *(values[name] for name in binds))
+
     async def known_keys(
         self, keys: Sequence[tuple[MemoryIdentity, str]]
     ) -> set[tuple[MemoryIdentity, str]]:
@@ -504,10 +558,12 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
 
         On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
         (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
-        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order); a
-        binary ``COPY`` of the batch into the staging table (vectors pre-encoded in pgvector's
-        binary format); one set-based ``INSERT ... SELECT`` (:attr:`EntrySql.import_insert`);
-        ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
+        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order);
+        under them, per thread that holds lineage, its sources checked and their tombstones read
+        (:meth:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
+        pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
+        (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
+        (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
         building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
         there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
         analyses the table at the end.
@@ -538,10 +594,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                     )
                     lock, _ = to_positional(sql.lock_threads)
                     await driver.fetchval(lock, keys)
-                    # lineage checked again under the threads' locks, as put_entries does: a
-                    # source forgotten since the import's own check fails the batch, whole
-                    for scope, entries in _lineage_scopes(rows).items():
-                        await self._lineage_sources(driver, scope, entries)
+                    inherited = await self._import_lineage(driver, rows, now)
                     await driver.copy_records_to_table(
                         sql.stage.split(".", 1)[1].strip('"'),
                         schema_name="pg_temp",
@@ -549,6 +602,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                         columns=STAGE_COLUMNS,
                     )
                     row = await driver.fetchrow(insert, *({"now": now}[name] for name in names))
+                    # after the insert, which cleared what a forgotten entry of the same id left
+                    for scope, tombstones in inherited.items():
+                        await self._inherit(driver, scope, tombstones)
                     await driver.execute("COMMIT")
                 except BaseException:
                     if not driver.is_closed() and driver.is_in_transaction():
@@ -701,6 +757,27 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         ``scope=None``, every thread's (the all-scopes worker checks its embedder against it)."""
         async with self._unit("embedding_models") as session:
             return await EntryRepository(session, self._tables).embedding_models(scope)
+
+    async def embedding_models_of(
+        self, scopes: Sequence[MemoryIdentity]
+    ) -> dict[MemoryIdentity, set[str]]:
+        """The recorded models of many threads in one read (:attr:`EntrySql.models_of`)."""
+        unique = list(dict.fromkeys(scopes))
+        if not unique:
+            return {}
+        rows = await self._fetch(
+            "embedding_models_of",
+            EntrySql.for_tables(self._tables).models_of,
+            {
+                "tenants": [scope.tenant_id for scope in unique],
+                "resources": [scope.resource_id for scope in unique],
+                "threads": [scope.thread_id for scope in unique],
+            },
+        )
+        found: dict[MemoryIdentity, set[str]] = {}
+        for row in rows:
+            found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
+        return found
 
     async def list_oldest(
         self,
@@ -1112,15 +1189,15 @@ def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names
     return pinned
 
 
-def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[NewEntry]]:
-    """The entries of every thread of an import batch that holds an entry with lineage."""
-    by_scope: dict[MemoryIdentity, list[NewEntry]] = {}
+def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[ImportRow]]:
+    """The rows of every thread of an import batch that holds an entry with lineage."""
+    by_scope: dict[MemoryIdentity, list[ImportRow]] = {}
     for row in rows:
-        by_scope.setdefault(row.scope, []).append(row.entry)
+        by_scope.setdefault(row.scope, []).append(row)
     return {
-        scope: entries
-        for scope, entries in by_scope.items()
-        if any(entry.lineage is not None and entry.lineage.source_ids for entry in entries)
+        scope: group
+        for scope, group in by_scope.items()
+        if any(row.entry.lineage is not None and row.entry.lineage.source_ids for row in group)
     }
 
 

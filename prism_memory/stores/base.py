@@ -571,11 +571,17 @@ class VectorStore(abc.ABC):
         ``indexed`` with its model, one without ``pending`` (unleased: any worker embeds it).
         ``rows`` hold each ``(scope, id)`` once, and their vectors one width.
 
+        Lineage is checked, and the tombstones derived rows inherit from their sources are
+        stored (:func:`~prism_memory.stores.rules.inherited_tombstones`), in the same unit of work
+        as the insert, serialised with :meth:`apply_governance` on each thread, as
+        :meth:`put_entries` does: a source forgotten meanwhile fails the batch, whole.
+
         This default calls :meth:`put_entries` once per scope and kind, the ones with vectors
         first, so a vector the store refuses (its width) fails the first call, before anything is
-        written: all or nothing for a store whose :meth:`put_entries` never suspends midway (the
-        in-memory store). A durable store overrides it with one transaction (PostgreSQL: a binary
-        ``COPY`` into a staging table and one set-based ``INSERT``).
+        written; a lineage source of another kind (a pending source of an indexed row) must be
+        stored already. Both built-in stores override it: the in-memory one with one
+        uninterrupted step, PostgreSQL with one transaction (a binary ``COPY`` into a staging
+        table and one set-based ``INSERT``).
         """
         groups: dict[tuple[bool, MemoryIdentity, str | None], list[ImportRow]] = {}
         for row in rows:
@@ -701,6 +707,20 @@ class VectorStore(abc.ABC):
             if len(page) < 256:
                 return models
             after = (page[-1].sequence, page[-1].id)
+
+    async def embedding_models_of(
+        self, scopes: Sequence[MemoryIdentity]
+    ) -> dict[MemoryIdentity, set[str]]:
+        """:meth:`embedding_models` of many threads (the bulk import checks each thread of a
+        batch once): the threads of ``scopes`` whose rows hold a recorded model, each with its
+        models. This default asks :meth:`embedding_models` once per thread; a durable store
+        overrides it with one statement."""
+        found: dict[MemoryIdentity, set[str]] = {}
+        for scope in dict.fromkeys(scopes):
+            models = await self.embedding_models(scope)
+            if models:
+                found[scope] = models
+        return found
 
     @abc.abstractmethod
     async def list_oldest(

@@ -46,6 +46,7 @@ from .base import (
     EntryLease,
     GovernanceChange,
     GovernanceResult,
+    ImportRow,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -584,6 +585,75 @@ class InMemoryVectorStore(VectorStore):
             if any(row.vector is not None for row in changed):
                 self._width = width
         return [_export(staged[entry.id].record) for entry in entries]
+
+    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
+        """A bulk import batch, all or nothing (see :meth:`VectorStore.import_rows`).
+
+        One uninterrupted step (nothing in it awaits), as :meth:`apply_governance` is, so no
+        governance call on the batch's threads runs between its checks and its writes: every
+        vector is checked against the store's width and every lineage source against the thread
+        (or the batch) first, then the new rows are stored in input order -- sequences per thread
+        as :meth:`put_entries` assigns them, ``indexed`` with their vector and model or
+        ``pending`` -- each taking over the excluding tombstones of its sources
+        (:func:`~prism_memory.stores.rules.inherited_tombstones`).
+        """
+        valid, width = self._check_vectors(
+            (row.vector, f"import row {at}'s vector")
+            for at, row in enumerate(rows)
+            if row.vector is not None
+        )
+        vectors = iter(valid)
+        by_scope: dict[_ScopeKey, tuple[MemoryIdentity, list[tuple[ImportRow, Vector | None]]]] = {}
+        for row in rows:
+            vector = None if row.vector is None else next(vectors)
+            by_scope.setdefault(_key(row.scope), (row.scope, []))[1].append((row, vector))
+        planned: list[tuple[_ScopeKey, list[_Row], list[str]]] = []
+        for key, (scope, group) in by_scope.items():  # check everything before writing anything
+            thread = self._thread(key)
+            existing: dict[str, _Row] = {} if thread is None else thread.rows
+            entries = [row.entry for row, _ in group]
+            named = [i for i in lineage_source_ids(entries) if i in existing]
+            check_lineage_sources(entries, set(named))
+            top = -1 if thread is None else thread.max_sequence()
+            new: dict[str, _Row] = {}
+            for row, vector in group:
+                entry = row.entry
+                if entry.id in existing or entry.id in new:
+                    continue  # an existing id is left as stored
+                sequence = top + 1 if entry.sequence is None else entry.sequence
+                top = max(top, sequence)
+                record = entry.stored(
+                    scope,
+                    sequence=sequence,
+                    now=now,
+                    metadata=copy.deepcopy(dict(entry.metadata)),
+                    model=row.model,
+                    indexed=vector is not None,
+                )
+                new[entry.id] = _Row(record, vector)
+            if new:
+                planned.append((key, list(new.values()), named))
+        inserted = pending = 0
+        for key, new_rows, named in planned:
+            thread = self._thread_for_write(key)
+            marks = thread.tombstones
+            sources = {i: list(marks.get(i, {}).values()) for i in named}
+            inherited = inherited_tombstones([made.record for made in new_rows], sources)
+            for made in new_rows:
+                if marks.pop(made.record.id, None) is not None:
+                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
+                self._set_row(key, thread, made)
+                pending += made.vector is None
+            for tombstone in inherited:
+                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
+                    tombstone
+                )
+            if inherited:
+                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
+            inserted += len(new_rows)
+        if inserted > pending:  # vectors were stored: the width is the store's now
+            self._width = width
+        return inserted, pending
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""

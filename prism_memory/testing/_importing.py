@@ -12,12 +12,18 @@ from typing import Any
 import numpy as np
 
 from ..entries import entry_digest
-from ..errors import DimensionMismatchError, EmbeddingModelMismatchError, InvalidVectorError
+from ..errors import (
+    DimensionMismatchError,
+    EmbeddingModelMismatchError,
+    InvalidVectorError,
+    ValidationError,
+)
 from ..importing import ImportLineError, import_entries
 from ..models import MemoryConsent, MemoryIdentity
+from ._conformance_agents import _NamedEmbedder
 from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
-__all__ = ["IMPORT_CHECKS"]
+__all__ = ["IMPORT_CHECKS", "IMPORT_RACES", "race_import_against_forget"]
 
 SECRET = "hunter2-import"  # noqa: S105 - a planted value the redaction must remove
 
@@ -226,7 +232,197 @@ async def import_and_remember_interleave_without_colliding(kit: ConformanceKit) 
     _check(imported == [f"i{i}" for i in range(400)], "imported rows keep their stream order")
 
 
+async def import_inherits_the_exclusions_of_its_sources(kit: ConformanceKit) -> None:
+    """An imported entry derived from a revoked or held source takes over its exclusion, as
+    ``remember()`` makes it (so a chain below it stays excluded, whether its links come in one
+    batch or several, and a re-grant brings the chain back); one derived from a forgotten source
+    is refused, and remembering the source's words again brings nothing derived back."""
+    case = _Case(kit)
+    memory = case.memory(thread="t-1")
+    await memory.remember(
+        [
+            {"id": "s", "text": "Emmy proves theorems"},
+            {"id": "h", "text": "Emmy holds lectures"},
+            {"id": "f", "text": "Emmy forgets keys"},
+        ],
+        wait=True,
+    )
+    await memory.set_consent("s", visible=False)
+    await memory.forget(ids=["h"], hold=True)
+    await memory.forget(ids=["f"])
+
+    def chain(source: str, prefix: str) -> list[dict[str, Any]]:
+        return [
+            _line(
+                case,
+                "t-1",
+                f"Emmy {prefix} summary",
+                id=f"{prefix}1",
+                lineage={"source_ids": [source]},
+            ),
+            _line(
+                case,
+                "t-1",
+                f"Emmy {prefix} summary of summary",
+                id=f"{prefix}2",
+                lineage={"source_ids": [f"{prefix}1"]},
+            ),
+            _line(
+                case,
+                "t-1",
+                f"Emmy {prefix} third summary",
+                id=f"{prefix}3",
+                lineage={"source_ids": [f"{prefix}2"]},
+            ),
+        ]
+
+    # the revoked source's chain in one batch, the held source's one link per batch
+    await import_entries(kit.vector_store, chain("s", "r"), embedder=kit.embedder)
+    await import_entries(kit.vector_store, chain("h", "k"), embedder=kit.embedder, batch_size=1)
+    ids = await _ids(memory, "Emmy summary theorems lectures", top_k=10)
+    _check(ids == [], f"nothing derived from an excluded source is recalled: {ids}")
+    error = await _raises(
+        ImportLineError,
+        import_entries(kit.vector_store, chain("f", "g"), embedder=kit.embedder),
+        "an import derived from a forgotten source",
+    )
+    _check(getattr(error, "line", None) == 1, f"the error names entry 1: {error}")
+    await memory.remember({"id": "f", "text": "Emmy forgets keys"}, wait=True)
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-1")
+    _check(
+        await kit.vector_store.known_ids(scope, ["g1", "g2", "g3"]) == set(),
+        "nothing derived from the forgotten source was stored",
+    )
+    await memory.set_consent("s", visible=True)
+    ids = sorted(await _ids(memory, "Emmy summary theorems lectures", top_k=10))
+    _check(ids == ["f", "r1", "r2", "r3", "s"], f"a re-grant brings the imported chain back: {ids}")
+    await memory.aclose()
+
+
+async def import_keeps_stream_order_across_kinds(kit: ConformanceKit) -> None:
+    """Rows with and without a vector in one batch are numbered in stream order, and a row with a
+    vector may name a pending row before it as its lineage source."""
+    case = _Case(kit)
+    vector = np.asarray(await kit.embedder.embed(["Ada keeps bees"]), dtype=np.float32)[0]
+    lines = [
+        _line(case, "t-1", "Ada plays the cello", id="cello"),
+        _line(
+            case,
+            "t-1",
+            "Ada keeps bees",
+            id="bees",
+            vector=vector.tolist(),
+            lineage={"source_ids": ["cello"]},
+        ),
+        _line(case, "t-1", "Ada rows", id="rows"),
+    ]
+    report = await import_entries(kit.vector_store, lines, model=None)
+    _check(report.inserted == 3 and report.pending == 2, f"two pending: {report}")
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-1")
+    listed = await kit.vector_store.list_by_thread(scope, after=None, limit=10)
+    order = [(r.id, r.sequence) for r in listed]
+    _check(order == [("cello", 0), ("bees", 1), ("rows", 2)], f"stream order: {order}")
+
+
+async def import_checks_the_threads_model(kit: ConformanceKit) -> None:
+    """Vectors of another model than the one a thread's stored vectors hold are refused with
+    :class:`EmbeddingModelMismatchError` -- given with the entries or made by the import's
+    embedder -- and nothing of their batch is written; the thread's own model imports."""
+    case = _Case(kit)
+    memory = case.memory(thread="t-1", embedder=_NamedEmbedder(kit.embedder, "model-a@1"))
+    await memory.remember({"id": "m1", "text": "the cat sat on the mat"}, wait=True)
+    await memory.aclose()
+    vector = np.asarray(await kit.embedder.embed(["a dog"]), dtype=np.float32)[0].tolist()
+    store = kit.vector_store
+    t1 = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-1")
+    t2 = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-2")
+    lines = [
+        _line(case, "t-2", "a dog in the fog", id="d1", vector=vector),
+        _line(case, "t-1", "a dog on the log", id="d2", vector=vector),
+    ]
+    attempts: list[tuple[str, dict[str, Any]]] = [
+        ("vectors of another model", {"model": "model-b@2"}),
+        ("another model's embedder", {"embedder": _NamedEmbedder(kit.embedder, "model-b@2")}),
+    ]
+    held = await store.embedding_models_of([t2, t1, t1])
+    _check(held == {t1: {"model-a@1"}}, f"the threads' stored models, in one read: {held}")
+    for what, options in attempts:
+        given = lines if "model" in options else [{**line, "vector": None} for line in lines]
+        await _raises(EmbeddingModelMismatchError, import_entries(store, given, **options), what)
+        _check(await store.known_ids(t1, ["d2"]) == set(), f"{what}: nothing written to t-1")
+        _check(await store.known_ids(t2, ["d1"]) == set(), f"{what}: nothing of the batch")
+    tagged = [{**line, "embedding_model": "model-b@2"} for line in lines]
+    await _raises(EmbeddingModelMismatchError, import_entries(store, tagged), "tagged vectors")
+    report = await import_entries(store, lines, model="model-a@1")
+    _check(report.inserted == 2, f"the thread's own model imports: {report}")
+    records = await store.get_entries(t1, ["d2"])
+    _check(records[0].embedding_model == "model-a@1", "its model is recorded")
+
+
+IMPORT_RACES = 24
+"""Races of :func:`race_import_against_forget` the conformance suite runs (CI-sized)."""
+
+
+async def race_import_against_forget(kit: ConformanceKit, races: int) -> int:
+    """Race an import of an entry derived from ``s`` against ``forget(ids=[s])`` on the same
+    thread, then remember ``s``'s words again (same digest id): return how many races left the
+    derived entry stored or recallable (the answer is 0). The forget starts after a varying
+    number of event-loop turns, so the races cover the interleavings of the calls' awaits."""
+    case = _Case(kit)
+    memory = case.memory(thread="t-1")
+    survivors = 0
+    for race in range(races):
+        words = f"race fact {race}"
+        source = (await memory.remember({"text": words}, wait=True)).accepted[0]
+        derived = [
+            _line(case, "t-1", f"derived {race}", id=f"d{race}", lineage={"source_ids": [source]}),
+            _line(
+                case,
+                "t-1",
+                f"derived again {race}",
+                id=f"e{race}",
+                lineage={"source_ids": [f"d{race}"]},
+            ),
+        ]
+
+        async def forget_later(turns: int, source: str = source) -> int:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            return await memory.forget(ids=[source])
+
+        outcome = await asyncio.gather(
+            import_entries(kit.vector_store, derived, embedder=kit.embedder),
+            forget_later(race % 8),
+            return_exceptions=True,
+        )
+        if isinstance(outcome[0], BaseException) and not isinstance(outcome[0], ValidationError):
+            raise outcome[0]  # refused as "unknown source" is the one allowed failure
+        if isinstance(outcome[1], BaseException):
+            raise outcome[1]
+        again = (await memory.remember({"text": words}, wait=True)).accepted[0]
+        _check(again == source, "the same words get the same digest id")
+        left = await kit.vector_store.get_entries(memory.identity, [f"d{race}", f"e{race}"])
+        recalled = await _ids(memory, f"derived again {race}", top_k=5)
+        if left or {f"d{race}", f"e{race}"} & set(recalled):
+            survivors += 1
+    await memory.aclose()
+    return survivors
+
+
+async def import_races_with_forget_never_resurrect(kit: ConformanceKit) -> None:
+    """An import of entries derived from a source while the source is forgotten is refused or
+    forgotten with it, so remembering the source again (same id) never brings them back."""
+    survivors = await race_import_against_forget(kit, IMPORT_RACES)
+    _check(survivors == 0, f"{survivors} of {IMPORT_RACES} races left a derived entry behind")
+
+
 IMPORT_CHECKS = {
+    "import_inherits_the_exclusions_of_its_sources": (
+        import_inherits_the_exclusions_of_its_sources
+    ),
+    "import_keeps_stream_order_across_kinds": import_keeps_stream_order_across_kinds,
+    "import_checks_the_threads_model": import_checks_the_threads_model,
+    "import_races_with_forget_never_resurrect": import_races_with_forget_never_resurrect,
     "import_keeps_the_rules_of_remember": import_keeps_the_rules_of_remember,
     "import_refuses_a_bad_batch_whole": import_refuses_a_bad_batch_whole,
     "import_without_an_embedder_stores_pending_rows": import_without_an_embedder_stores_pending_rows,
