@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections import deque
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -32,7 +31,14 @@ from sqlalchemy import text
 
 from ..embedding import Embedder, embedder_model
 from ..errors import EmbeddingModelMismatchError
-from ..indexing import IndexingPolicy, IndexingQueue
+from ..indexing import (
+    BatchReport,
+    ClaimContext,
+    ClaimStrategy,
+    IndexingPolicy,
+    IndexingQueue,
+    QueueObserver,
+)
 from ..stores.base import ClaimedEntry
 from .repositories import IndexingRepository
 from .store import PostgresVectorStore
@@ -63,15 +69,15 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class _FairQueue(IndexingQueue):
-    """An all-scopes :class:`IndexingQueue` whose claims take turns between tenants."""
+class _TenantTurns(ClaimStrategy):
+    """Claims that take turns between tenants: one claim per tenant with due work, round-robin."""
 
-    def __init__(self, worker: IndexingWorker, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, worker: IndexingWorker) -> None:
         self._worker = worker
         self._turns: deque[str] = deque()
 
-    async def _claim(self, limit: int) -> list[ClaimedEntry]:
+    async def claim(self, queue: ClaimContext, limit: int) -> list[ClaimedEntry]:
+        """The next tenant's claim that finds due rows (a new round when the turns run out)."""
         if not self._turns:
             self._turns.extend(await self._worker.due_tenants())
         while self._turns:
@@ -81,31 +87,34 @@ class _FairQueue(IndexingQueue):
                 return claimed
         return []
 
-    async def _process_batch(self) -> tuple[int, int]:
-        started = time.monotonic()
-        failed_before = self._worker.counts.failed
-        indexed, claimed = await super()._process_batch()
-        if claimed:
-            counts = self._worker.counts
-            counts.batches += 1
-            counts.claimed += claimed
-            counts.indexed += indexed
-            logger.info(
-                "batch %d: claimed %d, indexed %d, failed %d in %.2fs (totals: %d indexed, %d failed)",
-                counts.batches,
-                claimed,
-                indexed,
-                counts.failed - failed_before,
-                time.monotonic() - started,
-                counts.indexed,
-                counts.failed,
-            )
-            self._worker.write_status()
-        return indexed, claimed
 
-    async def _fail(self, item: ClaimedEntry, exc: BaseException) -> None:
-        await super()._fail(item, exc)
+class _Counter(QueueObserver):
+    """Keeps the worker's :class:`WorkerCounts` and logs one line per batch."""
+
+    def __init__(self, worker: IndexingWorker) -> None:
+        self._worker = worker
+
+    def row_failed(self, item: ClaimedEntry) -> None:
+        """Count the failure."""
         self._worker.counts.failed += 1
+
+    def batch_done(self, report: BatchReport) -> None:
+        """Count the batch, log it and write the status file."""
+        counts = self._worker.counts
+        counts.batches += 1
+        counts.claimed += report.claimed
+        counts.indexed += report.indexed
+        logger.info(
+            "batch %d: claimed %d, indexed %d, failed %d in %.2fs (totals: %d indexed, %d failed)",
+            counts.batches,
+            report.claimed,
+            report.indexed,
+            report.failed,
+            report.seconds,
+            counts.indexed,
+            counts.failed,
+        )
+        self._worker.write_status()
 
 
 class IndexingWorker:
@@ -128,8 +137,7 @@ class IndexingWorker:
         self.counts = WorkerCounts()
         self._model = embedder_model(embedder)
         self._status_file = Path(status_file) if status_file is not None else None
-        self._queue = _FairQueue(
-            self,
+        self._queue = IndexingQueue(
             store=store,
             embedder=embedder,
             scope=None,
@@ -137,6 +145,8 @@ class IndexingWorker:
             clock=_utcnow,
             policy=replace(base, idle_poll_seconds=poll_seconds),
             name=name,
+            claims=_TenantTurns(self),
+            observer=_Counter(self),
         )
         names = store.tables.names
         self._payload = f"{names.schema}.{names.entries}"

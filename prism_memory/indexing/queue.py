@@ -1,0 +1,514 @@
+"""The indexing queue's worker loop: one :class:`IndexingQueue` runs one named asyncio task with a
+stop event. It embeds the rows handed to it (:meth:`IndexingQueue.adopt`) in turns between threads,
+otherwise asks its claim strategy (:mod:`.claims`) for a lease on due rows, embeds them in batches
+and stores the vectors. A failed batch is split so that one poisoned row never blocks the rest; each
+failure is recorded on its row with the attempt count and retried with exponential backoff, or
+marked ``failed`` (and reported) once retrying cannot help. Nothing is silently dropped. Watchers
+are kept by :class:`~.waiters.Waiters`; a memory's seat on a shared queue is a :class:`QueueMember`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+from ..embedding import Embedder, embedder_model
+from ..errors import PrismMemoryError
+from ..models import IndexingReport, MemoryIdentity, Vector
+from ..stores.base import ClaimedEntry, EntryLease, VectorStore
+from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
+from .policy import CLAIM_BATCHES, IndexingPolicy
+from .rows import BatchReport, QueueObserver, RowEmbedder
+from .threads import Threads
+from .waiters import Waiters
+
+__all__ = ["IndexingQueue", "QueueMember"]
+
+logger = logging.getLogger("prism_memory.indexing")
+
+_Key = tuple[MemoryIdentity, str]
+
+
+class IndexingQueue:
+    """Embeds pending entries in the background: of one scope, of every scope (``scope=None``), or
+    of the threads of the memories sharing it (see :func:`~prism_memory.indexing.join_queue`).
+
+    Use ``async with`` or :meth:`start` / :meth:`aclose`. :meth:`watch` returns a future resolving to
+    an :class:`IndexingReport` once the given ids are indexed or failed. ``claims`` decides what it
+    claims (:class:`~.claims.ThreadTurns` for a scope, :class:`~.claims.AllScopes` for ``None``);
+    ``lanes`` batches may be in hand at once; ``observer`` is told of each batch.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: VectorStore,
+        embedder: Embedder,
+        scope: MemoryIdentity | None,
+        batch_size: int,
+        clock: Callable[[], datetime],
+        policy: IndexingPolicy | None = None,
+        name: str | None = None,
+        claims: ClaimStrategy | None = None,
+        lanes: int = 1,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        if lanes < 1:
+            raise PrismMemoryError("an indexing queue needs at least one lane")
+        self._store = store
+        self._model = embedder_model(embedder)
+        self._fixed = scope
+        self._batch_size = batch_size
+        self._clock = clock
+        self._policy = policy or IndexingPolicy()
+        if claims is None:
+            claims = AllScopes() if scope is None else ThreadTurns()
+        self._claims = claims
+        self.worker_id = f"{name or 'prism-indexer'}-{uuid.uuid4().hex[:12]}"
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._draining = False
+        self._closed = False
+        self._lanes = lanes
+        self._batch_lock = asyncio.Semaphore(lanes)
+        """A lane per batch in hand."""
+        self._batches: set[asyncio.Task[None]] = set()
+        """Batches handed off to finish beside the worker loop (a shared queue's other lanes)."""
+        self._flying: dict[MemoryIdentity, int] = {}
+        """Rows per thread taken into a batch and not yet finished."""
+        self._landed = asyncio.Event()
+        """Set whenever a batch or a claim finishes."""
+        self._claiming = 0
+        """Claim statements in flight: rows they lease are in no one's hands until they return."""
+        self._threads = Threads(
+            batch_size=batch_size, idle_poll_seconds=self._policy.idle_poll_seconds
+        )
+        if scope is not None:
+            self._threads.thread(scope, members=1)  # a scope-bound queue serves it for good
+        self._in_hand: set[_Key] = set()
+        """Rows leased to this queue and not yet settled: nothing to claim or ask the store about."""
+        self._waiters = Waiters(store, self._in_hand)
+        self._context = ClaimContext(
+            store=store,
+            worker_id=self.worker_id,
+            batch_size=batch_size,
+            policy=self._policy,
+            clock=clock,
+            threads=self._threads,
+            unaccounted=self._waiters.unaccounted,
+            stopping=self._stop.is_set,
+        )
+        self._rows = RowEmbedder(
+            store,
+            embedder,
+            batch_size,
+            self._policy,
+            clock,
+            self.worker_id,
+            self._threads,
+            observer,
+        )
+        self._observer = observer
+        self._took_adopted = False
+        self._leased = False
+        """Whether this queue may hold a lease in the store (one was handed out or claimed since
+        the last release): closing releases leases only then."""
+        self._members = 0
+        self._drains: set[asyncio.Task[int]] = set()
+        self.indexed_total = 0
+        """Rows this queue has indexed since it was created."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker task is alive."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def members(self) -> int:
+        """How many members (memories, see :class:`QueueMember`) share this queue now."""
+        return self._members
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called: a shared queue is then handed to no new member."""
+        return self._closed
+
+    async def start(self) -> None:
+        """Start the worker task (idempotent). It first picks up rows left pending earlier."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._draining = False
+        self._task = asyncio.create_task(self._run(), name=self.worker_id)
+
+    async def __aenter__(self) -> IndexingQueue:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def lease(self, ids: Iterable[str]) -> EntryLease:
+        """A lease on the first of ``ids`` -- as many as one claim takes -- for rows written now and
+        handed to :meth:`adopt` (see :meth:`VectorStore.put_entries`); the rest stay free for any
+        worker to claim, so other workers still share a large write."""
+        return self._lease(self._fixed, ids)
+
+    def _lease(self, scope: MemoryIdentity | None, ids: Iterable[str]) -> EntryLease:
+        first = list(dict.fromkeys(ids))[: self._batch_size * CLAIM_BATCHES]
+        self._leased = True
+        if scope is not None:
+            self._threads.touch(scope)
+        return EntryLease(
+            worker_id=self.worker_id,
+            until=self._clock() + timedelta(seconds=self._policy.lease_seconds),
+            ids=frozenset(first),
+        )
+
+    def adopt(self, items: Iterable[ClaimedEntry]) -> None:
+        """Embed ``items`` -- rows stored leased to this worker -- next, without claiming them.
+        Threads take turns: one embedder batch of each thread's adopted rows per round."""
+        added = False
+        for item in items:
+            self._threads.adopt(item)
+            self._in_hand.add((item.scope, item.id))
+            added = True
+        if added:
+            self.wake()
+
+    def wake(self) -> None:
+        """Tell the worker new rows are pending."""
+        self._wake.set()
+
+    def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:
+        """A future that resolves once every id in ``ids`` is indexed or failed (or gone)."""
+        if self._fixed is None:
+            raise PrismMemoryError(
+                "an all-scopes or shared queue cannot watch ids (a QueueMember can)"
+            )
+        return self._watch(self._fixed, ids, None)
+
+    async def run_until_idle(self) -> int:
+        """Embed until nothing is claimable right now; return how many rows were indexed meanwhile
+        (by this call or by the background task, which takes turns with it batch by batch)."""
+        if self._fixed is not None:
+            return await self._run_thread_until_idle(self._fixed)
+        before = self.indexed_total
+        while True:
+            self._claims.rescan()  # look in every thread each time
+            _, claimed = await self._process(None)
+            if claimed == 0:
+                break
+        await self._landing()
+        await self._waiters.resolve()
+        return self.indexed_total - before
+
+    async def aclose(self, *, drain: bool = True) -> None:
+        """Stop the worker. With ``drain`` it first indexes what is claimable (up to the policy's
+        ``drain_seconds``); anything left stays pending in the store (durably, on a durable store)
+        and its watchers get an :class:`IndexingError`."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            self._draining = drain
+            self._stop.set()
+            self._wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=self._policy.drain_seconds)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        drains = [*self._drains, *self._batches]
+        for side in drains:
+            side.cancel()
+        if drains:
+            await asyncio.wait(drains)
+        self._threads.drop_adopted()  # their leases are released below
+        self._in_hand.clear()
+        if self._leased:  # a queue that never leased a row has nothing to release
+            with contextlib.suppress(PrismMemoryError):
+                await self._store.release_claims(self.worker_id)
+                self._leased = False
+        with contextlib.suppress(PrismMemoryError):
+            await self._waiters.resolve()
+        self._waiters.fail(None)
+
+    # ---- members -----------------------------------------------------------------------------
+
+    def join(self, scope: MemoryIdentity) -> QueueMember:
+        """A seat for one memory of ``scope`` on this queue (see :class:`QueueMember`): the queue's
+        claims cover the thread while it has members."""
+        thread = self._threads.thread(scope)
+        thread.members += 1
+        self._members += 1
+        if thread.members == 1:
+            self._claims.joined(scope)  # pick up what the thread left pending earlier
+            self.wake()
+        return QueueMember(self, scope)
+
+    async def _leave(self, member: QueueMember, *, drain: bool) -> None:
+        """``member`` leaves: the last one stops the queue (as :meth:`aclose`); any other one first
+        indexes what its thread has claimable (within ``drain_seconds``, in turns with the other
+        threads), then its watchers still waiting get an :class:`IndexingError`."""
+        self._members -= 1
+        try:
+            if self._members <= 0:
+                await self.aclose(drain=drain)
+                return
+            if drain:
+                side = asyncio.create_task(
+                    self._run_thread_until_idle(member.scope, skip_swept=True),
+                    name=f"prism-drain-{self.worker_id}",
+                )
+                self._drains.add(side)
+                side.add_done_callback(self._drain_done)
+                # past the bound the drain goes on in the background (the queue keeps serving
+                # the other members); asyncio.wait neither cancels it nor raises its error
+                await asyncio.wait({side}, timeout=self._policy.drain_seconds)
+            with contextlib.suppress(PrismMemoryError):
+                await self._waiters.resolve()
+            self._waiters.fail(member)
+        finally:
+            self._threads.left(member.scope)
+
+    def _drain_done(self, task: asyncio.Task[int]) -> None:
+        self._drains.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("draining a closed memory's thread failed: %s", task.exception())
+
+    def _watch(
+        self, scope: MemoryIdentity, ids: Sequence[str], owner: QueueMember | None
+    ) -> asyncio.Future[IndexingReport]:
+        future = self._waiters.add(scope, ids, owner)
+        if ids:
+            self._threads.touch(scope)
+            self.wake()
+        return future
+
+    async def _run_thread_until_idle(
+        self, scope: MemoryIdentity, *, skip_swept: bool = False
+    ) -> int:
+        """Embed ``scope``'s adopted and claimable rows until none is left; count what the queue
+        indexed of that thread meanwhile. ``skip_swept``: no claim for a thread swept clean within
+        ``idle_poll_seconds`` (a leaving member's drain)."""
+        thread = self._threads.thread(scope)
+        before = thread.indexed
+        while True:
+            if skip_swept and not thread.adopted and self._threads.swept(thread, time.monotonic()):
+                break
+            _, claimed = await self._process(scope)
+            if claimed == 0:
+                break
+        # rows of the thread another lane is finishing, or another lane's claim may be leasing
+        # (it skipped them as locked and has not returned yet)
+        while self._flying.get(scope) or self._claiming:
+            self._landed.clear()
+            if self._flying.get(scope) or self._claiming:
+                await self._landed.wait()
+        await self._waiters.resolve()
+        self.wake()  # the background task may have watchers to resolve from what this settled
+        return thread.indexed - before
+
+    # ---- the worker --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            claimed = 0
+            self._wake.clear()
+            try:
+                _, claimed = await self._process_batch()
+                await self._waiters.resolve()
+            except asyncio.CancelledError:
+                raise
+            except PrismMemoryError as exc:
+                # one line, no traceback: a driver error's chained cause holds the whole statement
+                logger.warning("indexing iteration failed; retrying: %s", str(exc)[:500])
+                await asyncio.sleep(self._policy.busy_poll_seconds)
+            except Exception:
+                logger.exception("indexing iteration failed; retrying")
+                await asyncio.sleep(self._policy.busy_poll_seconds)
+            if self._stop.is_set() and (not self._draining or claimed == 0):
+                await self._landing()
+                return
+            # after a batch handed over by remember() nothing else is known to be due: wait for
+            # the next wake-up instead of spending a claim round trip on an empty queue
+            if claimed and (self._threads.has_adopted() or self._waiters or not self._took_adopted):
+                continue
+            with contextlib.suppress(TimeoutError):
+                timeout = self._claims.idle_seconds(self._context)
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+
+    async def _process_batch(self) -> tuple[int, int]:
+        """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
+        statement; return ``(indexed, claimed)`` and tell the observer."""
+        started, failures = time.monotonic(), self._rows.failures
+        indexed, claimed = await self._process(None, hand_off=self._lanes > 1)
+        if claimed and self._observer is not None:
+            seconds = time.monotonic() - started
+            self._observer.batch_done(
+                BatchReport(claimed, indexed, self._rows.failures - failures, seconds)
+            )
+        return indexed, claimed
+
+    async def _process(
+        self, scope: MemoryIdentity | None, *, hand_off: bool = False
+    ) -> tuple[int, int]:
+        """One batch: adopted rows first (of ``scope``, or in turns), else a claim; embedded and
+        stored here, or (``hand_off``) in a task of its own while the caller takes the next one
+        (``indexed`` is then reported as 0)."""
+        await self._batch_lock.acquire()
+        handed = False
+        try:
+            limit = self._batch_size * CLAIM_BATCHES
+            claimed = self._threads.take_adopted(limit, scope)
+            if scope is None:
+                self._took_adopted = bool(claimed)
+            if not claimed:
+                self._claiming += 1
+                try:
+                    claimed = await (
+                        self._claims.claim(self._context, limit)
+                        if scope is None
+                        else claim_in(self._context, [scope], limit)
+                    )
+                except BaseException:
+                    self._leased = True  # a claim that failed may still have committed
+                    raise
+                finally:
+                    self._claiming -= 1
+                    self._landed.set()
+                self._leased = self._leased or bool(claimed)
+            if not claimed:
+                return 0, 0
+            keys = [(item.scope, item.id) for item in claimed]
+            self._in_hand.update(keys)
+            for item in claimed:
+                self._flying[item.scope] = self._flying.get(item.scope, 0) + 1
+            if hand_off:
+                task = asyncio.create_task(self._finish_apart(claimed))
+                self._batches.add(task)
+                task.add_done_callback(self._batches.discard)
+                handed = True
+                return 0, len(claimed)
+            return await self._finish(claimed), len(claimed)
+        finally:
+            if not handed:
+                self._batch_lock.release()
+
+    async def _finish(self, claimed: Sequence[ClaimedEntry]) -> int:
+        """Embed and store ``claimed`` (taken into a batch by :meth:`_process`); count them."""
+        try:
+            done: list[tuple[ClaimedEntry, Vector]] = []
+            for start in range(0, len(claimed), self._batch_size):
+                done.extend(await self._rows.embed(claimed[start : start + self._batch_size]))
+            indexed = 0
+            if done:
+                indexed = await self._store.complete_indexing(
+                    done, worker_id=self.worker_id, now=self._clock(), model=self._model
+                )
+                self._count(done, indexed)
+            return indexed
+        finally:
+            self._in_hand.difference_update((item.scope, item.id) for item in claimed)
+            for item in claimed:
+                left = self._flying.get(item.scope, 0) - 1
+                if left > 0:
+                    self._flying[item.scope] = left
+                else:
+                    self._flying.pop(item.scope, None)
+            self._landed.set()
+
+    async def _finish_apart(self, claimed: Sequence[ClaimedEntry]) -> None:
+        """:meth:`_finish` in a lane of its own; then the watchers it settled are resolved."""
+        try:
+            await self._finish(claimed)
+            await self._waiters.resolve()
+        except asyncio.CancelledError:
+            raise
+        except PrismMemoryError as exc:
+            logger.warning("indexing batch failed; its rows stay pending: %s", str(exc)[:500])
+        except Exception:
+            logger.exception("indexing batch failed; its rows stay pending")
+        finally:
+            self._batch_lock.release()
+            self.wake()  # a lane is free, and watchers may wait on what just landed
+
+    async def _landing(self) -> None:
+        """Wait for the batches finishing in other lanes."""
+        while self._batches:
+            await asyncio.wait(set(self._batches))
+
+    def _count(self, done: Sequence[tuple[ClaimedEntry, Vector]], indexed: int) -> None:
+        self.indexed_total += indexed
+        items = [item for item, _ in done]
+        self._threads.count(items, indexed)
+        if indexed == len(done):
+            self._waiters.settle(items)
+
+
+class QueueMember:
+    """One memory's seat on a shared :class:`IndexingQueue` (see
+    :func:`~prism_memory.indexing.join_queue`): it leases, hands over and watches the rows of its
+    own thread, and :meth:`aclose` leaves the queue."""
+
+    def __init__(self, queue: IndexingQueue, scope: MemoryIdentity) -> None:
+        self.queue = queue
+        self.scope = scope
+        self._left = False
+
+    @property
+    def worker_id(self) -> str:
+        """The shared queue's lease owner id."""
+        return self.queue.worker_id
+
+    @property
+    def running(self) -> bool:
+        """Whether this member is still on a running queue."""
+        return not self._left and self.queue.running
+
+    async def start(self) -> None:
+        """Make sure the shared queue's task runs (idempotent)."""
+        if self._left:
+            raise PrismMemoryError("this member has left its indexing queue")
+        await self.queue.start()
+
+    def lease(self, ids: Iterable[str]) -> EntryLease:
+        """As :meth:`IndexingQueue.lease`: new rows are written leased to the shared queue."""
+        return self.queue._lease(self.scope, ids)
+
+    def adopt(self, items: Iterable[ClaimedEntry]) -> None:
+        """As :meth:`IndexingQueue.adopt`."""
+        self.queue.adopt(items)
+
+    def wake(self) -> None:
+        """Tell the shared queue new rows are pending."""
+        self.queue._threads.touch(self.scope)
+        self.queue.wake()
+
+    def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:
+        """A future that resolves once every id of this member's thread in ``ids`` is indexed or
+        failed (or gone); it fails with :class:`IndexingError` if this member leaves first."""
+        return self.queue._watch(self.scope, ids, self)
+
+    async def run_until_idle(self) -> int:
+        """Embed this thread's pending rows until none is claimable; return how many were indexed
+        meanwhile (by this call or the shared task)."""
+        return await self.queue._run_thread_until_idle(self.scope)
+
+    async def aclose(self, *, drain: bool = True) -> None:
+        """Leave the queue (idempotent). The last member stops it as :meth:`IndexingQueue.aclose`
+        does; any other one first, with ``drain``, indexes what its thread has claimable (within
+        the policy's ``drain_seconds``); then its watchers still waiting get an
+        :class:`IndexingError`. Its rows not yet indexed stay stored: pending for the next start,
+        or indexed later by the queue still serving the other members if it already holds them."""
+        if self._left:
+            return
+        self._left = True
+        await self.queue._leave(self, drain=drain)
