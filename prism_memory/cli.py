@@ -19,9 +19,9 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -182,6 +182,7 @@ migrate_app = typer.Typer(
 app.add_typer(migrate_app, name="migrate")
 
 _console = Console()
+T = TypeVar("T")
 _errors = Console(stderr=True)
 
 
@@ -446,7 +447,7 @@ def stats(
     _console.print(tenants)
 
 
-# ---- export and rebuild: cursor loops that resume ------------------------------------------------
+# ---- export and rebuild: cursor loops that resume (import, below, resumes too) ---------------
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
@@ -460,6 +461,18 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(state), encoding="utf-8")
     temporary.replace(path)
+
+
+def _resumable(run: Coroutine[Any, Any, T], state: Path) -> T:
+    """Run a resumable command to its end, then remove its ``state`` file; on Ctrl-C the file
+    stays for the next run, which resumes from it (exit status 130)."""
+    try:
+        result = asyncio.run(run)
+    except KeyboardInterrupt:
+        print(f"interrupted; run the same command again to resume ({state})", file=sys.stderr)
+        raise typer.Exit(130) from None
+    state.unlink(missing_ok=True)
+    return result
 
 
 def _progress() -> Progress:
@@ -578,12 +591,7 @@ def export(
             await memory.aclose()
             await stores.close()
 
-    try:
-        exported = asyncio.run(run())
-    except KeyboardInterrupt:
-        print(f"interrupted; run the same command again to resume ({state_path})", file=sys.stderr)
-        raise typer.Exit(130) from None
-    state_path.unlink(missing_ok=True)
+    exported = _resumable(run(), state_path)
     _console.print(f"exported {exported} entries to {out}")
 
 
@@ -650,12 +658,7 @@ def rebuild(
             await memory.aclose()
             await stores.close()
 
-    try:
-        rebuilt = asyncio.run(run())
-    except KeyboardInterrupt:
-        print(f"interrupted; run the same command again to resume ({state_file})", file=sys.stderr)
-        raise typer.Exit(130) from None
-    state_file.unlink(missing_ok=True)
+    rebuilt = _resumable(run(), state_file)
     _console.print(f"re-embedded {rebuilt} entries of {tenant}/{resource}/{thread}")
 
 
@@ -744,12 +747,7 @@ def import_command(
                 on_progress=advance,
             )
 
-    try:
-        report = asyncio.run(run())
-    except KeyboardInterrupt:
-        print(f"interrupted; run the same command again to resume ({state})", file=sys.stderr)
-        raise typer.Exit(130) from None
-    state.unlink(missing_ok=True)
+    report = _resumable(run(), state)
     _console.print(
         f"imported {report.inserted} new entries ({report.pending} pending, "
         f"{report.embedded} embedded); {report.existing} already stored; "

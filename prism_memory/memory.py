@@ -1,49 +1,48 @@
-"""The :class:`Memory` facade: orchestration only — no SQL, no numpy.
+"""The :class:`Memory` facade: it checks a call's arguments and delegates -- no SQL, no numpy.
 
 ``create_memory(...)`` wires an embedder, a vector store and a working store (the in-memory reference
-adapters by default) to one exact scope: tenant, resource and (for semantic memory) thread.
+adapters by default) to one exact scope: tenant, resource and (for semantic memory) thread. The
+work itself is done by the private services of :mod:`prism_memory._memory`, one per concern.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import inspect
-import logging
-import math
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import pydantic
 
-from ._cursor import decode_cursor, encode_cursor
+from ._cursor import decode_cursor
+from ._memory.core import ImportanceFrom, MemoryContext, ModelGuard, OnInvalidate, maybe_await
+from ._memory.export import ExportService
+from ._memory.governance import (
+    MAX_RETENTION_DAYS,
+    GovernanceService,
+    check_days,
+    check_retention_rule,
+)
+from ._memory.recall import RecallQuery, RecallService, check_scope, pending_wait
+from ._memory.remember import EntryInput, RememberService
+from ._memory.session import IndexingSession
+from ._memory.sharing import SharingService
+from ._memory.working_memory import WorkingService
 from .context import ContextProvider, TokenCounter, approximate_tokens
-from .embedding import Embedder, check_embedder, embed_batched, embedder_model
-from .entries import entry_digest, prepare_entry
+from .embedding import Embedder, check_embedder, embedder_model
+from .entries import entry_digest
 from .errors import (
     AccessDeniedError,
-    CapExceededError,
     ConfigurationError,
     DimensionMismatchError,
-    EmbeddingModelMismatchError,
-    IndexingError,
-    InvalidVectorError,
-    LineageCapError,
-    NotFoundError,
     PrismMemoryError,
     ValidationError,
 )
-from .indexing import IndexingPolicy, QueueMember, join_queue, wait_for_worker
+from .indexing import IndexingPolicy, QueueMember
 from .limits import Limits
 from .models import (
-    Candidate,
     ExportPage,
-    IndexingReport,
     IndexStatus,
-    MemoryEntry,
     MemoryIdentity,
     MemoryRecord,
     RebuildPage,
@@ -52,33 +51,15 @@ from .models import (
     RememberResult,
     RetentionResult,
     ShareGrant,
-    TombstoneReason,
-    Vector,
     WorkingMemoryRecord,
     check_ids,
-    check_json,
     check_key,
-    check_text,
     parse,
 )
-from .ranking import chronological, query_terms, rerank
-from .ranking import explain as explain_hits
 from .redaction import Redactor, Scrubber
-from .stores.base import (
-    ClaimedEntry,
-    ConsentUpdate,
-    GovernanceChange,
-    LineageWalk,
-    NewEntry,
-    RecallFilter,
-    SearchRequest,
-    SharedSource,
-    VectorStore,
-    WorkingStore,
-    walk_lineage,
-)
+from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
-from .working import canonical_json, check_size, compile_validator
+from .working import compile_validator
 
 __all__ = [
     "MAX_RETENTION_DAYS",
@@ -88,16 +69,6 @@ __all__ = [
     "entry_digest",
 ]
 
-MAX_RETENTION_DAYS = 36_525
-"""Ceiling of ``retention_days`` and ``max_age_days`` (100 years): larger windows would reach
-before year 1, which no datetime can hold."""
-
-logger = logging.getLogger("prism_memory.memory")
-
-ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
-OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
-EntryInput = MemoryEntry | Mapping[str, Any]
-
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -105,32 +76,10 @@ def _utcnow() -> datetime:
 
 T = TypeVar("T")
 
-PENDING_WAIT_SECONDS = 5.0
-"""How long ``recall(include_pending=True)`` waits for this memory's own pending writes."""
-PENDING_WAIT_CEILING = 60.0
-"""The longest wait ``include_pending`` may ask for."""
 
-
-def _pending_wait(include_pending: bool | float) -> float:
-    if include_pending is True:
-        return PENDING_WAIT_SECONDS
-    if include_pending is False:
-        return 0.0
-    if not isinstance(include_pending, int | float) or not math.isfinite(include_pending):
-        raise ValidationError("include_pending must be a bool or a number of seconds")
-    if include_pending < 0:
-        raise ValidationError("include_pending must not be negative")
-    if include_pending > PENDING_WAIT_CEILING:
-        raise CapExceededError(
-            f"include_pending={include_pending} s is over the cap {PENDING_WAIT_CEILING} s"
-        )
-    return float(include_pending)
-
-
-async def _maybe_await(value: T | Awaitable[T]) -> T:
-    if inspect.isawaitable(value):
-        return await value
-    return value
+def _aware(value: object, name: str) -> None:
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise ValidationError(f"{name} must be a timezone-aware datetime")
 
 
 P = ParamSpec("P")
@@ -148,7 +97,7 @@ def _scrubbing_errors(
         try:
             return await method(self, *args, **kwargs)
         except PrismMemoryError as exc:
-            self._scrub_error(exc)
+            self._ctx.scrub_error(exc)
             raise
 
     return scrubbing
@@ -171,7 +120,7 @@ class WorkingMemoryProcessor:
         """Run ``extract`` over the current document and write its result, if any."""
         current = await self._memory.get_working()
         data = dict(current.data) if current is not None else {}
-        proposed = await _maybe_await(self._extract(data, *args, **kwargs))
+        proposed = await maybe_await(self._extract(data, *args, **kwargs))
         if proposed is None:
             return current
         return await self._memory.update_working(
@@ -216,43 +165,49 @@ class Memory:
         self.vector_store = vector_store
         self.working_store = working_store
         self.limits = limits
-        self._validate = validator
-        self._template = template
-        self._scrub = scrubber
-        self._require_consent = require_consent
-        self._importance_from = importance_from
-        self._on_invalidate = on_invalidate
-        self._retention = retention
-        self._working_thread = thread_id if working_scope == "thread" else None
-        self._indexing = indexing
-        self._clock = clock
-        self._queue: QueueMember | None = None
-        self._inflight: dict[asyncio.Future[IndexingReport], int] = {}
-        """This memory's ``done`` futures not yet resolved, each with how many rows it waits for."""
-        self._pollers: set[asyncio.Task[None]] = set()
-        """Worker-only mode: the tasks asking the store whether the worker embedded a write."""
-        self._closed = False
-        self._model_checked = False
-        """Whether this memory's thread was seen to hold no other model's vectors (see
-        :meth:`_check_write_model`); a memory checks once, not on every write."""
-        self._identity = (
-            None
-            if thread_id is None
-            else MemoryIdentity(tenant_id=tenant_id, resource_id=resource_id, thread_id=thread_id)
+        self._ctx = ctx = MemoryContext(
+            tenant_id=tenant_id,
+            resource_id=resource_id,
+            thread_id=thread_id,
+            embedder=embedder,
+            embedding_model=self.embedding_model,
+            vector_store=vector_store,
+            working_store=working_store,
+            limits=limits,
+            scrubber=scrubber,
+            clock=clock,
+            indexing=indexing,
+            require_consent=require_consent,
+            retention=retention,
+            working_thread=thread_id if working_scope == "thread" else None,
+            validator=validator,
+            template=template,
+            importance_from=importance_from,
+            on_invalidate=on_invalidate,
         )
+        self._session = session = IndexingSession(ctx)
+        models = ModelGuard(ctx)
+        self._working = WorkingService(ctx)
+        self._remember = RememberService(ctx, session, models)
+        self._recall = RecallService(ctx, session, models)
+        self._governance = GovernanceService(ctx, models)
+        self._sharing = SharingService(ctx)
+        self._export = ExportService(ctx, models)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     @property
     def identity(self) -> MemoryIdentity:
         """The exact scope of semantic memory; :class:`ConfigurationError` without a thread."""
-        if self._identity is None:
-            raise ConfigurationError("semantic memory needs a thread_id")
-        return self._identity
+        return self._ctx.identity
+
+    @property
+    def _queue(self) -> QueueMember | None:
+        """This memory's member of the indexing queue, once joined (tests look at it)."""
+        return self._session.queue
 
     async def __aenter__(self) -> Memory:
-        if self.thread_id is not None and self._indexing.in_process:
-            await self._ensure_queue()
+        await self._session.enter()
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -268,101 +223,20 @@ class Memory:
         :class:`~prism_memory.errors.IndexingError`. In worker-only mode
         (``IndexingPolicy(in_process=False)``) it returns at once, leaving them to the worker.
         """
-        self._closed = True
-        waiting = [future for future in self._inflight if not future.done()]
-        if waiting and self._queue is not None:
-            await asyncio.wait(waiting, timeout=self._indexing.drain_seconds)
-        left = sum(count for future, count in self._inflight.items() if not future.done())
-        if self._queue is not None:
-            queue, self._queue = self._queue, None
-            # the own writes are in; past the bound, the rest is left pending at once
-            await queue.aclose(drain=left == 0)
-        for poller in self._pollers:
-            poller.cancel()
-        if self._pollers:
-            await asyncio.wait(self._pollers)
-        if left and self._indexing.in_process:
-            logger.warning(
-                "memory closed with %d of its entries not yet embedded after %.0f s; they stay "
-                "pending for the next start on the thread, or prism-memory worker",
-                left,
-                self._indexing.drain_seconds,
-            )
-        return left
-
-    def _settled(self, future: asyncio.Future[IndexingReport]) -> None:
-        self._inflight.pop(future, None)
-
-    def _watch_worker(
-        self, scope: MemoryIdentity, ids: Sequence[str]
-    ) -> asyncio.Future[IndexingReport]:
-        """Worker-only mode's ``done``: resolves once the worker indexed (or failed) every one of
-        ``ids``; fails with :class:`IndexingError` if this memory closes first."""
-        future: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
-        if not ids:
-            future.set_result(IndexingReport(indexed=()))
-            return future
-
-        async def poll() -> None:
-            try:
-                report = await wait_for_worker(self.vector_store, scope, ids, self._indexing)
-            except asyncio.CancelledError:
-                if not future.done():
-                    future.set_exception(
-                        IndexingError(
-                            "memory closed before the worker indexed these entries; they remain "
-                            "pending for it",
-                            dict.fromkeys(ids, "pending at close"),
-                        )
-                    )
-                    future.exception()  # retrieved here, so asyncio does not log it as lost
-                raise
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(report)
-
-        task = asyncio.create_task(poll(), name=f"prism-worker-watch-{scope.thread_id}")
-        self._pollers.add(task)
-        task.add_done_callback(self._pollers.discard)
-        return future
-
-    async def _ensure_queue(self) -> QueueMember:
-        if self._closed:
-            raise ConfigurationError("this memory is closed")
-        if self._queue is None:  # one queue per store and embedder, shared by its open memories
-            self._queue = join_queue(
-                store=self.vector_store,
-                embedder=self.embedder,
-                scope=self.identity,
-                batch_size=self.limits.embed_batch,
-                clock=self._clock,
-                policy=self._indexing,
-            )
-        await self._queue.start()
-        return self._queue
+        return await self._session.aclose()
 
     async def resume_indexing(self) -> int:
         """Embed whatever this thread left pending (for example after a crash); return how many.
 
         In worker-only mode it raises :class:`ConfigurationError`: the worker embeds them.
         """
-        if not self._indexing.in_process:
-            raise ConfigurationError(
-                "a worker-only memory does not embed: prism-memory worker does"
-            )
-        queue = await self._ensure_queue()
-        return await queue.run_until_idle()
+        return await self._session.resume()
 
     # ---- working memory ----------------------------------------------------------------------
 
     async def get_working(self) -> WorkingMemoryRecord | None:
         """The current working-memory document, or ``None`` before the first write."""
-        return await self.working_store.get_working(
-            self.tenant_id, self.resource_id, self._working_thread
-        )
+        return await self._working.get()
 
     @_scrubbing_errors
     async def update_working(
@@ -383,17 +257,7 @@ class Memory:
             data = data.model_dump(mode="json")
         if not isinstance(data, Mapping):
             raise ValidationError("working memory must be a JSON object")
-        check_json(data, "working memory")
-        document = self._validate(self._scrub.value(data) if self._scrub.active else data)
-        check_size(document, self.limits.working_memory_bytes)
-        return await self.working_store.put_working(
-            self.tenant_id,
-            self.resource_id,
-            self._working_thread,
-            document,
-            expected_version=expected_version,
-            now=self._clock(),
-        )
+        return await self._working.put(data, expected_version=expected_version)
 
     def working_memory_processor(self, extract: Callable[..., Any]) -> WorkingMemoryProcessor:
         """An explicit updater the host invokes; see :class:`WorkingMemoryProcessor`."""
@@ -415,138 +279,7 @@ class Memory:
         then returns once they are indexed, and raises :class:`~prism_memory.errors.IndexingError`
         if any failed (the rows stay stored).
         """
-        scope = self.identity
-        items = self._entry_list(entries)
-        now = self._clock()
-        prepared: dict[str, NewEntry] = {}
-        hooked = self._importance_from is not None
-        for position, item in enumerate(items):
-            entry = self._prepare(item, now, position)
-            if hooked and item.importance is None and item.reflection is not None:
-                entry = replace(entry, importance=await self._importance(item))
-            previous = prepared.get(entry.id)
-            if previous is not None and previous != entry:
-                raise ValidationError(
-                    f"entries[{position}] repeats an earlier entry's id with different content"
-                )
-            prepared[entry.id] = entry
-        await self._check_write_model(scope)
-        # worker-only mode: stored pending, embedded by `prism-memory worker` alone
-        queue = await self._ensure_queue() if self._indexing.in_process else None
-        new = list(prepared.values())
-        records = await self._put_indexed(scope, new, now) if wait and queue is not None else None
-        # the rows just written with their vectors (an existing id is never rewritten)
-        indexed = tuple(
-            r.id
-            for r in records or ()
-            if r.status == "indexed" and r.created_at == now and r.revision == 1
-        )
-        lease = None
-        if records is None:
-            # new rows are stored already leased to this memory's worker: it embeds them at once,
-            # without a claim round trip, and no other worker takes them meanwhile
-            lease = queue.lease(prepared) if queue is not None else None
-            records = await self.vector_store.put_entries(scope, new, now=now, lease=lease)
-        failed = [record.id for record in records if record.status == "failed"]
-        if failed:  # remembering again is how a host retries a failed entry
-            await self.vector_store.requeue_failed(scope, failed)
-        pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
-        done = queue.watch(pending) if queue is not None else self._watch_worker(scope, pending)
-        if queue is not None and lease is not None:
-            queue.adopt(
-                ClaimedEntry(
-                    scope=scope,
-                    id=r.id,
-                    revision=r.revision,
-                    text=r.text,
-                    attempts=0,
-                    lease_until=lease.until,
-                )
-                for r in records
-                if lease.covers(r.id)
-                and r.status == "pending"
-                and r.created_at == now
-                and r.revision == 1
-            )
-        if not done.done():
-            self._inflight[done] = len(pending)
-            done.add_done_callback(self._settled)
-        result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
-        if wait:
-            report = await done
-            if report.failed:
-                raise IndexingError(
-                    f"{len(report.failed)} entries failed to index", dict(report.failed)
-                )
-            if indexed:
-                report = replace(report, indexed=tuple(sorted({*report.indexed, *indexed})))
-                settled: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
-                settled.set_result(report)
-                done = settled
-            result = replace(result, pending=(), done=done)  # everything it waited for is indexed
-        return result
-
-    async def _put_indexed(
-        self, scope: MemoryIdentity, entries: Sequence[NewEntry], now: datetime
-    ) -> list[MemoryRecord] | None:
-        """Embed ``entries`` now and store the new ones indexed with their vectors (one write per
-        row); ``None`` -- nothing stored -- if the embedder or its vectors fail, so the caller
-        stores them pending and the queue retries, records and reports the failure as usual."""
-        try:
-            vectors = await embed_batched(
-                self.embedder,
-                [entry.text for entry in entries],
-                batch_size=self.limits.embed_batch,
-                dimensions=self.embedder.dimensions,
-            )
-        except Exception as exc:  # noqa: BLE001 - the queue retries it and records the failure
-            logger.debug("embedding before the write failed; storing pending: %s", exc)
-            return None
-        try:
-            return await self.vector_store.put_entries(
-                scope, entries, now=now, vectors=vectors, model=self.embedding_model
-            )
-        except (InvalidVectorError, DimensionMismatchError) as exc:  # checked before any write
-            logger.debug("the store refused the vectors; storing pending: %s", exc)
-            return None
-
-    def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
-        if isinstance(entries, MemoryEntry | Mapping):
-            raw: list[EntryInput] = [entries]
-        elif isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
-            raw = list(entries)
-        else:
-            raise ValidationError("entries must be an entry, a mapping, or a sequence of them")
-        if not raw:
-            raise ValidationError("remember() needs at least one entry")
-        if len(raw) > self.limits.remember_batch:
-            raise CapExceededError(
-                f"{len(raw)} entries in one call, over the cap {self.limits.remember_batch}"
-            )
-        return [parse(MemoryEntry, item, "memory entry") for item in raw]
-
-    def _prepare(self, entry: MemoryEntry, now: datetime, position: int) -> NewEntry:
-        """``entry`` redacted, checked against the caps and given its id (:func:`prepare_entry`);
-        :meth:`_importance` asks the host's hook, when there is one, for an entry with a
-        reflection and no importance."""
-        return prepare_entry(
-            entry, now, scrubber=self._scrub, limits=self.limits, label=f"entries[{position}]"
-        )
-
-    async def _importance(self, entry: MemoryEntry) -> float:
-        if entry.importance is not None:
-            return min(1.0, max(0.0, entry.importance))
-        if entry.reflection is None or self._importance_from is None:
-            return 1.0
-        reflection = self._scrub.value(entry.reflection)  # the hook only ever sees redacted data
-        value = await _maybe_await(self._importance_from(reflection))
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise ValidationError(f"importance_from returned {value!r}, not a finite number")
-        return min(1.0, max(0.0, float(value)))
+        return await self._remember.remember(entries, wait=wait)
 
     # ---- recall ------------------------------------------------------------------------------
 
@@ -582,159 +315,19 @@ class Memory:
         applies to them unchanged, and such hits come back with ``shared=True`` (they stay owned,
         forgotten and exported by their own thread). ``pending`` still counts this thread only.
         """
-        if scope not in ("thread", "resource"):
-            raise ValidationError("scope must be 'thread' or 'resource'")
-        resource_wide = scope == "resource"
-        identity = self.identity
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("query must be a non-empty string")
-        check_text(query, "query")
-        if len(query.encode()) > self.limits.payload_bytes:
-            raise CapExceededError("query is over the payload cap")
-        terms = query_terms(query)
-        if len(terms) > self.limits.query_terms:
-            raise CapExceededError(
-                f"query has {len(terms)} distinct terms, over the cap {self.limits.query_terms}"
-            )
-        k = self.limits.resolve("top_k", top_k)
-        window = self.limits.resolve("message_range", message_range or 0, minimum=0)
-        rules = None if scoring is None else parse(RecallScoring, scoring, "recall scoring")
-        consent = self._require_consent if require_consent is None else bool(require_consent)
-        shared_thread = None
-        if share_from_parent_thread_id is not None:
-            shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
-            if shared_thread == identity.thread_id:
-                raise ValidationError("a thread cannot share from itself")
-        wait = _pending_wait(include_pending)
-        if wait and self._inflight:
-            await asyncio.wait(list(self._inflight), timeout=wait)
-        vector = await self._embed_one(query, "query embedding")
-        now = self._clock()
-        recall_filter = self._filter(now, require_consent=consent)
-        shared = await self._shared_source(identity, shared_thread, now)
-        found = await self.vector_store.search(
-            identity,
-            SearchRequest(
-                vector=vector,
-                terms=terms,
-                limit=k * 4,
-                filter=recall_filter,
-                shared=shared,
-                resource_wide=resource_wide,
-            ),
+        checked = RecallQuery.check(
+            self._ctx,
+            query,
+            top_k=top_k,
+            message_range=message_range,
+            require_consent=require_consent,
+            scoring=scoring,
+            explain=explain,
+            share_from_parent_thread_id=share_from_parent_thread_id,
+            include_pending=include_pending,
+            scope=scope,
         )
-        self._check_models(found.candidates)
-        hits = rerank(
-            found.candidates,
-            query_vector=vector,
-            query_text=query,
-            top_k=k,
-            now=now,
-            stats=found.stats,
-            scoring=rules,
-            shared_thread_id=shared_thread if shared else None,
-        )
-        if resource_wide:  # hits owned by another thread are marked, like granted ones
-            hits = [
-                replace(hit, shared=True) if hit.record.thread_id != identity.thread_id else hit
-                for hit in hits
-            ]
-        if self._scrub.active:
-            hits = [replace(hit, record=self._scrubbed(hit.record)) for hit in hits]
-        adjacent: tuple[MemoryRecord, ...] = ()
-        own = [hit.record for hit in hits if not hit.shared]
-        if window and own:
-            hit_ids = {record.id for record in own}
-            ranges = [(r.sequence - window, r.sequence + window) for r in own]
-            neighbours = await self.vector_store.neighbors(identity, ranges, recall_filter)
-            adjacent = tuple(
-                self._scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
-            )
-        pending = found.pending  # counted by the search itself when the store can (one round trip)
-        if pending is None:
-            pending = await self.vector_store.count_pending(identity)
-        return RecallResult(
-            hits=tuple(hits),
-            adjacent=adjacent,
-            explanations=explain_hits(hits, rules) if explain else None,
-            pending=pending,
-        )
-
-    def _check_models(self, candidates: Sequence[Candidate]) -> None:
-        """Refuse to rank vectors another (known) embedding model made, or vectors of two models
-        together (whatever this memory's own model is)."""
-        known = {c.embedding_model for c in candidates if c.embedding_model is not None}
-        if self.embedding_model is not None:
-            foreign = sorted(known - {self.embedding_model})
-        else:
-            foreign = sorted(known) if len(known) > 1 else []
-        if foreign:
-            raise EmbeddingModelMismatchError(
-                f"stored vectors were made by {foreign}, this memory embeds with "
-                f"{self.embedding_model!r}; use that model, or re-embed the thread with "
-                "rebuild_index(switch_model=True) (docs/operations.md, 'Switching models')"
-            )
-
-    async def _check_write_model(
-        self, scope: MemoryIdentity, *, switch_model: bool = False
-    ) -> None:
-        """Refuse to add vectors of this memory's model to a thread whose rows hold another
-        model's (rows without a recorded model do not count); ``switch_model`` allows it."""
-        if self.embedding_model is None or switch_model or self._model_checked:
-            return
-        held = await self.vector_store.embedding_models(scope)
-        foreign = sorted(held - {self.embedding_model})
-        if foreign:
-            raise EmbeddingModelMismatchError(
-                f"the thread's vectors were made by {foreign}, this memory embeds with "
-                f"{self.embedding_model!r}: nothing was written. Use that model, or re-embed the "
-                "thread with rebuild_index(switch_model=True) (docs/operations.md, "
-                "'Switching models')"
-            )
-        self._model_checked = True
-
-    def _filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
-        cutoff = None if self._retention is None else now - self._retention
-        return RecallFilter(now=now, require_consent=require_consent, occurred_after=cutoff)
-
-    async def _shared_source(
-        self, scope: MemoryIdentity, parent: str | None, now: datetime
-    ) -> SharedSource | None:
-        if parent is None:
-            return None
-        grant = await self.vector_store.get_share_grant(
-            scope.tenant_id, scope.resource_id, parent, scope.thread_id
-        )
-        if grant is None or not grant.source_ids:
-            return None  # fail closed: no grant, no parent entries
-        if grant.expires_at is not None and grant.expires_at <= now:
-            return None
-        return SharedSource(thread_id=parent, ids=grant.source_ids)
-
-    def _scrub_error(self, exc: PrismMemoryError) -> None:
-        """Scrub ``exc``'s message in place (its type and attributes stay)."""
-        if self._scrub.active and exc.args and isinstance(exc.args[0], str):
-            exc.args = (self._scrub.text(exc.args[0]), *exc.args[1:])
-
-    def _scrubbed(self, record: MemoryRecord) -> MemoryRecord:
-        if not self._scrub.active:
-            return record
-        lineage = record.lineage
-        if lineage is not None and lineage.reason is not None:
-            lineage = lineage.model_copy(update={"reason": self._scrub.text(lineage.reason)})
-        return replace(
-            record,
-            text=self._scrub.text(record.text),
-            role=self._scrub.text(record.role),
-            metadata=self._scrub.value(record.metadata),
-            lineage=lineage,
-        )
-
-    async def _embed_one(self, text: str, label: str) -> Vector:
-        vectors = await embed_batched(self.embedder, [text], batch_size=1)
-        if vectors.shape[0] != 1:
-            raise ValidationError(f"{label}: embedder returned no vector")
-        return cast("Vector", vectors[0])
+        return await self._recall.recall(checked)
 
     def context_provider(
         self,
@@ -755,11 +348,10 @@ class Memory:
         ``scope`` (``"resource"``: the user's ``user``/``profile`` entries from their other threads
         too, in the same single chronological block).
         """
-        if scope not in ("thread", "resource"):
-            raise ValidationError("scope must be 'thread' or 'resource'")
+        check_scope(scope)
         k = self.limits.resolve("top_k", top_k)
         budget = self.limits.resolve("injected_tokens", max_tokens)
-        _pending_wait(include_pending)  # validated now, not at the first provide()
+        pending_wait(include_pending)  # validated now, not at the first provide()
 
         async def recall(query: str, limit: int) -> RecallResult:
             return await self.recall(
@@ -769,8 +361,8 @@ class Memory:
         return ContextProvider(
             recall=recall if semantic else None,
             get_working=self.get_working if working else None,
-            template=self._template,
-            scrub=self._scrub.value,
+            template=self._ctx.template,
+            scrub=self._ctx.scrubber.value,
             top_k=k,
             max_tokens=budget,
             token_counter=token_counter or approximate_tokens,
@@ -778,16 +370,10 @@ class Memory:
 
     # ---- consent, correction, lineage --------------------------------------------------------
 
-    async def _get(self, scope: MemoryIdentity, entry_id: str) -> MemoryRecord:
-        found = await self.vector_store.get_entries(scope, [check_key(entry_id, "entry id")])
-        if not found:
-            raise NotFoundError("no such entry in this thread")
-        return found[0]
-
     @_scrubbing_errors
     async def get(self, entry_id: str) -> MemoryRecord:
         """One stored entry of this thread, whatever its state; :class:`NotFoundError` if absent."""
-        return await self._get(self.identity, entry_id)
+        return await self._governance.get(self.identity, entry_id)
 
     @_scrubbing_errors
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
@@ -797,8 +383,7 @@ class Memory:
         ``Limits.ids_per_call`` (65,536) of them, else :class:`CapExceededError`.
         """
         wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
-        status = await self.vector_store.index_status(self.identity, wanted)
-        return {entry_id: state for entry_id, (state, _) in status.items()}
+        return await self._governance.index_status(wanted)
 
     @_scrubbing_errors
     async def set_consent(
@@ -818,24 +403,9 @@ class Memory:
         """
         if visible is None and source is None and scope is None:
             raise ValidationError("set_consent needs visible, source or scope")
-        memory_scope = self.identity
-        record = await self._get(memory_scope, entry_id)
-        now = self._clock()
-        update = ConsentUpdate(
-            entry_id=record.id,
-            revoke_walk=self._walk([record.id], "revoked"),
-            visible=visible,
-            source=source,
-            scope=scope,
+        return await self._governance.set_consent(
+            entry_id, visible=visible, source=source, scope=scope
         )
-        update.applied_to(record.effective_consent, now)  # a bad source or scope: nothing sent
-        # the store decides revoke-or-grant against the consent it reads under the thread's lock
-        change = GovernanceChange(consent_update=update)
-        result = await self.vector_store.apply_governance(memory_scope, change, now=now)
-        if result.walked:
-            await self._notify([record.id, *result.dependents])
-        assert result.record is not None
-        return self._scrubbed(result.record)
 
     @_scrubbing_errors
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
@@ -845,53 +415,7 @@ class Memory:
         are invalidated in the same transaction as the new text; the corrected entry itself stays
         recallable. A rejected text or vector changes nothing and tells ``on_invalidate`` nothing.
         """
-        scope = self.identity
-        record = await self._get(scope, entry_id)
-        if not isinstance(text, str) or not text.strip():
-            raise ValidationError("corrected text must be a non-empty string")
-        check_text(text, "corrected text")
-        clean = self._scrub.text(text)
-        payload = len(clean.encode()) + len(canonical_json(dict(record.metadata)).encode())
-        if payload > self.limits.payload_bytes:
-            raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
-        await self._check_write_model(scope)
-        vector = await self._embed_one(clean, "corrected embedding")  # fails before any write
-        now = self._clock()
-        change = GovernanceChange(
-            walk=self._walk([record.id], "corrected"),
-            text=(record.id, clean, vector),
-            text_model=self.embedding_model,
-        )
-        result = await self.vector_store.apply_governance(scope, change, now=now)
-        await self._notify(result.dependents)
-        assert result.record is not None
-        return self._scrubbed(result.record)
-
-    def _walk(
-        self, roots: Sequence[str], reason: TombstoneReason, *, delete: bool = False
-    ) -> LineageWalk:
-        """The lineage walk the store runs inside the governance call (this memory's caps)."""
-        return LineageWalk(
-            roots=tuple(roots),
-            reason=reason,
-            max_depth=self.limits.lineage_depth,
-            max_entries=self.limits.lineage_edges,
-            delete_dependents=delete,
-        )
-
-    async def _notify(self, affected: Sequence[str]) -> None:
-        """Tell ``on_invalidate`` about a committed change; its failure cannot undo the change.
-
-        The hook's exception is logged and re-raised: the caller learns of it, and the data change
-        (already committed) stands.
-        """
-        if self._on_invalidate is None or not affected:
-            return
-        try:
-            await _maybe_await(self._on_invalidate(list(affected)))
-        except Exception:
-            logger.exception("on_invalidate failed after the change was committed")
-            raise
+        return await self._governance.correct(entry_id, text)
 
     # ---- deletion ----------------------------------------------------------------------------
 
@@ -909,79 +433,9 @@ class Memory:
         Named ``ids`` are a list, tuple or set (a bare string is refused), at most
         ``Limits.ids_per_call`` (65,536) of them, else :class:`CapExceededError`.
         """
-        scope = self.identity
-        if ids is None:
-            targets = await self._all_ids(scope, include_held=hold)
-        else:
-            wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
-            targets = [r.id for r in await self.vector_store.get_entries(scope, wanted)]
-        if not targets:
-            return 0
-        now = self._clock()
-        if hold:
-            change = GovernanceChange(walk=self._walk(targets, "held"), hold=tuple(targets))
-            result = await self.vector_store.apply_governance(scope, change, now=now)
-            await self._notify([*targets, *result.dependents])
-            return 0
-        if ids is not None and len(targets) > self.limits.delete_batch:
-            # named ids over several batches: all-or-nothing, so check every lineage cap first
-            # (one batch is checked by the store itself, before it changes anything)
-            walk = self._walk(targets, "forgotten")
-            await walk_lineage(
-                lambda batch, limit: self.vector_store.dependents(scope, batch, limit=limit),
-                targets,
-                max_depth=walk.max_depth,
-                max_entries=walk.max_entries,
-            )
-        deleted, blocked = await self._delete(scope, targets, "forgotten", now)
-        _raise_blocked(deleted, blocked)
-        return deleted
-
-    async def _all_ids(self, scope: MemoryIdentity, *, include_held: bool) -> list[str]:
-        ids: list[str] = []
-        after: tuple[int, str] | None = None
-        while True:
-            page = await self.vector_store.list_by_thread(scope, after=after, limit=256)
-            ids.extend(r.id for r in page if include_held or not r.legal_hold)
-            if len(page) < 256:
-                return ids
-            after = (page[-1].sequence, page[-1].id)
-
-    async def _delete(
-        self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
-    ) -> tuple[int, list[str]]:
-        """Delete ``roots`` and their dependents, one transaction per batch of roots.
-
-        A batch whose lineage is over the caps is retried root by root; roots still over the caps
-        are left in place and returned as blocked, so one wide source never stops a sweep.
-        """
-        deleted = 0
-        blocked: list[str] = []
-        hook_error: Exception | None = None
-        step = self.limits.delete_batch
-        batches = [list(roots[i : i + step]) for i in range(0, len(roots), step)]
-        while batches:
-            batch = batches.pop(0)
-            # a derived entry under legal hold stays, excluded by its own tombstone
-            change = GovernanceChange(
-                walk=self._walk(batch, reason, delete=True), delete=tuple(batch)
-            )
-            try:
-                result = await self.vector_store.apply_governance(scope, change, now=now)
-            except CapExceededError:
-                if len(batch) == 1:
-                    blocked.extend(batch)
-                else:
-                    batches[:0] = [[root] for root in batch]
-                continue
-            deleted += result.deleted
-            try:
-                await self._notify([*batch, *result.dependents])
-            except Exception as exc:  # noqa: BLE001 - the sweep goes on; re-raised below
-                hook_error = hook_error or exc
-        if hook_error is not None:
-            raise hook_error
-        return deleted, blocked
+        self.identity  # noqa: B018 - no thread, no semantic memory: refused before the ids
+        wanted = None if ids is None else check_ids(ids, "ids", cap=self.limits.ids_per_call)
+        return await self._governance.forget(wanted, hold=hold)
 
     @_scrubbing_errors
     async def forget_before(self, occurred_before: datetime) -> int:
@@ -991,25 +445,8 @@ class Memory:
         entry whose lineage is over the caps stays; after deleting everything else the call raises
         :class:`~prism_memory.errors.LineageCapError` naming those entries.
         """
-        if not isinstance(occurred_before, datetime) or occurred_before.utcoffset() is None:
-            raise ValidationError("occurred_before must be a timezone-aware datetime")
-        scope = self.identity
-        total = 0
-        blocked: list[str] = []
-        while True:
-            page = await self.vector_store.list_oldest(
-                scope,
-                limit=self.limits.delete_batch * 4 + len(blocked),
-                occurred_before=occurred_before,
-                include_held=False,
-            )
-            due = [r.id for r in page if r.id not in blocked]
-            if not due:
-                _raise_blocked(total, blocked)
-                return total
-            deleted, stuck = await self._delete(scope, due, "forgotten", self._clock())
-            total += deleted
-            blocked.extend(stuck)
+        _aware(occurred_before, "occurred_before")
+        return await self._governance.forget_before(occurred_before)
 
     @_scrubbing_errors
     async def apply_retention(
@@ -1025,45 +462,9 @@ class Memory:
         ``retention_days``) and, with ``max_entries``, the oldest entries beyond that count.
         Entries whose lineage is over the caps stay and are listed in ``blocked``.
         """
-        days = max_age_days if max_age_days is not None else self._retention_days()
-        if days is not None and (
-            isinstance(days, bool)
-            or not isinstance(days, int | float)
-            or not days > 0
-            or not math.isfinite(days)
-        ):
-            raise ValidationError("max_age_days must be a positive number")
-        if days is not None and days > MAX_RETENTION_DAYS:
-            raise CapExceededError(f"max_age_days is over the ceiling {MAX_RETENTION_DAYS}")
-        if max_entries is not None and (
-            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0
-        ):
-            raise ValidationError("max_entries must be a non-negative integer")
-        if days is None and max_entries is None:
-            raise ValidationError(
-                "no retention rule: pass max_age_days/max_entries or set retention_days"
-            )
+        days = check_retention_rule(max_age_days, max_entries, self._ctx.retention)
         batch = self.limits.resolve("retention_batch", batch_size)
-        scope = self.identity
-        now = self._clock()
-        scanned = await self.vector_store.list_oldest(scope, limit=batch)
-        deletable = [r for r in scanned if not r.legal_hold]
-        doomed: list[str] = []
-        if days is not None:
-            cutoff = now - timedelta(days=days)
-            doomed = [r.id for r in deletable if r.occurred_at < cutoff]
-        if max_entries is not None:
-            overflow = await self.vector_store.count_by_thread(scope) - max_entries
-            for record in deletable:
-                if len(doomed) >= overflow:
-                    break
-                if record.id not in doomed:
-                    doomed.append(record.id)
-        deleted, blocked = await self._delete(scope, doomed, "retention", now)
-        return RetentionResult(deleted=deleted, scanned=len(scanned), blocked=tuple(blocked))
-
-    def _retention_days(self) -> float | None:
-        return None if self._retention is None else self._retention / timedelta(days=1)
+        return await self._governance.apply_retention(days, max_entries, batch)
 
     # ---- sharing -----------------------------------------------------------------------------
 
@@ -1085,38 +486,18 @@ class Memory:
         if child == scope.thread_id:
             raise ValidationError("a thread cannot share with itself")
         ids = check_ids(source_ids, "source_ids", cap=self.limits.share_ids)
-        now = self._clock()
+        now = self._ctx.clock()
         if expires_at is not None:
-            if not isinstance(expires_at, datetime) or expires_at.utcoffset() is None:
-                raise ValidationError("expires_at must be a timezone-aware datetime")
+            _aware(expires_at, "expires_at")
             if expires_at <= now:
                 raise ValidationError("expires_at must be in the future")
-        grant = ShareGrant(
-            tenant_id=scope.tenant_id,
-            resource_id=scope.resource_id,
-            parent_thread_id=scope.thread_id,
-            child_thread_id=child,
-            source_ids=ids,
-            created_at=now,
-            expires_at=expires_at,
-        )
-        if not ids:
-            await self.revoke_share(child)
-            return grant
-        found = {r.id for r in await self.vector_store.get_entries(scope, list(ids))}
-        missing = sorted(set(ids) - found)
-        if missing:
-            raise NotFoundError(f"cannot share {len(missing)} entries this thread does not hold")
-        return await self.vector_store.put_share_grant(grant)
+        return await self._sharing.share_with(child, ids, expires_at, now)
 
     @_scrubbing_errors
     async def revoke_share(self, child_thread_id: str) -> int:
         """Withdraw this thread's grant to a child; return 1 if there was one, else 0."""
-        scope = self.identity
-        child = check_key(child_thread_id, "child_thread_id")
-        return await self.vector_store.delete_share_grant(
-            scope.tenant_id, scope.resource_id, scope.thread_id, child
-        )
+        self.identity  # noqa: B018 - no thread, nothing to revoke: refused before the argument
+        return await self._sharing.revoke_share(check_key(child_thread_id, "child_thread_id"))
 
     # ---- export and re-index -----------------------------------------------------------------
 
@@ -1139,41 +520,12 @@ class Memory:
         claimed = parse(MemoryIdentity, identity, "identity")
         if claimed != scope:
             raise AccessDeniedError("export identity does not match this memory's scope")
-        after = decode_cursor("export", cursor)
-        page_size = self.limits.resolve("export_entries", limit)
-        byte_cap = self.limits.resolve("export_bytes", max_bytes)
-        deadline = time.monotonic() + self.limits.resolve("export_seconds", max_seconds)
-        recall_filter = self._filter(self._clock(), require_consent=True)
-        entries: list[dict[str, Any]] = []
-        size = 0
-        while True:
-            page = await self.vector_store.list_by_thread(scope, after=after, limit=page_size)
-            if not page:
-                return _export_page(entries, size, None)
-            allowed = {
-                r.id
-                for r in await self.vector_store.neighbors(
-                    scope, [(page[0].sequence, page[-1].sequence)], recall_filter
-                )
-            }
-            for index, record in enumerate(page):
-                if record.id in allowed:
-                    body = self._scrubbed(record).to_json()
-                    cost = len(canonical_json(body).encode())
-                    if size + cost > byte_cap:
-                        if not entries:
-                            raise CapExceededError(
-                                f"the next entry alone is {cost} bytes, over max_bytes {byte_cap}"
-                            )
-                        return _export_page(entries, size, after)
-                    entries.append(body)
-                    size += cost
-                after = (record.sequence, record.id)
-                if len(entries) >= page_size or time.monotonic() > deadline:
-                    more = index < len(page) - 1 or len(page) == page_size
-                    return _export_page(entries, size, after if more else None)
-            if len(page) < page_size:
-                return _export_page(entries, size, None)
+        return await self._export.export_page(
+            decode_cursor("export", cursor),
+            self.limits.resolve("export_entries", limit),
+            self.limits.resolve("export_bytes", max_bytes),
+            self.limits.resolve("export_seconds", max_seconds),
+        )
 
     @_scrubbing_errors
     async def rebuild_index(
@@ -1192,48 +544,14 @@ class Memory:
         re-embeds every page with the new model (pass it for every page; see docs/operations.md,
         "Switching models").
         """
-        scope = self.identity
+        self.identity  # noqa: B018 - no thread, nothing to rebuild: refused before the cursor
         after = decode_cursor("rebuild", cursor)
-        if not switch_model:
-            self._model_checked = False  # a rebuild asks the store again
-        await self._check_write_model(scope, switch_model=switch_model)
-        page_size = self.limits.resolve("rebuild_batch", batch_size)
-        deadline = time.monotonic() + self.limits.resolve("rebuild_seconds", max_seconds)
-        page = await self.vector_store.list_by_thread(scope, after=after, limit=page_size)
-        rebuilt = 0
-        step = self.limits.embed_batch
-        for start in range(0, len(page), step):
-            chunk = page[start : start + step]
-            vectors = await embed_batched(self.embedder, [r.text for r in chunk], batch_size=step)
-            rebuilt += await self.vector_store.store_vectors(
-                scope,
-                [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],
-                now=self._clock(),
-                model=self.embedding_model,
-            )
-            last = chunk[-1]
-            if time.monotonic() > deadline and start + step < len(page):
-                return RebuildPage(rebuilt, encode_cursor("rebuild", (last.sequence, last.id)))
-        if len(page) < page_size:
-            return RebuildPage(rebuilt=rebuilt, next_cursor=None)
-        return RebuildPage(rebuilt, encode_cursor("rebuild", (page[-1].sequence, page[-1].id)))
-
-
-def _raise_blocked(deleted: int, blocked: Sequence[str]) -> None:
-    if blocked:
-        raise LineageCapError(
-            f"deleted {deleted} entries; {len(blocked)} were left because their lineage is over "
-            "the caps (their ids are in .blocked)",
-            deleted=deleted,
-            blocked=tuple(blocked),
+        return await self._export.rebuild_page(
+            after,
+            batch_size,
+            max_seconds,
+            switch_model=switch_model,
         )
-
-
-def _export_page(
-    entries: list[dict[str, Any]], size: int, position: tuple[int, str] | None
-) -> ExportPage:
-    cursor = None if position is None else encode_cursor("export", position)
-    return ExportPage(entries=tuple(entries), bytes=size, next_cursor=cursor)
 
 
 def create_memory(
@@ -1282,15 +600,8 @@ def create_memory(
         raise ConfigurationError("working_scope must be 'resource' or 'thread'")
     if working_scope == "thread" and thread is None:
         raise ConfigurationError("working_scope='thread' needs a thread_id")
-    if retention_days is not None and (
-        isinstance(retention_days, bool)
-        or not isinstance(retention_days, int | float)
-        or not math.isfinite(retention_days)
-        or retention_days <= 0
-    ):
-        raise ValidationError("retention_days must be a positive number")
-    if retention_days is not None and retention_days > MAX_RETENTION_DAYS:
-        raise CapExceededError(f"retention_days is over the ceiling {MAX_RETENTION_DAYS}")
+    if retention_days is not None:
+        check_days(retention_days, "retention_days")
     if working_memory_template is not None and not isinstance(working_memory_template, str):
         raise ConfigurationError("working_memory_template must be a string")
     for name, hook in (("importance_from", importance_from), ("on_invalidate", on_invalidate)):

@@ -1,0 +1,159 @@
+"""What every service of a memory shares: one frozen :class:`MemoryContext`, and the
+embedding-model guard (the only per-memory state besides the indexing session)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, TypeVar, cast
+
+from ..embedding import Embedder, embed_batched
+from ..errors import (
+    ConfigurationError,
+    EmbeddingModelMismatchError,
+    PrismMemoryError,
+    ValidationError,
+)
+from ..indexing import IndexingPolicy
+from ..limits import Limits
+from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
+from ..redaction import Scrubber
+from ..stores.base import RecallFilter, VectorStore, WorkingStore
+
+__all__ = ["ImportanceFrom", "MemoryContext", "ModelGuard", "OnInvalidate", "maybe_await"]
+
+ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
+OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
+
+T = TypeVar("T")
+
+
+async def maybe_await(value: T | Awaitable[T]) -> T:
+    """``value``, awaited first when a host's hook returned an awaitable."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """One memory's scope, stores, embedder, limits, scrubber, clock, policy and hooks."""
+
+    tenant_id: str
+    resource_id: str
+    thread_id: str | None
+    embedder: Embedder
+    embedding_model: str | None
+    vector_store: VectorStore
+    working_store: WorkingStore
+    limits: Limits
+    scrubber: Scrubber
+    clock: Callable[[], datetime]
+    indexing: IndexingPolicy
+    require_consent: bool
+    retention: timedelta | None
+    working_thread: str | None
+    """The thread of the working document: ``None`` when it is kept per resource."""
+    validator: Callable[[Any], dict[str, Any]]
+    template: str | None
+    importance_from: ImportanceFrom | None
+    on_invalidate: OnInvalidate | None
+    scope: MemoryIdentity | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        scope = None
+        if self.thread_id is not None:
+            scope = MemoryIdentity(
+                tenant_id=self.tenant_id, resource_id=self.resource_id, thread_id=self.thread_id
+            )
+        object.__setattr__(self, "scope", scope)
+
+    @property
+    def identity(self) -> MemoryIdentity:
+        """The exact scope of semantic memory; :class:`ConfigurationError` without a thread."""
+        if self.scope is None:
+            raise ConfigurationError("semantic memory needs a thread_id")
+        return self.scope
+
+    def recall_filter(self, now: datetime, *, require_consent: bool) -> RecallFilter:
+        """The exclusion rules of a read at ``now`` (retention included)."""
+        cutoff = None if self.retention is None else now - self.retention
+        return RecallFilter(now=now, require_consent=require_consent, occurred_after=cutoff)
+
+    def scrub_error(self, exc: PrismMemoryError) -> None:
+        """Scrub ``exc``'s message in place (its type and attributes stay)."""
+        if self.scrubber.active and exc.args and isinstance(exc.args[0], str):
+            exc.args = (self.scrubber.text(exc.args[0]), *exc.args[1:])
+
+    def scrubbed(self, record: MemoryRecord) -> MemoryRecord:
+        """``record`` as it leaves the memory: text, role, metadata and reason scrubbed."""
+        if not self.scrubber.active:
+            return record
+        lineage = record.lineage
+        if lineage is not None and lineage.reason is not None:
+            lineage = lineage.model_copy(update={"reason": self.scrubber.text(lineage.reason)})
+        return replace(
+            record,
+            text=self.scrubber.text(record.text),
+            role=self.scrubber.text(record.role),
+            metadata=self.scrubber.value(record.metadata),
+            lineage=lineage,
+        )
+
+    async def embed_one(self, text: str, label: str) -> Vector:
+        """One vector for ``text``; :class:`ValidationError` (named ``label``) if none came."""
+        vectors = await embed_batched(self.embedder, [text], batch_size=1)
+        if vectors.shape[0] != 1:
+            raise ValidationError(f"{label}: embedder returned no vector")
+        return cast("Vector", vectors[0])
+
+
+class ModelGuard:
+    """Keeps vectors of two embedding models apart: on every write, and in what recall ranks."""
+
+    __slots__ = ("_checked", "_ctx")
+
+    def __init__(self, ctx: MemoryContext) -> None:
+        self._ctx = ctx
+        self._checked = False
+        """Whether this memory's thread was seen to hold no other model's vectors; a memory
+        checks once, not on every write."""
+
+    def forget_check(self) -> None:
+        """Ask the store again at the next :meth:`check_write` (a rebuild does)."""
+        self._checked = False
+
+    def check_candidates(self, candidates: Sequence[Candidate]) -> None:
+        """Refuse to rank vectors another (known) embedding model made, or vectors of two models
+        together (whatever this memory's own model is)."""
+        model = self._ctx.embedding_model
+        known = {c.embedding_model for c in candidates if c.embedding_model is not None}
+        if model is not None:
+            foreign = sorted(known - {model})
+        else:
+            foreign = sorted(known) if len(known) > 1 else []
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"stored vectors were made by {foreign}, this memory embeds with "
+                f"{model!r}; use that model, or re-embed the thread with "
+                "rebuild_index(switch_model=True) (docs/operations.md, 'Switching models')"
+            )
+
+    async def check_write(self, scope: MemoryIdentity, *, switch_model: bool = False) -> None:
+        """Refuse to add vectors of this memory's model to a thread whose rows hold another
+        model's (rows without a recorded model do not count); ``switch_model`` allows it."""
+        model = self._ctx.embedding_model
+        if model is None or switch_model or self._checked:
+            return
+        held = await self._ctx.vector_store.embedding_models(scope)
+        foreign = sorted(held - {model})
+        if foreign:
+            raise EmbeddingModelMismatchError(
+                f"the thread's vectors were made by {foreign}, this memory embeds with "
+                f"{model!r}: nothing was written. Use that model, or re-embed the "
+                "thread with rebuild_index(switch_model=True) (docs/operations.md, "
+                "'Switching models')"
+            )
+        self._checked = True

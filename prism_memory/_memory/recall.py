@@ -1,0 +1,198 @@
+"""``recall``: one search of the store, the one pure re-rank, neighbours by sequence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import CapExceededError, ValidationError
+from ..lexical import query_terms
+from ..models import MemoryRecord, RecallResult, RecallScoring, check_key, check_text, parse
+from ..ranking import chronological, rerank
+from ..ranking import explain as explain_hits
+from ..stores.base import SearchRequest
+from .core import MemoryContext, ModelGuard
+from .session import IndexingSession
+from .sharing import shared_source
+
+__all__ = [
+    "PENDING_WAIT_CEILING",
+    "PENDING_WAIT_SECONDS",
+    "RecallQuery",
+    "RecallService",
+    "check_scope",
+    "pending_wait",
+]
+
+PENDING_WAIT_SECONDS = 5.0
+"""How long ``recall(include_pending=True)`` waits for this memory's own pending writes."""
+PENDING_WAIT_CEILING = 60.0
+"""The longest wait ``include_pending`` may ask for."""
+
+
+def pending_wait(include_pending: bool | float) -> float:
+    """``include_pending`` checked, as the seconds to wait (0: do not wait)."""
+    if include_pending is True:
+        return PENDING_WAIT_SECONDS
+    if include_pending is False:
+        return 0.0
+    if not isinstance(include_pending, int | float) or not math.isfinite(include_pending):
+        raise ValidationError("include_pending must be a bool or a number of seconds")
+    if include_pending < 0:
+        raise ValidationError("include_pending must not be negative")
+    if include_pending > PENDING_WAIT_CEILING:
+        raise CapExceededError(
+            f"include_pending={include_pending} s is over the cap {PENDING_WAIT_CEILING} s"
+        )
+    return float(include_pending)
+
+
+def check_scope(scope: object) -> bool:
+    """Whether a recall ``scope`` is ``"resource"``; :class:`ValidationError` if it is neither
+    that nor ``"thread"``."""
+    if scope not in ("thread", "resource"):
+        raise ValidationError("scope must be 'thread' or 'resource'")
+    return scope == "resource"
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """A recall's arguments, checked by the facade."""
+
+    text: str
+    terms: frozenset[str]
+    top_k: int
+    window: int
+    """``message_range``: neighbours by sequence on each side of each hit (0: none)."""
+    require_consent: bool
+    scoring: RecallScoring | None
+    explain: bool
+    shared_thread: str | None
+    """``share_from_parent_thread_id``: the parent thread whose granted entries join."""
+    wait: float
+    """How long to wait first for this memory's own pending writes (0: not at all)."""
+    resource_wide: bool
+
+    @classmethod
+    def check(
+        cls,
+        ctx: MemoryContext,
+        query: str,
+        *,
+        top_k: int | None,
+        message_range: int | None,
+        require_consent: bool | None,
+        scoring: RecallScoring | Mapping[str, Any] | None,
+        explain: bool,
+        share_from_parent_thread_id: str | None,
+        include_pending: bool | float,
+        scope: str,
+    ) -> RecallQuery:
+        """The arguments of :meth:`Memory.recall <prism_memory.memory.Memory.recall>`, checked
+        against ``ctx``'s scope and limits (typed errors that never repeat the query)."""
+        resource_wide = check_scope(scope)
+        identity = ctx.identity
+        limits = ctx.limits
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query must be a non-empty string")
+        check_text(query, "query")
+        if len(query.encode()) > limits.payload_bytes:
+            raise CapExceededError("query is over the payload cap")
+        terms = query_terms(query)
+        if len(terms) > limits.query_terms:
+            raise CapExceededError(
+                f"query has {len(terms)} distinct terms, over the cap {limits.query_terms}"
+            )
+        k = limits.resolve("top_k", top_k)
+        window = limits.resolve("message_range", message_range or 0, minimum=0)
+        rules = None if scoring is None else parse(RecallScoring, scoring, "recall scoring")
+        consent = ctx.require_consent if require_consent is None else bool(require_consent)
+        shared_thread = None
+        if share_from_parent_thread_id is not None:
+            shared_thread = check_key(share_from_parent_thread_id, "share_from_parent_thread_id")
+            if shared_thread == identity.thread_id:
+                raise ValidationError("a thread cannot share from itself")
+        return cls(
+            text=query,
+            terms=terms,
+            top_k=k,
+            window=window,
+            require_consent=consent,
+            scoring=rules,
+            explain=explain,
+            shared_thread=shared_thread,
+            wait=pending_wait(include_pending),
+            resource_wide=resource_wide,
+        )
+
+
+class RecallService:
+    """The read path of :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
+
+    __slots__ = ("_ctx", "_models", "_session")
+
+    def __init__(self, ctx: MemoryContext, session: IndexingSession, models: ModelGuard) -> None:
+        self._ctx = ctx
+        self._session = session
+        self._models = models
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        """See :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
+        ctx = self._ctx
+        identity = ctx.identity
+        store = ctx.vector_store
+        await self._session.wait_own(query.wait)
+        vector = await ctx.embed_one(query.text, "query embedding")
+        now = ctx.clock()
+        recall_filter = ctx.recall_filter(now, require_consent=query.require_consent)
+        shared = await shared_source(store, identity, query.shared_thread, now)
+        found = await store.search(
+            identity,
+            SearchRequest(
+                vector=vector,
+                terms=query.terms,
+                limit=query.top_k * 4,
+                filter=recall_filter,
+                shared=shared,
+                resource_wide=query.resource_wide,
+            ),
+        )
+        self._models.check_candidates(found.candidates)
+        hits = rerank(
+            found.candidates,
+            query_vector=vector,
+            query_text=query.text,
+            top_k=query.top_k,
+            now=now,
+            stats=found.stats,
+            scoring=query.scoring,
+            shared_thread_id=query.shared_thread if shared else None,
+        )
+        if query.resource_wide:  # hits owned by another thread are marked, like granted ones
+            hits = [
+                replace(hit, shared=True) if hit.record.thread_id != identity.thread_id else hit
+                for hit in hits
+            ]
+        if ctx.scrubber.active:
+            hits = [replace(hit, record=ctx.scrubbed(hit.record)) for hit in hits]
+        adjacent: tuple[MemoryRecord, ...] = ()
+        own = [hit.record for hit in hits if not hit.shared]
+        window = query.window
+        if window and own:
+            hit_ids = {record.id for record in own}
+            ranges = [(r.sequence - window, r.sequence + window) for r in own]
+            neighbours = await store.neighbors(identity, ranges, recall_filter)
+            adjacent = tuple(
+                ctx.scrubbed(r) for r in chronological(neighbours) if r.id not in hit_ids
+            )
+        pending = found.pending  # counted by the search itself when the store can (one round trip)
+        if pending is None:
+            pending = await store.count_pending(identity)
+        return RecallResult(
+            hits=tuple(hits),
+            adjacent=adjacent,
+            explanations=explain_hits(hits, query.scoring) if query.explain else None,
+            pending=pending,
+        )

@@ -1,0 +1,223 @@
+"""``remember``: entries redacted, capped and given their ids, then handed to the store and the
+indexing queue in one place (:meth:`RememberService._hand_over`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from ..embedding import embed_batched
+from ..entries import prepare_entry
+from ..errors import (
+    CapExceededError,
+    DimensionMismatchError,
+    IndexingError,
+    InvalidVectorError,
+    ValidationError,
+)
+from ..indexing import QueueMember
+from ..models import (
+    IndexingReport,
+    MemoryEntry,
+    MemoryIdentity,
+    MemoryRecord,
+    RememberResult,
+    parse,
+)
+from ..stores.base import ClaimedEntry, NewEntry
+from .core import MemoryContext, ModelGuard, maybe_await
+from .session import IndexingSession
+
+__all__ = ["EntryInput", "RememberService"]
+
+logger = logging.getLogger("prism_memory.memory")
+
+EntryInput = MemoryEntry | Mapping[str, Any]
+
+
+class RememberService:
+    """The write path of :meth:`Memory.remember <prism_memory.memory.Memory.remember>`."""
+
+    __slots__ = ("_ctx", "_models", "_session")
+
+    def __init__(self, ctx: MemoryContext, session: IndexingSession, models: ModelGuard) -> None:
+        self._ctx = ctx
+        self._session = session
+        self._models = models
+
+    async def remember(
+        self, entries: EntryInput | Sequence[EntryInput], *, wait: bool
+    ) -> RememberResult:
+        """See :meth:`Memory.remember <prism_memory.memory.Memory.remember>`."""
+        ctx = self._ctx
+        scope = ctx.identity
+        items = self._entry_list(entries)
+        now = ctx.clock()
+        prepared: dict[str, NewEntry] = {}
+        hooked = ctx.importance_from is not None
+        for position, item in enumerate(items):
+            entry = self._prepare(item, now, position)
+            if hooked and item.importance is None and item.reflection is not None:
+                entry = replace(entry, importance=await self._importance(item))
+            previous = prepared.get(entry.id)
+            if previous is not None and previous != entry:
+                raise ValidationError(
+                    f"entries[{position}] repeats an earlier entry's id with different content"
+                )
+            prepared[entry.id] = entry
+        await self._models.check_write(scope)
+        # worker-only mode: stored pending, embedded by `prism-memory worker` alone
+        queue = await self._session.ensure_queue() if ctx.indexing.in_process else None
+        pending, done, indexed = await self._hand_over(scope, prepared, now, queue, wait=wait)
+        self._session.track(done, len(pending))
+        result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
+        if wait:
+            report = await done
+            if report.failed:
+                raise IndexingError(
+                    f"{len(report.failed)} entries failed to index", dict(report.failed)
+                )
+            if indexed:
+                report = replace(report, indexed=tuple(sorted({*report.indexed, *indexed})))
+                settled: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
+                settled.set_result(report)
+                done = settled
+            result = replace(result, pending=(), done=done)  # everything it waited for is indexed
+        return result
+
+    async def _hand_over(
+        self,
+        scope: MemoryIdentity,
+        prepared: Mapping[str, NewEntry],
+        now: datetime,
+        queue: QueueMember | None,
+        *,
+        wait: bool,
+    ) -> tuple[tuple[str, ...], asyncio.Future[IndexingReport], tuple[str, ...]]:
+        """Store ``prepared`` and give the queue what it must embed: ``(pending, done, indexed)``.
+
+        The one place where the facade, the queue and the store meet on a write:
+
+        1. ``wait`` with a queue: embed first and store the new rows indexed, with their vectors
+           (:meth:`_put_indexed`); if that fails, fall through to 2.
+        2. Otherwise the new rows are stored pending and leased to this memory's worker
+           (``queue.lease``), so it embeds them without a claim round trip and no other worker
+           takes them meanwhile. Worker-only mode (no queue): stored pending, unleased.
+        3. Rows the store holds as ``failed`` are requeued: remembering again is how a host
+           retries a failed entry.
+        4. ``done`` watches every pending id (the queue's, or the worker's in worker-only mode),
+           and the queue *adopts* the leased rows this call inserted, as if it had claimed them.
+
+        ``put_entries`` does not say which rows it inserted (an existing id is never rewritten),
+        so a row counts as new when :func:`_inserted_now` -- created at this call's ``now``, at
+        revision 1. ``indexed`` lists the new rows stored with their vectors in step 1.
+        """
+        store = self._ctx.vector_store
+        new = list(prepared.values())
+        records = await self._put_indexed(scope, new, now) if wait and queue is not None else None
+        indexed = tuple(
+            r.id for r in records or () if r.status == "indexed" and _inserted_now(r, now)
+        )
+        lease = None
+        if records is None:
+            lease = queue.lease(prepared) if queue is not None else None
+            records = await store.put_entries(scope, new, now=now, lease=lease)
+        failed = [record.id for record in records if record.status == "failed"]
+        if failed:
+            await store.requeue_failed(scope, failed)
+        pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
+        if queue is None:
+            return pending, self._session.watch_worker(scope, pending), indexed
+        done = queue.watch(pending)
+        if lease is not None:
+            queue.adopt(
+                ClaimedEntry(
+                    scope=scope,
+                    id=r.id,
+                    revision=r.revision,
+                    text=r.text,
+                    attempts=0,
+                    lease_until=lease.until,
+                )
+                for r in records
+                if lease.covers(r.id) and r.status == "pending" and _inserted_now(r, now)
+            )
+        return pending, done, indexed
+
+    async def _put_indexed(
+        self, scope: MemoryIdentity, entries: Sequence[NewEntry], now: datetime
+    ) -> list[MemoryRecord] | None:
+        """Embed ``entries`` now and store the new ones indexed with their vectors (one write per
+        row); ``None`` -- nothing stored -- if the embedder or its vectors fail, so the caller
+        stores them pending and the queue retries, records and reports the failure as usual."""
+        ctx = self._ctx
+        try:
+            vectors = await embed_batched(
+                ctx.embedder,
+                [entry.text for entry in entries],
+                batch_size=ctx.limits.embed_batch,
+                dimensions=ctx.embedder.dimensions,
+            )
+        except Exception as exc:  # noqa: BLE001 - the queue retries it and records the failure
+            logger.debug("embedding before the write failed; storing pending: %s", exc)
+            return None
+        try:
+            return await ctx.vector_store.put_entries(
+                scope, entries, now=now, vectors=vectors, model=ctx.embedding_model
+            )
+        except (InvalidVectorError, DimensionMismatchError) as exc:  # checked before any write
+            logger.debug("the store refused the vectors; storing pending: %s", exc)
+            return None
+
+    def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
+        if isinstance(entries, MemoryEntry | Mapping):
+            raw: list[EntryInput] = [entries]
+        elif isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
+            raw = list(entries)
+        else:
+            raise ValidationError("entries must be an entry, a mapping, or a sequence of them")
+        if not raw:
+            raise ValidationError("remember() needs at least one entry")
+        cap = self._ctx.limits.remember_batch
+        if len(raw) > cap:
+            raise CapExceededError(f"{len(raw)} entries in one call, over the cap {cap}")
+        return [parse(MemoryEntry, item, "memory entry") for item in raw]
+
+    def _prepare(self, entry: MemoryEntry, now: datetime, position: int) -> NewEntry:
+        """``entry`` redacted, checked against the caps and given its id (:func:`prepare_entry`);
+        :meth:`_importance` asks the host's hook, when there is one, for an entry with a
+        reflection and no importance."""
+        return prepare_entry(
+            entry,
+            now,
+            scrubber=self._ctx.scrubber,
+            limits=self._ctx.limits,
+            label=f"entries[{position}]",
+        )
+
+    async def _importance(self, entry: MemoryEntry) -> float:
+        if entry.importance is not None:
+            return min(1.0, max(0.0, entry.importance))
+        hook = self._ctx.importance_from
+        if entry.reflection is None or hook is None:
+            return 1.0
+        reflection = self._ctx.scrubber.value(entry.reflection)  # the hook only sees redacted data
+        value = await maybe_await(hook(reflection))
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValidationError(f"importance_from returned {value!r}, not a finite number")
+        return min(1.0, max(0.0, float(value)))
+
+
+def _inserted_now(record: MemoryRecord, now: datetime) -> bool:
+    """Whether ``put_entries`` inserted ``record`` in the call made at ``now`` (it reports the
+    stored rows, new and existing alike; an existing id is never rewritten)."""
+    return record.created_at == now and record.revision == 1

@@ -1,0 +1,67 @@
+"""Share grants: a parent thread lets a child thread recall named entries, until it expires."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..errors import NotFoundError
+from ..models import MemoryIdentity, ShareGrant
+from ..stores.base import SharedSource, VectorStore
+from .core import MemoryContext
+
+__all__ = ["SharingService", "shared_source"]
+
+
+class SharingService:
+    """:meth:`Memory.share_with` and :meth:`Memory.revoke_share` of one (parent) thread."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: MemoryContext) -> None:
+        self._ctx = ctx
+
+    async def share_with(
+        self, child: str, ids: tuple[str, ...], expires_at: datetime | None, now: datetime
+    ) -> ShareGrant:
+        """Store the grant to ``child`` (checked by the facade); no ``ids`` revokes it."""
+        scope = self._ctx.identity
+        grant = ShareGrant(
+            tenant_id=scope.tenant_id,
+            resource_id=scope.resource_id,
+            parent_thread_id=scope.thread_id,
+            child_thread_id=child,
+            source_ids=ids,
+            created_at=now,
+            expires_at=expires_at,
+        )
+        if not ids:
+            await self.revoke_share(child)
+            return grant
+        store = self._ctx.vector_store
+        found = {r.id for r in await store.get_entries(scope, list(ids))}
+        missing = sorted(set(ids) - found)
+        if missing:
+            raise NotFoundError(f"cannot share {len(missing)} entries this thread does not hold")
+        return await store.put_share_grant(grant)
+
+    async def revoke_share(self, child: str) -> int:
+        """Withdraw the grant to ``child``; 1 if there was one, else 0."""
+        scope = self._ctx.identity
+        return await self._ctx.vector_store.delete_share_grant(
+            scope.tenant_id, scope.resource_id, scope.thread_id, child
+        )
+
+
+async def shared_source(
+    store: VectorStore, scope: MemoryIdentity, parent: str | None, now: datetime
+) -> SharedSource | None:
+    """What ``parent`` grants ``scope``'s thread at ``now``; ``None`` (fail closed) without a
+    live grant."""
+    if parent is None:
+        return None
+    grant = await store.get_share_grant(scope.tenant_id, scope.resource_id, parent, scope.thread_id)
+    if grant is None or not grant.source_ids:
+        return None  # fail closed: no grant, no parent entries
+    if grant.expires_at is not None and grant.expires_at <= now:
+        return None
+    return SharedSource(thread_id=parent, ids=grant.source_ids)
