@@ -10,14 +10,6 @@ from ..errors import ValidationError
 from ..models import Vector
 from ._records import NewEntry
 
-__all__ = [
-    "check_entry_vectors",
-    "check_lease",
-    "check_limit",
-    "check_lineage_sources",
-    "lineage_source_ids",
-]
-
 
 def check_limit(limit: int, name: str = "limit") -> None:
     """Adapter helper: a ``limit`` argument must be a non-negative integer."""

@@ -19,16 +19,6 @@ from ..models import (
 )
 from ._records import Tombstone
 
-__all__ = [
-    "ConsentUpdate",
-    "DependentsOf",
-    "GovernanceChange",
-    "GovernanceResult",
-    "LineageWalk",
-    "expand_walk",
-    "walk_lineage",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class LineageWalk:

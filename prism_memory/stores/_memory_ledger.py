@@ -7,20 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..models import (
-    IndexStatus,
-    MemoryIdentity,
-    Vector,
-    check_id_collection,
-)
+from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
 from ._memory_rows import _InMemoryState, _key, _Row, _ScopeKey
-from .base import (
-    ClaimedEntry,
-    check_lease,
-    check_limit,
-)
-
-__all__: list[str] = []
+from .base import ClaimedEntry, check_lease, check_limit
 
 
 def _due(row: _Row, now: datetime) -> bool:

@@ -14,28 +14,9 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, leg_scores, term_weights
-from ..models import (
-    Candidate,
-    MemoryIdentity,
-    MemoryRecord,
-)
-from ._memory_rows import (
-    _export,
-    _InMemoryState,
-    _key,
-    _Positions,
-    _ScopeKey,
-    _SearchIndex,
-)
-from .base import (
-    RecallFilter,
-    SearchRequest,
-    SearchResult,
-    check_limit,
-)
-
-__all__: list[str] = []
-
+from ..models import Candidate, MemoryIdentity, MemoryRecord
+from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
+from .base import RecallFilter, SearchRequest, SearchResult, check_limit
 
 _Picks = tuple[int, list[float], list[int]]
 """One pool's picks of one search leg: pool number, scores and slots, best first."""

@@ -17,20 +17,9 @@ import numpy.typing as npt
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import tokenize
-from ..models import (
-    MemoryIdentity,
-    MemoryRecord,
-    ShareGrant,
-    TombstoneReason,
-    Vector,
-)
-from .base import (
-    RecallFilter,
-    Tombstone,
-)
+from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
+from .base import RecallFilter, Tombstone
 from .rules import is_recallable, travels
-
-__all__: list[str] = []
 
 _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]

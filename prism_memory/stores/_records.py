@@ -19,19 +19,6 @@ from ..models import (
     Vector,
 )
 
-__all__ = [
-    "ClaimedEntry",
-    "EntryLease",
-    "ImportRow",
-    "NewEntry",
-    "RecallFilter",
-    "SearchRequest",
-    "SearchResult",
-    "SharedSource",
-    "StoredEntries",
-    "Tombstone",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class NewEntry:
