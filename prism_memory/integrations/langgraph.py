@@ -82,7 +82,7 @@ from ..models import (
     parse,
 )
 from ..ranking import cosine
-from ..stores.base import NewEntry, RecallFilter, SearchRequest, VectorStore
+from ..stores.base import GovernanceChange, NewEntry, RecallFilter, SearchRequest, VectorStore
 from ..stores.memory import InMemoryVectorStore
 from ..stores.rules import is_recallable
 from .langchain import LangChainEmbedder, run_sync
@@ -627,7 +627,8 @@ class PrismStore(BaseStore):
                 vector = vectors.get(key)
                 record = old.get(op.key)
                 if record is not None and _indexed(record) == (vector is not None):
-                    await store.replace_text(
+                    await _replace_text(
+                        store,
                         scope,
                         op.key,
                         bodies[key],
@@ -673,7 +674,8 @@ class PrismStore(BaseStore):
             )
             for (entry, vector), record in zip(group, stored, strict=True):
                 if record.text != entry.text:  # another writer inserted the key first
-                    await store.replace_text(
+                    await _replace_text(
+                        store,
                         scope,
                         entry.id,
                         entry.text,
@@ -690,3 +692,19 @@ class PrismStore(BaseStore):
         zero = assert_finite_vector(np.zeros(self._dims, dtype=np.float32))
         await store.put_entries(self._scope(_CATALOG_THREAD), [entry], now=now, vectors=[zero])
         self._known.add(thread)
+
+
+async def _replace_text(
+    store: VectorStore,
+    scope: MemoryIdentity,
+    entry_id: str,
+    text: str,
+    vector: Vector,
+    *,
+    now: datetime,
+    model: str | None,
+) -> None:
+    """Give an existing item new text and its vector (revision + 1), through the store's one
+    governance write (a text change, as ``correct`` makes it)."""
+    change = GovernanceChange(text=(entry_id, text, vector), text_model=model)
+    await store.apply_governance(scope, change, now=now)

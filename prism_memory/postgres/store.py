@@ -53,6 +53,7 @@ from ..stores.base import (
     RecallFilter,
     SearchRequest,
     SearchResult,
+    StoredEntries,
     Tombstone,
     VectorStore,
     WorkingStore,
@@ -362,7 +363,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         lease: EntryLease | None = None,
         vectors: Sequence[Vector] | Vector | None = None,
         model: str | None = None,
-    ) -> list[MemoryRecord]:
+    ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
 
         One transaction on the pooled connection's asyncpg driver (no ORM session; statements
@@ -375,7 +376,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         """
         check_entry_vectors(entries, vectors)
         if not entries:
-            return []
+            return StoredEntries()
         first: dict[str, int] = {}  # the first occurrence of an id wins
         for at, entry in enumerate(entries):
             first.setdefault(entry.id, at)
@@ -403,7 +404,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 )
         if checked is not None and inserted:
             self._remember_width(width)
-        return [stored[entry.id] for entry in entries]
+        return StoredEntries((stored[entry.id] for entry in entries), inserted=inserted)
 
     async def _insert(
         self,
@@ -415,9 +416,9 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         *,
         indexed: bool,
         model: str | None,
-    ) -> tuple[dict[str, MemoryRecord], int]:
-        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and how
-        many were inserted (``indexed`` with their vectors, else pending)."""
+    ) -> tuple[dict[str, MemoryRecord], set[str]]:
+        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
+        ids it inserted (``indexed`` with their vectors, else pending)."""
         insert, names = to_positional(EntrySql.for_tables(self._tables).insert)
         try:
             # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
@@ -457,7 +458,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 with contextlib.suppress(Exception):  # put_entries drops a connection left in one
                     await driver.execute("ROLLBACK")
             raise
-        return stored, len(sequences)
+        return stored, set(sequences)
 
     async def _lineage_sources(
         self, driver: Any, scope: MemoryIdentity, entries: Sequence[NewEntry]

@@ -6,17 +6,21 @@ from .base import (
     RecallFilter,
     SearchRequest,
     SharedSource,
+    StoredEntries,
     Tombstone,
     VectorStore,
     WorkingStore,
 )
+from .primitives import GovernancePrimitives
 
 __all__ = [
     "ClaimedEntry",
+    "GovernancePrimitives",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
     "SharedSource",
+    "StoredEntries",
     "Tombstone",
     "VectorStore",
     "WorkingStore",

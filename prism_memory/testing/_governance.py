@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..context import SEMANTIC_HEADER, WORKING_HEADER
@@ -23,6 +23,7 @@ from ..errors import (
     ValidationError,
 )
 from ..memory import create_memory
+from ..stores.base import GovernanceChange
 from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
 __all__ = ["FORGET_RACES", "GOVERNANCE_CHECKS", "race_forget_against_lineage"]
@@ -234,6 +235,9 @@ async def id_arguments_refuse_bare_strings_and_are_capped(kit: ConformanceKit) -
     memory = case.memory()
     store, scope = kit.vector_store, memory.identity
     await memory.remember([{"id": i, "text": f"entry {i}"} for i in "abc"], wait=True)
+    now = datetime.now(UTC)
+    hold = GovernanceChange(hold="abc")  # type: ignore[arg-type]
+    drop = GovernanceChange(delete="abc")  # type: ignore[arg-type]
     calls: list[tuple[type[BaseException], Callable[[], Awaitable[Any]], str]] = [
         (ValidationError, lambda: memory.forget(ids="abc"), "forget(ids='abc')"),
         (ValidationError, lambda: memory.forget(ids="abc", hold=True), "hold of 'abc'"),
@@ -243,8 +247,8 @@ async def id_arguments_refuse_bare_strings_and_are_capped(kit: ConformanceKit) -
         (ValidationError, lambda: memory.forget(ids=[1]), "a number among the ids"),  # type: ignore[list-item]
         (ValidationError, lambda: store.get_entries(scope, "abc"), "get_entries"),
         (ValidationError, lambda: store.known_ids(scope, "abc"), "known_ids"),
-        (ValidationError, lambda: store.set_legal_hold(scope, "abc", True), "set_legal_hold"),
-        (ValidationError, lambda: store.delete_entries(scope, "abc"), "delete_entries"),
+        (ValidationError, lambda: store.apply_governance(scope, hold, now=now), "store hold"),
+        (ValidationError, lambda: store.apply_governance(scope, drop, now=now), "store delete"),
         (ValidationError, lambda: store.dependents(scope, "abc", limit=5), "dependents"),
         (ValidationError, lambda: store.requeue_failed(scope, "abc"), "requeue_failed"),
         (ValidationError, lambda: store.index_status(scope, "abc"), "store index_status"),

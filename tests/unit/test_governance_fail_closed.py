@@ -8,14 +8,15 @@ import pytest
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, StorageError, create_memory
 from prism_memory.models import MemoryIdentity
-from prism_memory.stores.base import GovernanceChange, GovernanceResult, VectorStore
+from prism_memory.stores.base import GovernanceChange, GovernanceResult
+from prism_memory.stores.primitives import GovernancePrimitives
 
 
 class NoTransactions(InMemoryVectorStore):
-    """Uses the contract's default, step-by-step ``apply_governance``; deletes and consent fail."""
+    """Uses the step-by-step ``apply_governance`` of the primitives; deletes and consent fail."""
 
     async def apply_governance(self, scope, change: GovernanceChange, *, now) -> GovernanceResult:  # type: ignore[no-untyped-def]
-        return await VectorStore.apply_governance(self, scope, change, now=now)
+        return await GovernancePrimitives.apply_governance(self, scope, change, now=now)
 
     async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         raise StorageError("the delete was lost")

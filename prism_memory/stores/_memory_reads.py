@@ -1,0 +1,271 @@
+"""Reads of the in-memory store: exact search over the per-thread index, neighbours and lists."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from ..embedding import assert_finite_vector
+from ..lexical import CorpusStats, leg_scores, term_weights
+from ..models import Candidate, MemoryIdentity, MemoryRecord
+from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
+from .base import RecallFilter, SearchRequest, SearchResult, check_limit
+
+_Picks = tuple[int, list[float], list[int]]
+"""One pool's picks of one search leg: pool number, scores and slots, best first."""
+
+
+def _merged(leg: list[_Picks], pools: list[_Pool], limit: int) -> list[tuple[int, int]]:
+    """``(pool number, slot)`` of the best ``limit`` picks of a leg over all its pools: score
+    descending, then sequence, id and pool number ascending."""
+    if not leg:
+        return []
+    if len(leg) == 1:  # one pool's picks are already its best, in order
+        number, _, taken = leg[0]
+        return [(number, position) for position in taken]
+    picks: list[tuple[float, int, str, int, int]] = []
+    for number, scores, taken in leg:
+        records = pools[number].index.records
+        picks.extend(
+            (-score, records[position].sequence, records[position].id, number, position)
+            for score, position in zip(scores, taken, strict=True)
+        )
+    return [(number, position) for *_, number, position in heapq.nsmallest(limit, picks)]
+
+
+@dataclass(slots=True)
+class _Pool:
+    """Eligible positions of one thread's index taking part in a search."""
+
+    index: _SearchIndex
+    positions: _Positions
+    """Ascending slots (write order: searches break ties by ``(sequence, id)`` explicitly)."""
+    mask: npt.NDArray[np.bool_]
+    """``positions`` as a mask over the index's slots."""
+    length: int
+    """Total term count of ``positions`` (the pool's share of the BM25 corpus length)."""
+
+
+class _InMemoryReads(_InMemoryState):
+    """:meth:`search`, :meth:`neighbors` and the thread lists of the in-memory store."""
+
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
+
+        Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
+        by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
+        the statistics of every eligible record of the pools.
+        """
+        check_limit(request.limit)
+        query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
+        if request.limit == 0:
+            return SearchResult([], CorpusStats())
+        pools = self._pools(scope, request)
+        if not pools:
+            return SearchResult([], CorpusStats())
+        wide = query.astype(np.float64)
+        norm = math.sqrt(float(wide.dot(wide)))  # what np.linalg.norm computes for 1-D
+        unit_query = (wide / (norm if norm > 0.0 else 1.0)).astype(np.float32)
+        terms = sorted(request.terms)
+
+        documents = total_length = 0
+        frequency: dict[str, int] = {}
+        present: list[list[tuple[str, _Positions]]] = []  # per pool: (term, positions holding it)
+        nearest: list[_Picks] = []
+        for number, pool in enumerate(pools):
+            index, positions = pool.index, pool.positions
+            documents += int(positions.shape[0])
+            total_length += pool.length
+            holding: list[tuple[str, _Positions]] = []
+            for term in terms:
+                slots = index.postings.get(term)
+                if slots is None:
+                    continue
+                hits = np.array(slots, dtype=np.intp)
+                found = hits[pool.mask[hits]]
+                if found.shape[0]:
+                    frequency[term] = frequency.get(term, 0) + int(found.shape[0])
+                    holding.append((term, found))
+            present.append(holding)
+            if positions.shape[0] == index.size:
+                scores = index.unit[: index.size] @ unit_query
+            elif 2 * positions.shape[0] >= index.size:
+                scores = (index.unit[: index.size] @ unit_query)[positions]
+            else:
+                scores = index.unit[positions] @ unit_query
+            best = index.top(-scores, positions, request.limit)
+            nearest.append((number, scores[best].tolist(), positions[best].tolist()))
+        stats = CorpusStats(documents, total_length, frequency)
+
+        lexical: list[_Picks] = []
+        weights = dict(term_weights(terms, stats)) if frequency else {}
+        for number, holding in enumerate(present):
+            if not holding:
+                continue
+            index = pools[number].index
+            if len(holding) == 1:
+                ((term, matched),) = holding
+                sums = np.full(matched.shape[0], weights[term])
+            else:
+                every = np.zeros(index.size, dtype=np.float64)
+                for term, found in holding:  # sorted terms: every sum adds its idfs in that order
+                    every[found] += weights[term]
+                matched = np.flatnonzero(every)  # idf > 0: a slot's sum is positive iff it matched
+                sums = every[matched]
+            scores = leg_scores(sums, index.lengths[matched], stats)
+            best = index.top(-scores, matched, request.limit)  # ties: (sequence, id)
+            lexical.append((number, scores[best].tolist(), matched[best].tolist()))
+
+        chosen: dict[tuple[int, int], None] = {}
+        for leg in (nearest, lexical):
+            chosen.update(dict.fromkeys(_merged(leg, pools, request.limit)))
+        records = [pool.index.records for pool in pools]
+        vectors = [pool.index.vectors for pool in pools]
+        candidates = [
+            Candidate(_export(records[number][position]), vectors[number][position].copy())
+            for number, position in chosen
+        ]
+        return SearchResult(candidates, stats)
+
+    def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
+        key = _key(scope)
+        pools: list[_Pool] = []
+        own = self._thread(key)
+        if own is not None:
+            index = own.search_index()
+            if request.filter.require_consent or request.filter.occurred_after is not None:
+                eligible = index.eligible(request.filter)
+                positions = np.flatnonzero(eligible)
+                length = int(index.lengths[positions].sum())
+            else:  # only liveness applies: the cached live slots
+                positions, eligible = index.live_slots()
+                length = index.live_length
+            if positions.shape[0]:
+                pools.append(_Pool(index, positions, eligible, length))
+        shared = request.shared
+        granted: _Positions | None = None
+        parent_key: _ScopeKey | None = None
+        if shared is not None and shared.thread_id != scope.thread_id:
+            parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
+            parent = self._thread(parent_key)
+            if parent is not None:
+                index = parent.search_index()
+                granted = np.array(
+                    sorted({index.positions[i] for i in shared.ids if i in index.positions}),
+                    dtype=np.intp,
+                )
+        if request.resource_wide:
+            for other_key in self._resource_threads(scope):
+                if other_key == key:
+                    continue
+                index = self._threads[other_key].search_index()
+                mask = index.travels[: index.size].copy()
+                if other_key == parent_key and granted is not None:
+                    mask[granted] = True  # granted entries of the parent count once
+                    granted = None
+                mask &= index.eligible(request.filter)
+                positions = np.flatnonzero(mask)
+                if positions.shape[0]:
+                    length = int(index.lengths[positions].sum())
+                    pools.append(_Pool(index, positions, mask, length))
+        if granted is not None and granted.shape[0] and parent_key is not None:
+            index = self._threads[parent_key].search_index()
+            named = granted[index.eligible(request.filter)[granted]]
+            if named.shape[0]:
+                mask = np.zeros(index.size, dtype=np.bool_)
+                mask[named] = True
+                pools.append(_Pool(index, named, mask, int(index.lengths[named].sum())))
+        return pools
+
+    def _resource_threads(self, scope: MemoryIdentity) -> list[_ScopeKey]:
+        """The keys of every thread of the scope's tenant and resource (sorted)."""
+        return sorted(
+            key
+            for key in self._threads
+            if key[0] == scope.tenant_id and key[1] == scope.resource_id
+        )
+
+    async def neighbors(
+        self,
+        scope: MemoryIdentity,
+        ranges: Sequence[tuple[int, int]],
+        recall_filter: RecallFilter,
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
+        thread = self._thread(_key(scope))
+        if thread is None or not ranges:
+            return []
+        found: list[MemoryRecord] = []
+        for sequence, entry_id in thread.sorted_keys():
+            if any(low <= sequence <= high for low, high in ranges):
+                record = thread.rows[entry_id].record
+                if thread.recallable(record, recall_filter):
+                    found.append(_export(record))
+        return found
+
+    async def list_by_thread(
+        self,
+        scope: MemoryIdentity,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
+        check_limit(limit)
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return []
+        keys = thread.sorted_keys()
+        start = 0 if after is None else bisect.bisect_right(keys, (after[0], after[1]))
+        return [_export(thread.rows[i].record) for _, i in keys[start : start + limit]]
+
+    async def count_by_thread(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+        thread = self._thread(_key(scope))
+        return 0 if thread is None else len(thread.rows)
+
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector."""
+        thread = self._thread(_key(scope))
+        return 0 if thread is None else len(thread.pending)
+
+    async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
+        """The models whose vectors the thread's rows hold (rows without one left out)."""
+        thread = self._thread(_key(scope))
+        if thread is None:
+            return set()
+        found = (row.record.embedding_model for row in thread.rows.values())
+        return {model for model in found if model is not None}
+
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        *,
+        limit: int,
+        occurred_before: datetime | None = None,
+        include_held: bool = True,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending.
+
+        ``occurred_before`` keeps only records that occurred strictly before it; ``include_held``
+        false leaves out records under legal hold.
+        """
+        check_limit(limit)
+        thread = self._thread(_key(scope))
+        if thread is None or limit == 0:
+            return []
+        records = (
+            row.record
+            for row in thread.rows.values()
+            if (occurred_before is None or row.record.occurred_at < occurred_before)
+            and (include_held or not row.record.legal_hold)
+        )
+        oldest = heapq.nsmallest(limit, records, key=lambda r: (r.occurred_at, r.sequence, r.id))
+        return [_export(record) for record in oldest]

@@ -1,0 +1,392 @@
+"""The in-memory store's rows, per-thread state and incremental search index, and the state every
+part of :class:`~prism_memory.stores.memory.InMemoryVectorStore` shares."""
+
+from __future__ import annotations
+
+import copy
+import math
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..embedding import assert_finite_vector
+from ..errors import ConfigurationError, NotFoundError
+from ..lexical import tokenize
+from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
+from .base import RecallFilter, Tombstone
+from .rules import is_recallable, travels
+
+_ScopeKey = tuple[str, str, str]
+_GrantKey = tuple[str, str, str, str]
+_Positions = npt.NDArray[np.intp]
+_SORT_ALL = 512
+"""Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_STATIC_FILTER = RecallFilter(now=_EPOCH)
+"""The request-independent part of the rules: no consent requirement, no retention window."""
+
+
+def _micros(moment: datetime) -> int:
+    """Exact microseconds since the epoch of an aware datetime (so comparisons match datetime's)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _key(scope: MemoryIdentity) -> _ScopeKey:
+    return (scope.tenant_id, scope.resource_id, scope.thread_id)
+
+
+def _export(record: MemoryRecord) -> MemoryRecord:
+    """A record a caller may keep: its metadata is a private copy of the stored one."""
+    if not record.metadata:
+        return record
+    return replace(record, metadata=copy.deepcopy(dict(record.metadata)))
+
+
+def _frozen_vector(vector: Vector) -> Vector:
+    stored = np.array(vector, dtype=np.float32, copy=True)
+    stored.setflags(write=False)
+    return stored
+
+
+@dataclass(slots=True)
+class _Row:
+    """One stored entry plus the ledger fields the record does not expose."""
+
+    record: MemoryRecord
+    vector: Vector | None = None
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+
+
+class _SearchIndex:
+    """Rows of one thread that pass the static rules, as growable arrays.
+
+    Kept up to date write by write (:meth:`add` appends, :meth:`remove` marks a slot dead), so a
+    write never rebuilds the thread's matrix; the thread drops it for a rebuild only when most
+    slots are dead or a tombstone changes which rows pass. Slots are in write order, not
+    ``(sequence, id)`` order: searches break ties explicitly.
+    """
+
+    __slots__ = (
+        "alive",
+        "dead",
+        "explicit_consent",
+        "lengths",
+        "live",
+        "live_length",
+        "occurred_us",
+        "positions",
+        "postings",
+        "records",
+        "sequence",
+        "size",
+        "travels",
+        "unit",
+        "vectors",
+    )
+
+    def __init__(self) -> None:
+        self.records: list[MemoryRecord] = []
+        self.vectors: list[Vector] = []
+        self.positions: dict[str, int] = {}
+        """Entry id -> its live slot."""
+        self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        """L2-normalised vectors (zero rows stay zero), one row per slot (capacity rows); float32
+        like the stored vectors, which halves the matrix product (the re-rank is in float64)."""
+        self.occurred_us: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.sequence: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.lengths: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """How many terms each slot's text has (its BM25 length)."""
+        self.explicit_consent: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
+        self.postings: dict[str, array[int]] = {}
+        """Term -> ascending slots whose text contains it (dead slots included, masked by the
+        eligibility mask of a search), as compact int64 arrays."""
+        self.size = 0
+        self.dead = 0
+        self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
+        """Cached live slots and their mask (``None``: recompute; any write drops it)."""
+        self.live_length = 0
+        """Total term count of the live slots."""
+
+    def _grow(self, width: int) -> None:
+        capacity = max(16, 2 * self.size)
+        unit = np.zeros((capacity, width), dtype=np.float32)
+        if self.unit.shape[1] == width:
+            unit[: self.size] = self.unit[: self.size]
+        self.unit = unit
+        for name in (
+            "occurred_us",
+            "sequence",
+            "lengths",
+            "explicit_consent",
+            "alive",
+            "travels",
+        ):
+            old = getattr(self, name)
+            grown = np.zeros(capacity, dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            setattr(self, name, grown)
+
+    def add(self, record: MemoryRecord, vector: Vector) -> None:
+        """Append ``record`` (which passes the static rules) and its vector."""
+        if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
+            self._grow(vector.shape[0])
+        at = self.size
+        row = vector.astype(np.float64)
+        norm = math.sqrt(float(row.dot(row)))  # what np.linalg.norm computes for 1-D
+        self.unit[at] = row / norm if norm > 0.0 else row
+        self.occurred_us[at] = _micros(record.occurred_at)
+        self.sequence[at] = record.sequence
+        terms = tokenize(record.text)
+        self.lengths[at] = len(terms)
+        self.explicit_consent[at] = record.consent is not None
+        self.alive[at] = True
+        self.travels[at] = travels(record)
+        self.records.append(record)
+        self.vectors.append(vector)
+        self.positions[record.id] = at
+        for term in dict.fromkeys(terms):
+            slots = self.postings.get(term)
+            if slots is None:
+                slots = self.postings[term] = array("q")
+            slots.append(at)
+        self.size += 1
+        self.live_length += len(terms)
+        self.live = None
+
+    def remove(self, entry_id: str) -> None:
+        """Mark ``entry_id``'s slot dead, if it has one."""
+        at = self.positions.pop(entry_id, None)
+        if at is not None:
+            self.alive[at] = False
+            self.dead += 1
+            self.live_length -= int(self.lengths[at])
+            self.live = None
+
+    def live_slots(self) -> tuple[_Positions, npt.NDArray[np.bool_]]:
+        """The live slots and their mask (read-only to callers; cached until the next write)."""
+        if self.live is None:
+            mask = self.alive[: self.size].copy()
+            self.live = (np.flatnonzero(mask), mask)
+        return self.live
+
+    def eligible(self, recall_filter: RecallFilter) -> npt.NDArray[np.bool_]:
+        """The request-dependent part of the rules (and liveness), as a mask over the slots."""
+        mask = self.alive[: self.size].copy()
+        if recall_filter.require_consent:
+            mask &= self.explicit_consent[: self.size]
+        if recall_filter.occurred_after is not None:
+            mask &= self.occurred_us[: self.size] >= _micros(recall_filter.occurred_after)
+        return mask
+
+    def top(self, primary: npt.NDArray[Any], at: _Positions, limit: int) -> _Positions:
+        """Of slots ``at`` (keys ``primary``), indices of the ``limit`` smallest keys; ties broken
+        by ``(sequence, id)``, as every backend breaks them."""
+        if primary.shape[0] > max(limit, _SORT_ALL):
+            kth = np.partition(primary, limit - 1)[limit - 1]
+            keep = np.flatnonzero(primary < kth)
+            tied = np.flatnonzero(primary == kth)
+            need = limit - keep.shape[0]
+            if tied.shape[0] > need:  # many keys equal the cut: only the smallest sequences stay
+                tied_sequence = self.sequence[at[tied]]
+                cut = np.partition(tied_sequence, need - 1)[need - 1]
+                tied = tied[tied_sequence <= cut]
+            keep = np.concatenate((keep, tied))
+            sequences = self.sequence[at[keep]]
+            keep = keep[np.lexsort((sequences, primary[keep]))]
+        else:
+            sequences = self.sequence[at]
+            keep = np.lexsort((sequences, primary))
+        # the first ``limit`` and the next one decide who is in and in which order
+        head = keep[: limit + 1]
+        keys, sequences = primary[head], self.sequence[at[head]]
+        if not ((keys[1:] == keys[:-1]) & (sequences[1:] == sequences[:-1])).any():
+            return keep[:limit]  # no (key, sequence) ties among them: the order is final
+        records = self.records
+        ordered = sorted(
+            keep.tolist(),
+            key=lambda i: (primary[i], records[at[i]].sequence, records[at[i]].id),
+        )
+        return np.asarray(ordered[:limit], dtype=np.intp)
+
+
+@dataclass(slots=True)
+class _Thread:
+    """Everything one ``(tenant, resource, thread)`` scope holds."""
+
+    rows: dict[str, _Row] = field(default_factory=dict)
+    tombstones: dict[str, dict[tuple[str, TombstoneReason], Tombstone]] = field(
+        default_factory=dict
+    )
+    """``entry_id -> (cause_id, reason) -> tombstone``."""
+    index: _SearchIndex | None = None
+    order: list[tuple[int, str]] | None = None
+    pending: set[str] = field(default_factory=set)
+    """Ids of the thread's ``pending`` rows (this thread's share of the store's ledger)."""
+    top: int | None = None
+    """The largest sequence in the thread (cached; ``None``: recompute)."""
+
+    def max_sequence(self) -> int:
+        """The largest sequence of any row, ``-1`` when the thread is empty."""
+        if self.top is None:
+            self.top = max((row.record.sequence for row in self.rows.values()), default=-1)
+        return self.top
+
+    def touch(self) -> None:
+        """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
+        self.index = None
+        self.order = None
+
+    def tombstoned(self, entry_ids: Iterable[str]) -> None:
+        """Bring the index up to date after tombstones on ``entry_ids`` came or went.
+
+        Only those rows and the rows whose lineage names one of them can change eligibility
+        (:func:`is_recallable` reads a record's own tombstones and its direct sources'), so they
+        are re-checked one by one instead of rebuilding the thread's index.
+        """
+        index = self.index
+        if index is None:
+            return
+        named = set(entry_ids)
+        affected = [entry_id for entry_id in named if entry_id in self.rows]
+        affected += [
+            row.record.id
+            for row in self.rows.values()
+            if row.record.lineage is not None
+            and row.record.id not in named
+            and not named.isdisjoint(row.record.lineage.source_ids)
+        ]
+        if 2 * len(affected) > index.size:
+            self.touch()  # most of the thread: a rebuild is cheaper
+            return
+        for entry_id in affected:
+            self.changed(entry_id, self.rows[entry_id])
+
+    def changed(self, entry_id: str, row: _Row | None) -> None:
+        """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted."""
+        self.order = None
+        index = self.index
+        if index is None:
+            return
+        index.remove(entry_id)
+        if (
+            row is not None
+            and row.vector is not None
+            and self.recallable(row.record, _STATIC_FILTER)
+        ):
+            index.add(row.record, row.vector)
+        if index.dead > max(64, index.size // 2):
+            self.index = None  # mostly dead slots: rebuild compactly on the next search
+
+    def source_tombstones(self, record: MemoryRecord) -> list[Tombstone]:
+        """The tombstones on ``record``'s lineage sources in this thread."""
+        if record.lineage is None:
+            return []
+        found: list[Tombstone] = []
+        for source_id in record.lineage.source_ids:
+            found.extend(self.tombstones.get(source_id, {}).values())
+        return found
+
+    def recallable(self, record: MemoryRecord, recall_filter: RecallFilter) -> bool:
+        """:func:`is_recallable` with this thread's tombstones."""
+        own = self.tombstones.get(record.id, {}).values()
+        return is_recallable(record, recall_filter, self.source_tombstones(record), own)
+
+    def sorted_keys(self) -> list[tuple[int, str]]:
+        """``(sequence, id)`` of every row, ascending (cached until the next write)."""
+        if self.order is None:
+            self.order = sorted((row.record.sequence, row.record.id) for row in self.rows.values())
+        return self.order
+
+    def search_index(self) -> _SearchIndex:
+        """The search index, rebuilt if a write invalidated it."""
+        if self.index is None:
+            self.index = self._build_index()
+        return self.index
+
+    def _build_index(self) -> _SearchIndex:
+        index = _SearchIndex()
+        rows = [
+            row
+            for row in self.rows.values()
+            if row.vector is not None and self.recallable(row.record, _STATIC_FILTER)
+        ]
+        rows.sort(key=lambda row: (row.record.sequence, row.record.id))
+        for row in rows:
+            assert row.vector is not None
+            index.add(row.record, row.vector)
+        return index
+
+
+class _InMemoryState:
+    """The data of one in-memory store (on the instance, never the class) and the internals its
+    parts (entries, reads, indexing ledger) share."""
+
+    def __init__(self, *, dimension: int | None = None) -> None:
+        if dimension is not None and (
+            isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
+        ):
+            raise ConfigurationError("dimension must be a positive integer or None")
+        self._dimension = dimension
+        self._width: int | None = dimension
+        self._threads: dict[_ScopeKey, _Thread] = {}
+        self._grants: dict[_GrantKey, ShareGrant] = {}
+        self._pending: set[tuple[_ScopeKey, str]] = set()
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _thread(self, key: _ScopeKey) -> _Thread | None:
+        return self._threads.get(key)
+
+    def _thread_for_write(self, key: _ScopeKey) -> _Thread:
+        thread = self._threads.get(key)
+        if thread is None:
+            thread = self._threads[key] = _Thread()
+        return thread
+
+    def _set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
+        old = thread.rows.get(row.record.id)
+        if thread.top is not None:
+            if old is not None and old.record.sequence == thread.top > row.record.sequence:
+                thread.top = None  # the top row moved down: recompute when next needed
+            else:
+                thread.top = max(thread.top, row.record.sequence)
+        thread.rows[row.record.id] = row
+        if row.record.status == "pending":
+            self._pending.add((key, row.record.id))
+            thread.pending.add(row.record.id)
+        else:
+            self._pending.discard((key, row.record.id))
+            thread.pending.discard(row.record.id)
+        thread.changed(row.record.id, row)
+
+    def _check_vectors(
+        self, vectors: Iterable[tuple[object, str]]
+    ) -> tuple[list[Vector], int | None]:
+        """Validate every vector against the store width (or the first one's); store nothing."""
+        width = self._width
+        checked: list[Vector] = []
+        for vector, label in vectors:
+            ok = assert_finite_vector(vector, label, expected_length=width)
+            width = ok.shape[0]
+            checked.append(_frozen_vector(ok))
+        return checked, width
+
+    def _row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:
+        key = _key(scope)
+        thread = self._thread(key)
+        row = None if thread is None else thread.rows.get(entry_id)
+        if thread is None or row is None:
+            raise NotFoundError("the entry does not exist in this scope")
+        return key, thread, row

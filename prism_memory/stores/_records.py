@@ -1,0 +1,207 @@
+"""The records the store contracts exchange: entries to write, recall requests and results,
+tombstones, claims and leases (re-exported by :mod:`prism_memory.stores.base`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..lexical import CorpusStats
+from ..models import (
+    Candidate,
+    Lineage,
+    MemoryConsent,
+    MemoryIdentity,
+    MemoryRecord,
+    TombstoneReason,
+    Vector,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry the facade has validated, redacted and given an id, ready to persist."""
+
+    id: str
+    text: str
+    role: str
+    metadata: Mapping[str, Any]
+    consent: MemoryConsent | None
+    sequence: int | None
+    """``None``: the store assigns ``max(sequence in thread) + 1`` (in input order)."""
+    occurred_at: datetime
+    importance: float
+    lineage: Lineage | None
+
+    def stored(
+        self,
+        scope: MemoryIdentity,
+        *,
+        sequence: int,
+        now: datetime,
+        metadata: Mapping[str, Any],
+        model: str | None,
+        indexed: bool,
+    ) -> MemoryRecord:
+        """The record a store writes for this entry at ``sequence``: ``indexed`` with a vector of
+        ``model``, else pending; ``metadata`` is the store's own copy of :attr:`metadata`."""
+        return MemoryRecord(
+            tenant_id=scope.tenant_id,
+            resource_id=scope.resource_id,
+            thread_id=scope.thread_id,
+            id=self.id,
+            text=self.text,
+            role=self.role,
+            metadata=metadata,
+            consent=self.consent,
+            sequence=sequence,
+            occurred_at=self.occurred_at,
+            created_at=now,
+            written_at=now,
+            importance=self.importance,
+            lineage=self.lineage,
+            status="indexed" if indexed else "pending",
+            embedding_model=model if indexed else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRow:
+    """One entry of a bulk import (:mod:`prism_memory.importing`), checked and prepared like a
+    :meth:`~prism_memory.Memory.remember` entry, with its scope and -- when it came with one or was
+    embedded by the import -- its checked vector and the model that made it."""
+
+    scope: MemoryIdentity
+    entry: NewEntry
+    vector: Vector | None
+    model: str | None
+    """The vector's model (``None`` exactly when :attr:`vector` is)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallFilter:
+    """Exclusion rules applied at assembly time, on every backend.
+
+    A record is recallable when **all** hold (see :func:`prism_memory.stores.rules.is_recallable`):
+    it is indexed (``status == "indexed"``); its effective consent is visible and not revoked; it has
+    explicit consent when ``require_consent``; it is not under legal hold; ``occurred_at`` is not
+    before ``occurred_after`` (the retention window); and none of its lineage sources carries a
+    tombstone that invalidates it (any tombstone, except that a ``corrected`` one only invalidates
+    records written before the correction: ``tombstone.created_at > record.written_at``).
+    """
+
+    now: datetime
+    require_consent: bool = False
+    occurred_after: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSource:
+    """Entries of a parent thread a child may recall through an unexpired share grant."""
+
+    thread_id: str
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One recall's candidate selection.
+
+    The *corpus* is every recallable record of the scope's thread plus, when ``shared`` is set, the
+    named entries of the parent thread (same tenant and resource) that are recallable, plus, when
+    ``resource_wide`` is set, every recallable record of the *other* threads of the same tenant and
+    resource whose consent scope travels (:func:`prism_memory.stores.rules.travels`: ``user`` or
+    ``profile``). Each record counts once. The exclusion rules apply to every record alike, with the
+    tombstones of the record's own thread. The store returns a :class:`SearchResult`: the union of
+    two legs over the corpus and its statistics.
+
+    * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
+      at distance 1), ties by sequence then id.
+    * **Lexical leg**: up to ``limit`` records containing at least one of ``terms`` (terms of
+      :func:`prism_memory.lexical.tokenize`), best first by :func:`prism_memory.lexical.leg_score`
+      — BM25 with every term frequency taken as 1, since stores index term *sets* — then sequence,
+      then id.
+    * **Statistics**: :class:`~prism_memory.lexical.CorpusStats` of the corpus — how many records,
+      their total term count, and for each of ``terms`` how many records contain it.
+
+    Order of the candidates does not matter; :mod:`prism_memory.ranking` orders them.
+    """
+
+    vector: Vector
+    terms: frozenset[str]
+    limit: int
+    filter: RecallFilter
+    shared: SharedSource | None = None
+    resource_wide: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What :meth:`VectorStore.search` returns: candidates of both legs and the corpus statistics."""
+
+    candidates: list[Candidate]
+    stats: CorpusStats
+    pending: int | None = None
+    """How many of the scope thread's entries wait for their vector (:meth:`VectorStore.count_pending`),
+    when the store counted them in the same read; ``None`` makes recall ask ``count_pending``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """Lineage invalidation marker: ``entry_id`` is invalid because of ``cause_id`` (often itself)."""
+
+    entry_id: str
+    cause_id: str
+    reason: TombstoneReason
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEntry:
+    """A pending entry a worker has leased for embedding."""
+
+    scope: MemoryIdentity
+    id: str
+    revision: int
+    text: str
+    attempts: int
+    lease_until: datetime | None = None
+    """The end of the lease this claim (or write) set: the claim's token. A store keeps the
+    worker's result only while the row is still leased under exactly this lease, so work done
+    under a lease that ran out and was claimed again -- by another worker or the same one -- is
+    refused. ``None``: any unexpired lease of the worker will do."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryLease:
+    """New rows written already leased to an indexing worker, so it embeds them without claiming."""
+
+    worker_id: str
+    until: datetime
+    ids: frozenset[str] | None = None
+    """Only new rows with these ids are leased (the rest stay free for any worker); ``None``: all."""
+
+    def covers(self, entry_id: str) -> bool:
+        """Whether a new row ``entry_id`` is stored leased."""
+        return self.ids is None or entry_id in self.ids
+
+
+class StoredEntries(list[MemoryRecord]):
+    """What :meth:`~prism_memory.stores.base.VectorStore.put_entries` returns: the stored records
+    in input order (a ``list``), and :attr:`inserted`, the ids of the rows this very call inserted.
+
+    The writer hands exactly these rows on (to its indexing worker, or as indexed at once); an id
+    that existed -- a replay, or a row another writer inserted first -- is not among them, however
+    its record looks.
+    """
+
+    __slots__ = ("inserted",)
+
+    def __init__(
+        self, records: Iterable[MemoryRecord] = (), *, inserted: Iterable[str] = ()
+    ) -> None:
+        super().__init__(records)
+        self.inserted: frozenset[str] = frozenset(inserted)
+        """The ids of the rows this call inserted (each a row of this list)."""
