@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import ConfigurationError, DimensionMismatchError, PrismMemoryError
 from ._engine import create_engine, normalize_url
 from ._errors import wrap_db_errors
+from .statements.catalog import EMBEDDING_TYPMOD, INVALID_INDEXES, RELATION_EXISTS, SchemaSql
 from .tables import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
@@ -244,22 +245,6 @@ def alembic_config(
     return config
 
 
-INVALID_INDEXES = """
-SELECT c.relname
-  FROM pg_index i
-  JOIN pg_class c ON c.oid = i.indexrelid
-  JOIN pg_class t ON t.oid = i.indrelid
-  JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = :schema
-   AND t.relname = ANY(:tables)
-   AND NOT i.indisvalid
-   AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.index_relid = c.oid)
- ORDER BY 1
-"""
-"""Indexes of prism_memory's tables left INVALID by a failed ``CREATE INDEX CONCURRENTLY`` (a
-crashed or terminated server process, a cancelled build) -- not one still being built."""
-
-
 def invalid_indexes(connection: Connection, names: Names) -> tuple[str, ...]:
     """The names of :data:`INVALID_INDEXES` in ``names.schema``."""
     rows = connection.execute(
@@ -284,13 +269,13 @@ def repair_invalid_indexes(connection: Connection, names: Names) -> tuple[str, .
     if connection.in_transaction():
         connection.commit()
     connection.execution_options(isolation_level="AUTOCOMMIT")
+    sql = SchemaSql(names)
     try:
         for name in broken:
-            qualified = f'"{names.schema}"."{name}"'
             if re.search(r"_ccnew\d*$", name):
-                connection.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}"))
+                connection.execute(text(sql.drop_index(name)))
             else:
-                connection.execute(text(f"REINDEX INDEX CONCURRENTLY {qualified}"))
+                connection.execute(text(sql.reindex(name)))
     finally:
         connection.commit()  # ends SQLAlchemy's own autobegun (no-op) transaction
         connection.execution_options(isolation_level=previous)
@@ -334,11 +319,7 @@ def _check_pinned_width(connection: Connection, settings: MigrationSettings) -> 
         return
     names = settings.names
     typmod = connection.execute(
-        text(
-            "SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = to_regclass(:relation) "
-            "AND a.attname = 'embedding' AND NOT a.attisdropped"
-        ),
-        {"relation": f'"{names.schema}"."{names.entries}"'},
+        text(EMBEDDING_TYPMOD), {"relation": SchemaSql(names).entries}
     ).scalar_one_or_none()
     connection.rollback()  # the look ends its own transaction: Alembic begins the next
     if typmod is None:
@@ -415,15 +396,11 @@ async def current_revision(
     names = names_for(schema, table)
 
     def read(connection: Connection) -> str | None:
-        exists = connection.execute(
-            text("SELECT to_regclass(:name) IS NOT NULL"),
-            {"name": f'"{names.schema}"."{names.version_table}"'},
-        ).scalar_one()
+        sql = SchemaSql(names)
+        exists = connection.execute(text(RELATION_EXISTS), {"name": sql.version_table}).scalar_one()
         if not exists:
             return None
-        rows = connection.execute(
-            text(f'SELECT version_num FROM "{names.schema}"."{names.version_table}"')  # noqa: S608
-        ).scalars()
+        rows = connection.execute(text(sql.versions)).scalars()
         found = list(rows)
         return found[0] if len(found) == 1 else None
 

@@ -16,6 +16,15 @@ from ..errors import ConfigurationError
 from ._engine import create_engine
 from ._errors import wrap_db_errors
 from .migrate import head_revision, invalid_indexes
+from .statements import TableSql
+from .statements.catalog import (
+    EMBEDDING_TYPE,
+    INDEX_NAMES,
+    RELATION_EXISTS,
+    RELATION_SIZE,
+    VECTOR_VERSION,
+    SchemaSql,
+)
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, build_metadata, names_for
 
 __all__ = ["Diagnosis", "SchemaStats", "diagnose", "schema_stats"]
@@ -65,9 +74,10 @@ async def _check(
     max_pending_age_seconds: float,
 ) -> None:
     schema, table = names.schema, names.entries
-    qualified = f'"{schema}"."{table}"'
+    sql = SchemaSql(names)
+    qualified = sql.entries
 
-    version = await _scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    version = await _scalar(conn, VECTOR_VERSION)
     if version is None:
         found.problems.append(
             "the vector extension is not installed in this database (CREATE EXTENSION vector)"
@@ -76,12 +86,8 @@ async def _check(
         found.facts["pgvector"] = str(version)
 
     head = head_revision()
-    has_version_table = await _scalar(
-        conn,
-        "SELECT to_regclass(:name) IS NOT NULL",
-        name=f'"{schema}"."{names.version_table}"',
-    )
-    table_exists = await _scalar(conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified)
+    has_version_table = await _scalar(conn, RELATION_EXISTS, name=sql.version_table)
+    table_exists = await _scalar(conn, RELATION_EXISTS, name=qualified)
     if not has_version_table:
         if table_exists:  # a host's own Alembic history ran the revisions (docs/alembic.md)
             found.facts["revision"] = "(recorded in your own Alembic version table)"
@@ -91,11 +97,7 @@ async def _check(
                 f"`prism-memory migrate upgrade head` (or your Alembic's `upgrade heads`)"
             )
     else:
-        rows = (
-            await conn.execute(
-                text(f'SELECT version_num FROM "{schema}"."{names.version_table}"')  # noqa: S608
-            )
-        ).scalars()
+        rows = (await conn.execute(text(sql.versions))).scalars()
         current = list(rows)
         found.facts["revision"] = ", ".join(current) or "(none)"
         if current != [head]:
@@ -108,12 +110,7 @@ async def _check(
         found.problems.append(f"table {schema}.{table} does not exist")
         return
 
-    column_type = await _scalar(
-        conn,
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-        "WHERE attrelid = to_regclass(:name) AND attname = 'embedding' AND NOT attisdropped",
-        name=qualified,
-    )
+    column_type = await _scalar(conn, EMBEDDING_TYPE, name=qualified)
     pinned_match = _PINNED.match(str(column_type or ""))
     pinned = int(pinned_match.group(1)) if pinned_match else None
     found.facts["embedding"] = str(column_type)
@@ -125,11 +122,7 @@ async def _check(
                 f"embedder is {embedder_width} wide"
             )
         elif pinned is None:
-            stored = await _scalar(
-                conn,
-                f"SELECT vector_dims(embedding) FROM {qualified} "  # noqa: S608
-                "WHERE embedding IS NOT NULL LIMIT 1",
-            )
+            stored = await _scalar(conn, TableSql.for_names(names).any_width)
             if stored is not None and int(str(stored)) != embedder_width:
                 found.problems.append(
                     f"width mismatch: stored vectors are {stored} wide but the embedder is "
@@ -144,7 +137,7 @@ async def _check(
     present = set(
         (
             await conn.execute(
-                text("SELECT indexname FROM pg_indexes WHERE schemaname = :schema"),
+                text(INDEX_NAMES),
                 {"schema": schema},
             )
         ).scalars()
@@ -157,16 +150,7 @@ async def _check(
             "`prism-memory migrate upgrade head` rebuilds it"
         )
 
-    backlog = (
-        await conn.execute(
-            text(
-                "SELECT count(*) FILTER (WHERE status = 'pending') AS pending, "  # noqa: S608
-                "count(*) FILTER (WHERE status = 'failed') AS failed, "
-                "min(written_at) FILTER (WHERE status = 'pending') AS oldest "
-                f"FROM {qualified}"
-            )
-        )
-    ).one()
+    backlog = (await conn.execute(text(sql.backlog))).one()
     found.facts["pending"] = str(backlog.pending)
     found.facts["failed"] = str(backlog.failed)
     if backlog.failed:
@@ -199,14 +183,12 @@ async def schema_stats(
 ) -> SchemaStats:
     """Entries per status, the ``top`` tenants by size, working documents and the on-disk size."""
     names = names_for(schema, table)
-    qualified = f'"{schema}"."{names.entries}"'
+    sql = SchemaSql(names)
     engine = create_engine(url, pooled=False)
     try:
         with wrap_db_errors("reading statistics"):
             async with engine.connect() as conn:
-                exists = await _scalar(
-                    conn, "SELECT to_regclass(:name) IS NOT NULL", name=qualified
-                )
+                exists = await _scalar(conn, RELATION_EXISTS, name=sql.entries)
                 if not exists:
                     raise ConfigurationError(
                         f"table {schema}.{names.entries} does not exist: run "
@@ -214,52 +196,17 @@ async def schema_stats(
                     )
                 by_status = {
                     str(row.status): int(row.n)
-                    for row in await conn.execute(
-                        text(
-                            f"SELECT status, count(*) AS n FROM {qualified} GROUP BY status"  # noqa: S608
-                        )
-                    )
+                    for row in await conn.execute(text(sql.status_counts))
                 }
                 tenants = [
                     (str(r.tenant_id), int(r.n), int(r.pending), int(r.failed))
-                    for r in await conn.execute(
-                        text(
-                            "SELECT tenant_id, count(*) AS n, "  # noqa: S608
-                            "count(*) FILTER (WHERE status = 'pending') AS pending, "
-                            "count(*) FILTER (WHERE status = 'failed') AS failed "
-                            f"FROM {qualified} GROUP BY tenant_id ORDER BY n DESC, tenant_id "
-                            "LIMIT :top"
-                        ),
-                        {"top": top},
-                    )
+                    for r in await conn.execute(text(sql.top_tenants), {"top": top})
                 ]
-                tenant_count = int(
-                    str(
-                        await _scalar(
-                            conn,
-                            f"SELECT count(DISTINCT tenant_id) FROM {qualified}",  # noqa: S608
-                        )
-                    )
-                )
-                working = int(
-                    str(
-                        await _scalar(
-                            conn,
-                            f'SELECT count(*) FROM "{schema}"."{names.working}"',  # noqa: S608
-                        )
-                    )
-                )
+                tenant_count = int(str(await _scalar(conn, sql.tenant_count)))
+                working = int(str(await _scalar(conn, sql.working_count)))
                 size = 0
                 for name in names.tables:
-                    size += int(
-                        str(
-                            await _scalar(
-                                conn,
-                                "SELECT coalesce(pg_total_relation_size(to_regclass(:n)), 0)",
-                                n=f'"{schema}"."{name}"',
-                            )
-                        )
-                    )
+                    size += int(str(await _scalar(conn, RELATION_SIZE, n=sql.qualified(name))))
     finally:
         await engine.dispose()
     return SchemaStats(by_status, tenants, tenant_count, working, size)

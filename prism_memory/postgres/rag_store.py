@@ -1,10 +1,12 @@
-"""The PostgreSQL side of the RAG store: SQL, and the operations over one session.
+"""The PostgreSQL side of the RAG store: the operations over one session, and the rules that pick
+their statements.
 
-:class:`RagSql` builds every statement once per table set; :class:`RagSession` runs them inside
-the caller's session (it flushes, never commits); :class:`PostgresRagOperations` is the mixin that
-makes :class:`~prism_memory.postgres.PostgresVectorStore` a
+:class:`~prism_memory.postgres.statements.RagSql` builds every statement once per table set;
+:class:`RagSession` runs them inside the caller's session (it flushes, never commits);
+:class:`~prism_memory.postgres.rag_adapter.PostgresRagOperations` is the mixin that makes
+:class:`~prism_memory.postgres.PostgresVectorStore` a
 :class:`~prism_memory.stores.rag_base.RagStore` -- each call one unit of work, or all of them in
-one :meth:`~PostgresRagOperations.transaction`.
+one transaction.
 
 Authorisation and the vector leg
 --------------------------------
@@ -36,11 +38,8 @@ below ~2,000 rows).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
 import numpy as np
 from sqlalchemy import bindparam, delete, func, select, text
@@ -48,7 +47,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..embedding import assert_finite_vector
-from ..lexical import BM25_B, BM25_K1, CorpusStats, idf, tokenize
+from ..lexical import BM25_B, BM25_K1, CorpusStats, idf
 from ..models import Vector, check_key
 from ..rag_types import (
     ACL,
@@ -63,7 +62,6 @@ from ..rag_types import (
 )
 from ..stores.rag_base import (
     RagOperations,
-    RagStore,
     check_authorization,
     check_chunks,
     check_top_k,
@@ -74,12 +72,12 @@ from ..stores.rag_base import (
     resolve_scope,
     vector_score,
 )
+from .statements.rag import RagSql, tsquery_literal, tsvector_literal
 from .tables import PrismTables
 
 __all__ = [
     "EXACT_SCAN_MAX_ROWS",
     "EXACT_SCAN_MAX_ROWS_UNRESTRICTED",
-    "PostgresRagOperations",
     "RagSession",
     "RagSql",
     "ef_search_for",
@@ -107,192 +105,6 @@ def ef_search_for(top_k: int, *, restricted: bool = False) -> int:
     if restricted:
         return min(1000, max(400, 40 * top_k))
     return min(1000, max(40, 8 * top_k))
-
-
-_MAX_POSITION = 16383
-_MAX_POSITIONS_PER_TERM = 256
-
-
-def tsvector_literal(text: str) -> tuple[str, int]:
-    """``text``'s terms (:func:`prism_memory.lexical.tokenize`) as a ``tsvector`` literal with
-    their positions, and the term count.
-
-    PostgreSQL keeps at most 256 positions per lexeme and none above 16,383, so the term
-    frequency SQL sees is capped there (only candidate selection uses it: scores are recomputed
-    from the text). Terms are ``\\w+`` runs, so they never need escaping inside the quotes.
-    """
-    tokens = tokenize(text)
-    positions: dict[str, list[int]] = {}
-    for position, token in enumerate(tokens, start=1):
-        found = positions.setdefault(token, [])
-        if len(found) < _MAX_POSITIONS_PER_TERM:
-            found.append(min(position, _MAX_POSITION))
-    literal = " ".join(
-        f"'{term}':{','.join(str(p) for p in sorted(set(places)))}"
-        for term, places in sorted(positions.items())
-    )
-    return literal, len(tokens)
-
-
-def tsquery_literal(terms: Sequence[str]) -> str:
-    """``'a' | 'b' | ...``: a chunk matches when it holds any of ``terms``."""
-    return " | ".join(f"'{term}'" for term in terms)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-@dataclass(frozen=True)
-class RagSql:
-    """Hand-written SQL of the RAG store for one table set (built once, cached)."""
-
-    chunks: str
-    acl: str
-    generations: str
-
-    @staticmethod
-    @functools.lru_cache(maxsize=64)
-    def for_tables(tables: PrismTables) -> RagSql:
-        """The SQL builder of ``tables`` (cached)."""
-        schema = _quote(tables.names.schema)
-        return RagSql(
-            chunks=f"{schema}.{_quote(tables.names.rag_chunks)}",
-            acl=f"{schema}.{_quote(tables.names.rag_source_acl)}",
-            generations=f"{schema}.{_quote(tables.names.rag_scope_generations)}",
-        )
-
-    @property
-    def generation(self) -> str:
-        """``:generation``, or the scope's current generation when it is ``NULL``.
-
-        Evaluated once per statement (an InitPlan), in the statement's own snapshot: a query that
-        resolves the current generation this way reads exactly one generation, whatever a
-        concurrent switch does.
-        """
-        return (
-            "COALESCE(CAST(:generation AS bigint), (SELECT g.generation FROM "  # noqa: S608 - quoted identifiers, bound values
-            f"{self.generations} g WHERE g.tenant_id = :tenant AND g.scope = :scope), 0)"
-        )
-
-    def _where(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """Scope, generation, ACL and filter over alias ``c``."""
-        parts = [
-            "c.tenant_id = :tenant",
-            "c.scope = :scope",
-            f"c.generation = {self.generation}",
-        ]
-        if acl:
-            # Index probe of the ACL primary key (tenant_id, scope, source_id, kind, principal_id).
-            version = " AND a.access_version = :access_version" if versioned else ""
-            parts.append(
-                f"EXISTS (SELECT 1 FROM {self.acl} a WHERE a.tenant_id = c.tenant_id "  # noqa: S608 - quoted identifiers, bound values
-                "AND a.scope = c.scope AND a.source_id = c.source_id AND ("
-                "(a.principal_kind = 'principal' AND a.principal_id = :principal) OR "
-                "(a.principal_kind = 'group' AND a.principal_id = ANY(CAST(:groups AS text[]))))"
-                f"{version})"
-            )
-        if filtered:
-            parts.append("c.metadata @> :filter")
-        return " AND ".join(parts)
-
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
-    def nearest(self, *, exact: bool, acl: bool, versioned: bool, filtered: bool) -> str:
-        """The ``:limit`` nearest chunks by cosine distance (HNSW-capable, or exact)."""
-        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        columns = "c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding"
-        distance = "(c.embedding <=> :query)"
-        if exact:
-            # ``+ 0`` is not the indexed expression, so the HNSW index cannot serve this order:
-            # the rows that pass the WHERE clause are sorted (a top-N heapsort) -- an exact result.
-            return (
-                f"SELECT {columns} FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
-                f"ORDER BY {distance} + 0, c.source_id, c.chunk_index LIMIT :limit"
-            )
-        return (
-            f"SELECT {columns} FROM {self.chunks} c WHERE {where} ORDER BY {distance} LIMIT :limit"  # noqa: S608 - quoted identifiers, bound values
-        )
-
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
-    def lexical(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """The ``:limit`` best BM25 matches (any term, via the ``text_tsv`` GIN index).
-
-        ``:terms``/``:idfs`` are the query terms and their idf, ``:avgdl`` the average length, all
-        from :meth:`lexical_totals`/:meth:`document_frequencies` of the same selection; term
-        frequencies are the number of positions ``text_tsv`` holds for a term.
-        """
-        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        # Every number is cast: an untyped parameter next to an integer literal would be inferred
-        # as an integer (0.9 -> 1) and silently change the ranking.
-        tf = "CAST(cardinality(u.positions) AS float8)"
-        k1, b, avgdl = "CAST(:k1 AS float8)", "CAST(:b AS float8)", "CAST(:avgdl AS float8)"
-        bm25 = (
-            f"(SELECT COALESCE(sum(w.idf * {tf} * ({k1} + 1) / "  # noqa: S608 - quoted identifiers, bound values
-            f"({tf} + {k1} * (1 - {b} + {b} * c.term_count / {avgdl}))), 0) "
-            "FROM unnest(c.text_tsv) AS u "
-            "JOIN unnest(CAST(:terms AS text[]), CAST(:idfs AS float8[])) AS w(term, idf) "
-            "ON u.lexeme = w.term)"
-        )
-        return (
-            "SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding "  # noqa: S608 - quoted identifiers, bound values
-            f"FROM {self.chunks} c "
-            f"WHERE {where} AND c.text_tsv @@ CAST(:tsquery AS tsquery) "
-            f"ORDER BY {bm25} DESC, c.source_id, c.chunk_index LIMIT :limit"
-        )
-
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
-    def lexical_totals(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """How many chunks the selection holds and their total term count."""
-        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        return (
-            "SELECT count(*) AS documents, COALESCE(sum(c.term_count), 0) AS total_length "  # noqa: S608 - quoted identifiers, bound values
-            f"FROM {self.chunks} c WHERE {where}"
-        )
-
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
-    def document_frequencies(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """Per query term, how many chunks of the selection hold it (GIN probe per term)."""
-        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        return (
-            f"SELECT t.term, (SELECT count(*) FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
-            "AND c.text_tsv @@ CAST(quote_literal(t.term) AS tsquery)) AS df "
-            "FROM unnest(CAST(:terms AS text[])) AS t(term)"
-        )
-
-    @property
-    def current_generation(self) -> str:
-        """The scope's current generation, 0 when never set."""
-        return (
-            f"SELECT COALESCE((SELECT generation FROM {self.generations} "  # noqa: S608 - quoted identifiers, bound values
-            "WHERE tenant_id = :tenant AND scope = :scope), 0)"
-        )
-
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
-    def prepare_vector(self, *, acl: bool, versioned: bool, filtered: bool) -> str:
-        """One round trip before a vector query: how many chunks pass the query's WHERE clause
-        (scope, generation, ACL, filter -- counting at most one past ``:exact_max``),
-        and ``hnsw.iterative_scan``/``hnsw.ef_search`` (``:ef``) set for the transaction."""
-        where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        return (
-            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {self.chunks} c WHERE {where} "  # noqa: S608 - quoted identifiers, bound values
-            "LIMIT :exact_max + 1) AS bounded) AS size, "
-            "set_config('hnsw.iterative_scan', 'strict_order', true) AS scan, "
-            "set_config('hnsw.ef_search', :ef, true) AS ef"
-        )
-
-    @property
-    def set_generation(self) -> str:
-        """Upsert the scope's current generation."""
-        return (
-            f"INSERT INTO {self.generations} (tenant_id, scope, generation, updated_at) "  # noqa: S608 - quoted identifiers, bound values
-            "VALUES (:tenant, :scope, :generation, now()) ON CONFLICT (tenant_id, scope) "
-            "DO UPDATE SET generation = EXCLUDED.generation, updated_at = EXCLUDED.updated_at"
-        )
-
-    @property
-    def any_width(self) -> str:
-        """The width of any stored chunk vector."""
-        return f"SELECT vector_dims(embedding) FROM {self.chunks} LIMIT 1"  # noqa: S608 - quoted identifiers, bound values
 
 
 class RagSession(RagOperations):
@@ -466,33 +278,6 @@ class RagSession(RagOperations):
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def _read_params(
-        self,
-        scope: RagScope,
-        filter: Mapping[str, JsonScalar] | None,
-        authorization: Authorization,
-    ) -> tuple[dict[str, Any], dict[str, bool]]:
-        checked = resolve_filter(filter)
-        params: dict[str, Any] = {"tenant": scope.tenant_id, "scope": scope.key}
-        flags = {"acl": False, "versioned": False, "filtered": bool(checked)}
-        if checked:
-            params["filter"] = checked
-        if isinstance(authorization, AccessConstraint):
-            flags["acl"] = True
-            params["principal"] = authorization.principal_id
-            params["groups"] = list(authorization.group_ids)
-            if authorization.access_version is not None:
-                flags["versioned"] = True
-                params["access_version"] = authorization.access_version
-        return params, flags
-
-    @staticmethod
-    def _typed(statement: str, flags: Mapping[str, bool]) -> Any:
-        clause = text(statement)
-        if flags["filtered"]:
-            clause = clause.bindparams(bindparam("filter", type_=JSONB))
-        return clause
-
     async def query(
         self,
         scope: RagScope,
@@ -507,7 +292,7 @@ class RagSession(RagOperations):
         scope = resolve_scope(scope)
         check_top_k(top_k)
         auth = check_authorization(authorization)
-        params, flags = self._read_params(scope, filter, auth)
+        params, flags = _read_params(scope, filter, auth)
         query = assert_finite_vector(embedding, "query embedding", await self._known_width())
         gen = resolve_generation(generation)
         if auth == ACL:
@@ -519,7 +304,7 @@ class RagSession(RagOperations):
             if self.exact_max_rows is None
             else self.exact_max_rows
         )
-        prepare = self._typed(self.sql.prepare_vector(**flags), flags)
+        prepare = _typed(self.sql.prepare_vector(**flags), flags)
         size = (
             await self.session.execute(
                 prepare,
@@ -533,10 +318,10 @@ class RagSession(RagOperations):
         rows: list[Any] = []
         if int(size) > threshold and self.tables.dimension is not None:
             statement = self.sql.nearest(exact=False, **flags)
-            rows = list(await self.session.execute(self._typed(statement, flags), params))
+            rows = list(await self.session.execute(_typed(statement, flags), params))
         if len(rows) < top_k:
             statement = self.sql.nearest(exact=True, **flags)
-            rows = list(await self.session.execute(self._typed(statement, flags), params))
+            rows = list(await self.session.execute(_typed(statement, flags), params))
         scored = [(vector_score(query, np.asarray(row.embedding)), row) for row in rows]
         scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
         return [
@@ -568,7 +353,7 @@ class RagSession(RagOperations):
         check_top_k(top_k)
         terms = lexical_terms(text)
         auth = check_authorization(authorization)
-        params, flags = self._read_params(scope, filter, auth)
+        params, flags = _read_params(scope, filter, auth)
         gen = resolve_generation(generation)
         if auth == ACL or not terms:
             return []
@@ -587,7 +372,7 @@ class RagSession(RagOperations):
             limit=top_k,
         )
         statement = self.sql.lexical(**flags)
-        rows = await self.session.execute(self._typed(statement, flags), params)
+        rows = await self.session.execute(_typed(statement, flags), params)
         scored = [(lexical_score(terms, row.text, stats), row) for row in rows]
         scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
         return [
@@ -606,12 +391,12 @@ class RagSession(RagOperations):
 
     async def _stats(self, params: dict[str, Any], flags: Mapping[str, bool]) -> CorpusStats:
         totals = (
-            await self.session.execute(self._typed(self.sql.lexical_totals(**flags), flags), params)
+            await self.session.execute(_typed(self.sql.lexical_totals(**flags), flags), params)
         ).one()
         if int(totals.documents) == 0:
             return CorpusStats()
         frequencies = await self.session.execute(
-            self._typed(self.sql.document_frequencies(**flags), flags), params
+            _typed(self.sql.document_frequencies(**flags), flags), params
         )
         return CorpusStats(
             documents=int(totals.documents),
@@ -632,7 +417,7 @@ class RagSession(RagOperations):
         scope = resolve_scope(scope)
         terms = lexical_terms(text)
         auth = check_authorization(authorization)
-        params, flags = self._read_params(scope, filter, auth)
+        params, flags = _read_params(scope, filter, auth)
         if auth == ACL:
             return CorpusStats()
         params.update(generation=resolve_generation(generation), terms=list(terms))
@@ -727,166 +512,30 @@ class RagSession(RagOperations):
         )
 
 
-class PostgresRagOperations(RagStore):
-    """Mixin: the RAG store over an adapter's engine (``_unit``, ``_tables``, ``_dimension``).
+def _read_params(
+    scope: RagScope,
+    filter: Mapping[str, JsonScalar] | None,
+    authorization: Authorization,
+) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The bound values of a read's scope, filter and ACL, and the flags that pick its statement."""
+    checked = resolve_filter(filter)
+    params: dict[str, Any] = {"tenant": scope.tenant_id, "scope": scope.key}
+    flags = {"acl": False, "versioned": False, "filtered": bool(checked)}
+    if checked:
+        params["filter"] = checked
+    if isinstance(authorization, AccessConstraint):
+        flags["acl"] = True
+        params["principal"] = authorization.principal_id
+        params["groups"] = list(authorization.group_ids)
+        if authorization.access_version is not None:
+            flags["versioned"] = True
+            params["access_version"] = authorization.access_version
+    return params, flags
 
-    Every method is one unit of work (its driver errors translated by the adapter's ``_unit``);
-    :meth:`transaction` runs many in one.
-    """
 
-    _tables: PrismTables
-    _dimension: int | None
-    _rag_width: int | None = None
-    rag_exact_scan_max_rows: int | None = None
-    """Override of the exact-scan thresholds for this store (``None``: :func:`exact_scan_max_rows`;
-    ``0`` sends every vector query down the HNSW path)."""
-
-    if TYPE_CHECKING:
-
-        def _unit(
-            self, action: str, *, custom_plans: bool = False
-        ) -> AbstractAsyncContextManager[AsyncSession]: ...
-
-    def _rag(self, session: AsyncSession) -> RagSession:
-        return RagSession(
-            session,
-            self._tables,
-            dimension=self._dimension,
-            width=lambda: self._rag_width if self._dimension is None else self._dimension,
-            learn_width=self._learn_rag_width,
-            exact_max_rows=self.rag_exact_scan_max_rows,
-        )
-
-    def _learn_rag_width(self, width: int) -> None:
-        if self._rag_width is None:
-            self._rag_width = width
-
-    def transaction(self) -> AbstractAsyncContextManager[RagOperations]:
-        """One PostgreSQL transaction for every call made through the yielded object."""
-        return self._rag_transaction()
-
-    @asynccontextmanager
-    async def _rag_transaction(self) -> AsyncIterator[RagOperations]:
-        async with self._unit("RAG transaction", custom_plans=True) as session:
-            yield self._rag(session)
-
-    async def upsert(
-        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
-    ) -> int:
-        """Insert or replace ``chunks``, atomically."""
-        async with self._unit("upsert") as session:
-            return await self._rag(session).upsert(scope, chunks, generation=generation)
-
-    async def get_by_source(
-        self, scope: RagScope, source_id: str, *, generation: int | None = None
-    ) -> list[Chunk]:
-        """The chunks of ``source_id`` by index."""
-        async with self._unit("get_by_source") as session:
-            return await self._rag(session).get_by_source(scope, source_id, generation=generation)
-
-    async def delete_source(
-        self, scope: RagScope, source_id: str, *, generation: int | None = None
-    ) -> int:
-        """Delete the chunks of ``source_id``; count them."""
-        async with self._unit("delete_source") as session:
-            return await self._rag(session).delete_source(scope, source_id, generation=generation)
-
-    async def delete_generation(self, scope: RagScope, generation: int) -> int:
-        """Delete every chunk of ``generation``; count them."""
-        async with self._unit("delete_generation") as session:
-            return await self._rag(session).delete_generation(scope, generation)
-
-    async def query(
-        self,
-        scope: RagScope,
-        *,
-        embedding: Vector | Sequence[float],
-        top_k: int,
-        filter: Mapping[str, JsonScalar] | None = None,
-        authorization: Authorization = None,
-        generation: int | None = None,
-    ) -> list[RagHit]:
-        """The ``top_k`` nearest authorised chunks, in one transaction (one snapshot)."""
-        async with self._unit("query", custom_plans=True) as session:
-            return await self._rag(session).query(
-                scope,
-                embedding=embedding,
-                top_k=top_k,
-                filter=filter,
-                authorization=authorization,
-                generation=generation,
-            )
-
-    async def lexical_query(
-        self,
-        scope: RagScope,
-        *,
-        text: str,
-        top_k: int,
-        filter: Mapping[str, JsonScalar] | None = None,
-        authorization: Authorization = None,
-        generation: int | None = None,
-    ) -> list[RagHit]:
-        """The best lexical matches among authorised chunks."""
-        async with self._unit("lexical_query", custom_plans=True) as session:
-            return await self._rag(session).lexical_query(
-                scope,
-                text=text,
-                top_k=top_k,
-                filter=filter,
-                authorization=authorization,
-                generation=generation,
-            )
-
-    async def lexical_stats(
-        self,
-        scope: RagScope,
-        *,
-        text: str,
-        filter: Mapping[str, JsonScalar] | None = None,
-        authorization: Authorization = None,
-        generation: int | None = None,
-    ) -> CorpusStats:
-        """BM25 statistics of the chunks such a query may see."""
-        async with self._unit("lexical_stats", custom_plans=True) as session:
-            return await self._rag(session).lexical_stats(
-                scope,
-                text=text,
-                filter=filter,
-                authorization=authorization,
-                generation=generation,
-            )
-
-    async def get_current_generation(self, scope: RagScope) -> int:
-        """The scope's current generation (0 until set)."""
-        async with self._unit("get_current_generation") as session:
-            return await self._rag(session).get_current_generation(scope)
-
-    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
-        """Make ``generation`` current."""
-        async with self._unit("set_current_generation") as session:
-            await self._rag(session).set_current_generation(scope, generation)
-
-    async def set_source_access(
-        self,
-        scope: RagScope,
-        source_id: str,
-        *,
-        principal_ids: Sequence[str] = (),
-        group_ids: Sequence[str] = (),
-        access_version: int,
-    ) -> None:
-        """Replace the grants of ``source_id``, atomically."""
-        async with self._unit("set_source_access") as session:
-            await self._rag(session).set_source_access(
-                scope,
-                source_id,
-                principal_ids=principal_ids,
-                group_ids=group_ids,
-                access_version=access_version,
-            )
-
-    async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
-        """The grants of ``source_id``, or ``None``."""
-        async with self._unit("get_source_access") as session:
-            return await self._rag(session).get_source_access(scope, source_id)
+def _typed(statement: str, flags: Mapping[str, bool]) -> Any:
+    """``statement`` as a text clause, its filter bound as ``jsonb``."""
+    clause = text(statement)
+    if flags["filtered"]:
+        clause = clause.bindparams(bindparam("filter", type_=JSONB))
+    return clause

@@ -1,39 +1,32 @@
 """PostgreSQL adapters of the store contracts, and the factories that open them.
 
-Each adapter method is one unit of work: ``async with session.begin()`` around repository calls,
-inside :func:`~prism_memory.postgres._errors.wrap_db_errors`, so a call applies entirely or not at
-all and every driver error reaches the caller as a :class:`~prism_memory.errors.PrismMemoryError`.
+Each adapter method is one unit of work, inside
+:func:`~prism_memory.postgres._errors.wrap_db_errors`, so a call applies entirely or not at all and
+every driver error reaches the caller as a :class:`~prism_memory.errors.PrismMemoryError`. How a
+unit executes -- the asyncpg driver for the named statements of the hot paths, a SQLAlchemy session
+around repository calls for the rest -- is the rule of :mod:`prism_memory.postgres._adapter`; the
+SQL text itself is in :mod:`prism_memory.postgres.statements`. :class:`PostgresVectorStore` is
+assembled from mixins: the entry writes (:mod:`~prism_memory.postgres._writes`), the indexing
+ledger (:mod:`~prism_memory.postgres._ledger`) and the RAG store
+(:mod:`~prism_memory.postgres.rag_adapter`); its reads, governance and grants are here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-import asyncpg
-import numpy as np
-from sqlalchemy import text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
-from sqlalchemy.util.concurrency import greenlet_spawn
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..embedding import assert_finite_vector
-from ..errors import (
-    ConfigurationError,
-    ConflictError,
-    DimensionMismatchError,
-    NotFoundError,
-)
+from ..errors import ConflictError, NotFoundError
 from ..lexical import CorpusStats
 from ..models import (
-    IndexStatus,
     MemoryConsent,
     MemoryIdentity,
     MemoryRecord,
@@ -44,67 +37,34 @@ from ..models import (
     check_id_collection,
 )
 from ..stores.base import (
-    ClaimedEntry,
-    EntryLease,
     GovernanceChange,
     GovernanceResult,
-    ImportRow,
-    NewEntry,
     RecallFilter,
     SearchRequest,
     SearchResult,
-    StoredEntries,
     Tombstone,
     VectorStore,
     WorkingStore,
-    check_entry_vectors,
-    check_lease,
     check_limit,
-    check_lineage_sources,
     expand_walk,
-    lineage_source_ids,
 )
-from ..stores.rules import inherited_tombstones
-from ._engine import KeptConnections, create_engine, install_vector_codec, sets_plans
-from ._errors import sqlstate_of, translate, wrap_db_errors
-from .rag_store import PostgresRagOperations
+from ._adapter import _Adapter
+from ._engine import sets_plans
+from ._errors import wrap_db_errors
+from ._ledger import _IndexingLedger
+from ._open import open_engine
+from ._writes import _EntryWrites
+from .rag_adapter import PostgresRagOperations
 from .repositories import (
     EntryRepository,
-    IndexingRepository,
     ShareGrantRepository,
     TombstoneRepository,
     WorkingRepository,
 )
-from .rows import (
-    STAGE_COLUMNS,
-    claimed_entries,
-    insert_params,
-    inserted_record,
-    record_from_row,
-    scope_params,
-    search_result,
-    stage_records,
-)
-from .sql import (
-    EntrySql,
-    begin_locked_statement,
-    claim_in_statement,
-    claim_statement,
-    neighbors_statement,
-    records_statement,
-    search_statement,
-    thread_lock_key,
-    to_positional,
-)
-from .tables import (
-    DEFAULT_SCHEMA,
-    DEFAULT_TABLE,
-    Names,
-    PrismTables,
-    build_metadata,
-    names_for,
-    validate_dimension,
-)
+from .rows import record_from_row, search_result
+from .statements import EntrySql, neighbors_statement, search_statement
+from .statements.catalog import SchemaSql
+from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, PrismTables
 
 __all__ = [
     "PostgresMemoryStores",
@@ -115,157 +75,7 @@ __all__ = [
 ]
 
 
-class _Adapter:
-    """Engine, session factory and the unit-of-work helper shared by both adapters."""
-
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        tables: PrismTables,
-        *,
-        owns_engine: bool,
-        engine_sets_plans: bool = False,
-    ) -> None:
-        self._engine = engine
-        self._tables = tables
-        self._owns_engine = owns_engine
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self._kept = KeptConnections(engine)
-        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS)
-        # and recall reads go to the asyncpg driver directly (see ``_fetch``); on a host's engine
-        # they run in units that ask for custom plans transaction-locally, like the RAG queries.
-        self._direct_reads = engine_sets_plans
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The engine this adapter runs on."""
-        return self._engine
-
-    @property
-    def tables(self) -> PrismTables:
-        """The tables this adapter reads and writes."""
-        return self._tables
-
-    @asynccontextmanager
-    async def _unit(
-        self, action: str, *, custom_plans: bool = False
-    ) -> AsyncIterator[AsyncSession]:
-        with wrap_db_errors(action):
-            async with self._sessions() as session, session.begin():
-                if custom_plans:
-                    await session.execute(
-                        text(
-                            "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
-                            "set_config('max_parallel_workers_per_gather', '0', true)"
-                        )
-                    )
-                yield session
-
-    async def _fetch(self, action: str, statement: str, params: Mapping[str, Any]) -> list[Any]:
-        """One read in one round trip: the statement goes straight to the pooled connection's
-        asyncpg driver -- no transaction around it, prepared once per connection and cached by
-        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
-        read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
-        positional, names = to_positional(statement)
-        args = [params[name] for name in names]
-        for attempt in (1, 2):
-            with wrap_db_errors(action):
-                driver: Any = None
-                try:
-                    async with self._driver() as driver:
-                        return list(await driver.fetch(positional, *args))
-                except Exception as exc:  # _driver has dropped a lost connection already
-                    if driver is None or not _connection_lost(exc, driver):
-                        raise
-                    if attempt == 2:
-                        raise translate(exc, action) from exc
-                # the server restarted or failed over: every pooled connection is suspect
-                await self._kept.release()
-                await self._engine.dispose()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _write(
-        self, action: str, statement: str, params: Mapping[str, Any], *, count: bool = False
-    ) -> list[Any]:
-        """One writing statement in one round trip: straight to the pooled connection's asyncpg
-        driver, in its own transaction (no ``BEGIN``/``COMMIT`` around it: a single statement
-        applies entirely or not at all), prepared once per connection. Returns its rows, or with
-        ``count`` the number of rows it changed (as a one-item list). Never retried: a connection
-        lost mid-statement leaves it applied or not, and the caller's next attempt decides."""
-        positional, names = to_positional(statement)
-        args = [params[name] for name in names]
-        with wrap_db_errors(action):
-            async with self._driver() as driver:
-                if count:
-                    status = await driver.execute(positional, *args)
-                    return [int(status.rsplit(" ", 1)[-1])]
-                return list(await driver.fetch(positional, *args))
-
-    @asynccontextmanager
-    async def _driver(self) -> AsyncIterator[Any]:
-        """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
-        kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
-        pooled again, when it was lost, is left inside a transaction, or an operation on it was
-        cancelled midway."""
-        pooled = await self._kept.take()
-        driver: Any = pooled.driver_connection
-        try:
-            yield driver
-        except BaseException as exc:
-            if (
-                isinstance(exc, asyncio.CancelledError)
-                or _connection_lost(exc, driver)
-                or driver.is_in_transaction()
-            ):
-                await greenlet_spawn(pooled.invalidate, exc)
-            await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
-            raise
-        if driver.is_in_transaction():  # never handed on with a transaction open
-            await greenlet_spawn(pooled.invalidate)
-            await greenlet_spawn(pooled.close)
-        else:
-            await self._kept.give(pooled)
-
-    async def _dispose(self) -> None:
-        await self._kept.close()
-        if self._owns_engine:
-            self._owns_engine = False
-            await self._engine.dispose()
-
-
-def _connection_lost(exc: BaseException, driver: Any) -> bool:
-    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
-    if driver is None or driver.is_closed():
-        return True
-    if isinstance(
-        exc,
-        asyncpg.exceptions.ConnectionDoesNotExistError
-        | asyncpg.exceptions.InternalClientError
-        | ConnectionError,
-    ):
-        return True
-    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
-    return (sqlstate_of(exc) or "").startswith(("08", "57P"))
-
-
-def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
-    """The rows of ``vectors`` if it is a finite ``float32`` matrix of ``rows`` rows (of ``width``
-    columns when known) -- what an embedder's batch usually is, checked in one pass -- else
-    ``None``: then each vector is checked on its own and a bad one named in the error."""
-    if (
-        not isinstance(vectors, np.ndarray)
-        or vectors.dtype != np.float32
-        or vectors.ndim != 2
-        or vectors.shape[0] != rows
-        or vectors.shape[1] == 0
-        or (width is not None and vectors.shape[1] != width)
-        or not np.isfinite(vectors).all()
-    ):
-        return None
-    return list(vectors)
-
-
-class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
+class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRagOperations):
     """:class:`~prism_memory.stores.base.VectorStore` and
     :class:`~prism_memory.stores.rag_base.RagStore` on PostgreSQL + pgvector.
 
@@ -317,304 +127,13 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         recall is the exact per-scope path and never read it; revision ``prism_memory_0010``
         dropped the one ``prism_memory_0002`` built), so writes never pay for one.
         """
-        names = self._tables.names
         try:
             yield
         finally:
-            await self._autocommit(
-                "analysing the loaded table", f'ANALYZE "{names.schema}"."{names.entries}"'
-            )
-
-    async def _autocommit(self, action: str, statement: str) -> None:
-        with wrap_db_errors(action):
-            async with self._engine.connect() as conn:
-                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await auto.execute(text(statement))
-
-    # ---- helpers -------------------------------------------------------------------------
-
-    async def _known_width(self, session: AsyncSession) -> int | None:
-        if self._width is None:
-            self._width = await EntryRepository(session, self._tables).any_width()
-        return self._width
-
-    def _check_vectors(
-        self, vectors: Iterable[tuple[object, str]], width: int | None
-    ) -> tuple[list[Vector], int | None]:
-        checked: list[Vector] = []
-        for vector, label in vectors:
-            ok = assert_finite_vector(vector, label, expected_length=width)
-            width = ok.shape[0]
-            checked.append(ok)
-        return checked, width
-
-    def _remember_width(self, width: int | None) -> None:
-        if self._width is None and width is not None:
-            self._width = width
-
-    # ---- entries -------------------------------------------------------------------------
-
-    async def put_entries(
-        self,
-        scope: MemoryIdentity,
-        entries: Sequence[NewEntry],
-        *,
-        now: datetime,
-        lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
-        model: str | None = None,
-    ) -> StoredEntries:
-        """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
-
-        One transaction on the pooled connection's asyncpg driver (no ORM session; statements
-        prepared once per connection), three round trips: ``BEGIN`` with a transaction-scoped
-        advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
-        sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
-        then one statement inserts the new rows -- with their vectors,
-        ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert`). Only when some ids
-        already exist are they read back, as stored; an existing id is never rewritten.
-        """
-        check_entry_vectors(entries, vectors)
-        if not entries:
-            return StoredEntries()
-        first: dict[str, int] = {}  # the first occurrence of an id wins
-        for at, entry in enumerate(entries):
-            first.setdefault(entry.id, at)
-        unique = [entries[at] for at in first.values()]
-        with wrap_db_errors("put_entries"):
-            async with self._driver() as driver:
-                checked: list[Vector] | None = None
-                width = self._width
-                if vectors is not None:
-                    if width is None:  # unpinned: the width of the vectors stored so far
-                        width = await driver.fetchval(EntrySql.for_tables(self._tables).any_width)
-                    checked = _finite_rows(vectors, len(unique), width)
-                    if checked is not None:
-                        width = checked[0].shape[0]
-                if vectors is not None and checked is None:
-                    checked, width = self._check_vectors(
-                        ((vectors[at], f"vectors[{at}]") for at in first.values()),
-                        width,
-                    )
-                params = insert_params(
-                    scope, unique, now=now, lease=lease, vectors=checked, model=model
-                )
-                stored, inserted = await self._insert(
-                    driver, scope, params, unique, now, indexed=checked is not None, model=model
-                )
-        if checked is not None and inserted:
-            self._remember_width(width)
-        return StoredEntries((stored[entry.id] for entry in entries), inserted=inserted)
-
-    async def _insert(
-        self,
-        driver: Any,
-        scope: MemoryIdentity,
-        params: Mapping[str, Any],
-        unique: Sequence[NewEntry],
-        now: datetime,
-        *,
-        indexed: bool,
-        model: str | None,
-    ) -> tuple[dict[str, MemoryRecord], set[str]]:
-        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
-        ids it inserted (``indexed`` with their vectors, else pending)."""
-        insert, names = to_positional(EntrySql.for_tables(self._tables).insert)
-        try:
-            # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
-            # default: the insert must see what the writer that held the lock before committed
-            # (its own snapshot, taken after the lock is granted)
-            await driver.execute(begin_locked_statement(scope))
-            sources = await self._lineage_sources(driver, scope, unique)
-            rows = await driver.fetch(insert, *(params[name] for name in names))
-            sequences = {row["id"]: int(row["sequence"]) for row in rows}
-            stored = {
-                entry.id: inserted_record(
-                    scope, entry, sequences[entry.id], now=now, indexed=indexed, model=model
-                )
-                for entry in unique
-                if entry.id in sequences
-            }
-            inherited = inherited_tombstones(list(stored.values()), sources)
-            if inherited:
-                inherit, binds = to_positional(EntrySql.for_tables(self._tables).inherit)
-                values = {
-                    **scope_params(scope),
-                    "entries": [t.entry_id for t in inherited],
-                    "causes": [t.cause_id for t in inherited],
-                    "reasons": [t.reason for t in inherited],
-                    "times": [t.created_at for t in inherited],
-                }
-                await driver.execute(inherit, *(values[name] for name in binds))
-            existing = [entry.id for entry in unique if entry.id not in sequences]
-            if existing:  # a replay: read back what is stored
-                read, values = records_statement(self._tables, scope, existing)
-                read, names = to_positional(read)
-                found = await driver.fetch(read, *(values[name] for name in names))
-                stored.update((row["id"], record_from_row(row)) for row in found)
-            await driver.execute("COMMIT")
-        except BaseException:
-            if not driver.is_closed() and driver.is_in_transaction():
-                with contextlib.suppress(Exception):  # put_entries drops a connection left in one
-                    await driver.execute("ROLLBACK")
-            raise
-        return stored, set(sequences)
-
-    async def _lineage_sources(
-        self, driver: Any, scope: MemoryIdentity, entries: Sequence[NewEntry]
-    ) -> dict[str, list[Tombstone]]:
-        """Inside :meth:`_insert`'s transaction, under the thread's lock (as governance walks
-        lineage): check that every lineage source of ``entries`` exists, in the thread or among
-        them (:func:`check_lineage_sources`), and return the stored ones' tombstones, for the new
-        rows to inherit."""
-        named = lineage_source_ids(entries)
-        if not named:
-            return {}
-        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
-        values = {**scope_params(scope), "ids": named}
-        rows = await driver.fetch(statement, *(values[name] for name in binds))
-        check_lineage_sources(entries, {row["id"] for row in rows})
-        found: dict[str, list[Tombstone]] = {}
-        for row in rows:
-            if row["cause_id"] is not None:
-                found.setdefault(row["id"], []).append(
-                    Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
-                )
-        return found
-
-    async def _import_lineage(
-        self, driver: Any, rows: Sequence[ImportRow], now: datetime
-    ) -> dict[MemoryIdentity, list[Tombstone]]:
-        """Inside :meth:`import_rows`' transaction, under the batch's thread locks (as
-        :meth:`put_entries` checks lineage): every lineage source of the batch exists, in its
-        thread or in the batch -- a source forgotten since the import's own check fails the batch,
-        whole -- and, per thread, the tombstones the batch's new derived rows take over from their
-        sources (:func:`inherited_tombstones`; one read per thread that holds lineage, of the
-        sources and of the derived ids, so that an id stored already inherits nothing)."""
-        found: dict[MemoryIdentity, list[Tombstone]] = {}
-        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
-        for scope, group in _lineage_scopes(rows).items():
-            entries = [row.entry for row in group]
-            derived = [entry for entry in entries if entry.lineage is not None]
-            named = lineage_source_ids(entries)
-            values = {
-                **scope_params(scope),
-                "ids": sorted({*named, *(entry.id for entry in derived)}),
-            }
-            stored = await driver.fetch(statement, *(values[name] for name in binds))
-            present = {row["id"] for row in stored}
-            check_lineage_sources(entries, present)
-            marks: dict[str, list[Tombstone]] = {}
-            for row in stored:
-                if row["cause_id"] is not None:
-                    marks.setdefault(row["id"], []).append(
-                        Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
-                    )
-            new = [
-                inserted_record(
-                    scope, row.entry, 0, now=now, indexed=row.vector is not None, model=row.model
-                )
-                for row in group
-                if row.entry.lineage is not None and row.entry.id not in present
-            ]
-            inherited = inherited_tombstones(new, marks) if marks else []
-            if inherited:
-                found[scope] = inherited
-        return found
-
-    async def _inherit(
-        self, driver: Any, scope: MemoryIdentity, inherited: Sequence[Tombstone]
-    ) -> None:
-        """Store the tombstones new rows of ``scope`` inherit (:attr:`EntrySql.inherit`)."""
-        inherit, binds = to_positional(EntrySql.for_tables(self._tables).inherit)
-        values = {
-            **scope_params(scope),
-            "entries": [t.entry_id for t in inherited],
-            "causes": [t.cause_id for t in inherited],
-            "reasons": [t.reason for t in inherited],
-            "times": [t.created_at for t in inherited],
-        }
-        await driver.execute(inherit, *(values[name] for name in binds))
-
-    async def known_keys(
-        self, keys: Sequence[tuple[MemoryIdentity, str]]
-    ) -> set[tuple[MemoryIdentity, str]]:
-        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
-        if not keys:
-            return set()
-        rows = await self._fetch(
-            "known_keys",
-            EntrySql.for_tables(self._tables).known_keys,
-            {
-                "tenants": [scope.tenant_id for scope, _ in keys],
-                "resources": [scope.resource_id for scope, _ in keys],
-                "threads": [scope.thread_id for scope, _ in keys],
-                "ids": [entry_id for _, entry_id in keys],
-            },
-        )
-        return {keys[int(row["ord"]) - 1] for row in rows}
-
-    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
-        """A bulk import batch in one transaction (see :meth:`VectorStore.import_rows`).
-
-        On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
-        (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
-        batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order);
-        under them, per thread that holds lineage, its sources checked and their tombstones read
-        (:meth:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
-        pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
-        (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
-        (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
-        building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
-        there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
-        analyses the table at the end.
-        """
-        if not rows:
-            return 0, 0
-        sql = EntrySql.for_tables(self._tables)
-        widths = {row.vector.shape[0] for row in rows if row.vector is not None}
-        if len(widths) > 1:
-            raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
-        with wrap_db_errors("import_rows"):
-            async with self._driver() as driver:
-                if widths:
-                    width = self._width
-                    if width is None:  # unpinned: the width of the vectors stored so far
-                        width = await driver.fetchval(sql.any_width)
-                    (given,) = widths
-                    if width is not None and given != width:
-                        raise DimensionMismatchError(
-                            f"the vectors have width {given}, the store holds width {width}"
-                        )
-                records = stage_records(rows)
-                keys = sorted({thread_lock_key(row.scope) for row in rows})
-                insert, names = to_positional(sql.import_insert)
-                try:
-                    await driver.execute(
-                        f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
-                    )
-                    lock, _ = to_positional(sql.lock_threads)
-                    await driver.fetchval(lock, keys)
-                    inherited = await self._import_lineage(driver, rows, now)
-                    await driver.copy_records_to_table(
-                        sql.stage.split(".", 1)[1].strip('"'),
-                        schema_name="pg_temp",
-                        records=records,
-                        columns=STAGE_COLUMNS,
-                    )
-                    row = await driver.fetchrow(insert, *({"now": now}[name] for name in names))
-                    # after the insert, which cleared what a forgotten entry of the same id left
-                    for scope, tombstones in inherited.items():
-                        await self._inherit(driver, scope, tombstones)
-                    await driver.execute("COMMIT")
-                except BaseException:
-                    if not driver.is_closed() and driver.is_in_transaction():
-                        with contextlib.suppress(Exception):
-                            await driver.execute("ROLLBACK")
-                    raise
-        if widths and row["inserted"]:
-            self._remember_width(next(iter(widths)))
-        return int(row["inserted"]), int(row["pending"])
+            # on the driver, outside any transaction block
+            with wrap_db_errors("analysing the loaded table"):
+                async with self._driver() as driver:
+                    await driver.execute(SchemaSql(self._tables.names).analyze_entries)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
@@ -705,12 +224,6 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 scope, replace(request, vector=query)
             )
 
-    async def _read_width(self) -> int | None:
-        rows = await self._fetch("search", EntrySql.for_tables(self._tables).any_width, {})
-        if rows:
-            self._width = int(rows[0][0])
-        return self._width
-
     async def neighbors(
         self,
         scope: MemoryIdentity,
@@ -759,6 +272,7 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         async with self._unit("embedding_models") as session:
             return await EntryRepository(session, self._tables).embedding_models(scope)
 
+
     async def embedding_models_of(
         self, scopes: Sequence[MemoryIdentity]
     ) -> dict[MemoryIdentity, set[str]]:
@@ -779,7 +293,6 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
         for row in rows:
             found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
         return found
-
     async def list_oldest(
         self,
         scope: MemoryIdentity,
@@ -883,150 +396,6 @@ class PostgresVectorStore(_Adapter, VectorStore, PostgresRagOperations):
                 tenant_id, resource_id, parent_thread_id, child_thread_id
             )
 
-    # ---- indexing ledger -------------------------------------------------------------------
-
-    async def claim_pending(
-        self,
-        scope: MemoryIdentity | None,
-        *,
-        limit: int,
-        worker_id: str,
-        lease_seconds: float,
-        now: datetime,
-    ) -> list[ClaimedEntry]:
-        """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once (one
-        statement in its own transaction, on the driver: see :meth:`_write`)."""
-        check_limit(limit)
-        check_lease(lease_seconds)
-        if limit == 0:
-            return []
-        statement, params = claim_statement(
-            EntrySql.for_tables(self._tables),
-            scope,
-            limit=limit,
-            worker_id=worker_id,
-            lease_seconds=lease_seconds,
-            now=now,
-        )
-        return claimed_entries(await self._write("claim_pending", statement, params))
-
-    async def claim_pending_in(
-        self,
-        scopes: Sequence[MemoryIdentity],
-        *,
-        limit: int,
-        per_scope: int,
-        worker_id: str,
-        lease_seconds: float,
-        now: datetime,
-    ) -> list[ClaimedEntry]:
-        """Lease due pending rows of many threads in one statement (``FOR UPDATE SKIP LOCKED``)."""
-        check_limit(limit)
-        check_limit(per_scope, "per_scope")
-        check_lease(lease_seconds)
-        wanted = list(dict.fromkeys(scopes))
-        if not wanted or limit == 0 or per_scope == 0:
-            return []
-        statement, params = claim_in_statement(
-            EntrySql.for_tables(self._tables),
-            wanted,
-            limit=limit,
-            per_scope=per_scope,
-            worker_id=worker_id,
-            lease_seconds=lease_seconds,
-            now=now,
-        )
-        return claimed_entries(await self._write("claim_pending", statement, params), wanted)
-
-    async def complete_indexing(
-        self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
-        *,
-        worker_id: str,
-        now: datetime,
-        model: str | None = None,
-    ) -> int:
-        """Store vectors and mark ``indexed`` where the lease and revision still match; count them.
-
-        Every vector is checked first (finite, the store's width): one bad vector rejects the call.
-        """
-        if not items:
-            return 0
-        async with self._unit("complete_indexing") as session:
-            checked, width = self._check_vectors(
-                ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)),
-                await self._known_width(session),
-            )
-            pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
-            done = await IndexingRepository(session, self._tables).complete(
-                pairs, worker_id=worker_id, now=now, model=model
-            )
-        if done:
-            self._remember_width(width)
-        return done
-
-    async def fail_indexing(
-        self,
-        item: ClaimedEntry,
-        *,
-        worker_id: str,
-        error: str,
-        retry_at: datetime | None,
-        now: datetime,
-    ) -> None:
-        """Record a failure while the lease matches (attempts + 1, error, retry or ``failed``)."""
-        async with self._unit("fail_indexing") as session:
-            await IndexingRepository(session, self._tables).fail(
-                item, worker_id=worker_id, error=error, retry_at=retry_at, now=now
-            )
-
-    async def release_claims(self, worker_id: str) -> int:
-        """Drop every lease ``worker_id`` holds (expired ones included); count them."""
-        sql = EntrySql.for_tables(self._tables).release
-        return int((await self._write("release_claims", sql, {"worker": worker_id}, count=True))[0])
-
-    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
-        """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""
-        if ids is not None:
-            check_id_collection(ids, "ids")
-        async with self._unit("requeue_failed") as session:
-            return await IndexingRepository(session, self._tables).requeue_failed(scope, ids)
-
-    async def index_status(
-        self, scope: MemoryIdentity, ids: Sequence[str]
-    ) -> dict[str, tuple[IndexStatus, str | None]]:
-        """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
-        check_id_collection(ids, "ids")
-        async with self._unit("index_status") as session:
-            return await IndexingRepository(session, self._tables).status(scope, ids)
-
-    async def store_vectors(
-        self,
-        scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
-        *,
-        now: datetime,
-        model: str | None = None,
-    ) -> int:
-        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
-        if not items:
-            return 0
-        async with self._unit("store_vectors") as session:
-            checked, width = self._check_vectors(
-                ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)),
-                await self._known_width(session),
-            )
-            rows = [
-                (entry_id, revision, vector)
-                for (entry_id, revision, _), vector in zip(items, checked, strict=True)
-            ]
-            stored = await IndexingRepository(session, self._tables).store_vectors(
-                scope, rows, model
-            )
-        if stored:
-            self._remember_width(width)
-        return stored
-
 
 class PostgresWorkingStore(_Adapter, WorkingStore):
     """:class:`~prism_memory.stores.base.WorkingStore` on PostgreSQL (optimistic versions)."""
@@ -1117,158 +486,6 @@ class PostgresMemoryStores:
 # ---- opening -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _SchemaState:
-    tables: frozenset[str]
-    pinned: int | None
-    """``atttypmod`` of ``embedding``: the pinned width, or ``None`` when unpinned or absent."""
-    version_table: bool
-    version: str | None
-
-
-async def _schema_state(engine: AsyncEngine, names: Names) -> _SchemaState:
-    relation = f'"{names.schema}"."{names.entries}"'
-    with wrap_db_errors("inspecting the prism_memory schema"):
-        async with engine.connect() as conn:
-            found = (
-                await conn.execute(
-                    text(
-                        "SELECT c.relname FROM pg_class c "
-                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE n.nspname = :schema AND c.relname = ANY(CAST(:names AS text[])) "
-                        "AND c.relkind IN ('r', 'p')"
-                    ),
-                    {"schema": names.schema, "names": [*names.tables, names.version_table]},
-                )
-            ).scalars()
-            tables = frozenset(found)
-            pinned: int | None = None
-            if names.entries in tables:
-                typmod = (
-                    await conn.execute(
-                        text(
-                            "SELECT a.atttypmod FROM pg_attribute a "
-                            "WHERE a.attrelid = to_regclass(:relation) "
-                            "AND a.attname = 'embedding' AND NOT a.attisdropped"
-                        ),
-                        {"relation": relation},
-                    )
-                ).scalar_one_or_none()
-                pinned = int(typmod) if typmod is not None and int(typmod) > 0 else None
-            version: str | None = None
-            has_version_table = names.version_table in tables
-            if has_version_table:
-                rows = await conn.execute(
-                    text(f'SELECT version_num FROM "{names.schema}"."{names.version_table}"')  # noqa: S608
-                )
-                versions = list(rows.scalars())
-                version = versions[0] if len(versions) == 1 else None
-    return _SchemaState(
-        tables=tables - {names.version_table},
-        pinned=pinned,
-        version_table=has_version_table,
-        version=version,
-    )
-
-
-def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names) -> int | None:
-    """The effective pinned width, or :class:`DimensionMismatchError` (fail closed)."""
-    where = f'"{names.schema}"."{names.entries}".embedding'
-    if pinned is None:
-        if requested is not None:
-            raise DimensionMismatchError(
-                f"{where} is not pinned to a dimension but dimension={requested} was requested; "
-                "prism_memory does not re-type an existing column: pin it with a migration of your "
-                "own (ALTER COLUMN embedding TYPE vector(N)) or pass "
-                "dimension=None"
-            )
-        return None
-    if requested is not None and requested != pinned:
-        raise DimensionMismatchError(
-            f"{where} is pinned to vector({pinned}) but dimension={requested} was requested"
-        )
-    return pinned
-
-
-def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[ImportRow]]:
-    """The rows of every thread of an import batch that holds an entry with lineage."""
-    by_scope: dict[MemoryIdentity, list[ImportRow]] = {}
-    for row in rows:
-        by_scope.setdefault(row.scope, []).append(row)
-    return {
-        scope: group
-        for scope, group in by_scope.items()
-        if any(row.entry.lineage is not None and row.entry.lineage.source_ids for row in group)
-    }
-
-
-async def _open(
-    url: str | URL | None,
-    engine: AsyncEngine | None,
-    schema: str,
-    table: str,
-    dimension: int | None,
-    skip_migrations: bool,
-    engine_options: Mapping[str, Any] | None = None,
-) -> tuple[AsyncEngine, bool, PrismTables, int | None]:
-    from . import migrate
-
-    names = names_for(schema, table)
-    dimension = validate_dimension(dimension)
-    if (url is None) == (engine is None):
-        raise ConfigurationError("pass exactly one of url= or engine=")
-    if engine is not None:
-        if engine_options is not None:
-            raise ConfigurationError("engine_options= configure an engine made from url=")
-        if not isinstance(engine, AsyncEngine):
-            raise ConfigurationError("engine must be a SQLAlchemy AsyncEngine (postgresql+asyncpg)")
-        install_vector_codec(engine)
-        owned = False
-    else:
-        assert url is not None
-        try:
-            engine = create_engine(url, **_engine_options(engine_options))
-        except (TypeError, ValueError, ArgumentError) as exc:
-            raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
-        owned = True
-    try:
-        before = await _schema_state(engine, names)
-        if names.entries in before.tables:
-            # Fail closed before any revision runs: a drifted request changes nothing.
-            _reconcile_dimension(dimension, before.pinned, names)
-        if not skip_migrations:
-            await migrate.upgrade(engine, schema=schema, table=table, dimension=dimension)
-        after = await _schema_state(engine, names)
-        missing = sorted(set(names.tables) - after.tables)
-        if after.version_table:
-            head = migrate.head_revision()
-            if after.version != head:
-                raise ConfigurationError(
-                    f'"{schema}" is at revision {after.version!r}, not {head!r}: run the '
-                    "prism_memory migrations (or drop skip_migrations=True)"
-                )
-        elif missing:
-            raise ConfigurationError(
-                f'"{schema}" lacks {", ".join(missing)}: run the prism_memory migrations '
-                "(or drop skip_migrations=True)"
-            )
-        effective = _reconcile_dimension(dimension, after.pinned, names)
-        tables = build_metadata(schema, table, effective)
-    except BaseException:
-        if owned:
-            await engine.dispose()
-        raise
-    return engine, owned, tables, effective
-
-
-def _engine_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
-        raise ConfigurationError("engine_options must be a mapping of keyword arguments")
-    return dict(options)
-
-
 async def create_postgres_memory_stores(
     url: str | URL | None = None,
     *,
@@ -1297,7 +514,7 @@ async def create_postgres_memory_stores(
     connections beyond it are opened and closed under load. prism_memory's own server settings
     stay unless ``connect_args["server_settings"]`` names them.
     """
-    bound, owned, tables, effective = await _open(
+    bound, owned, tables, effective = await open_engine(
         url, engine, schema, table, dimension, skip_migrations, engine_options
     )
     planned = sets_plans(bound)
@@ -1325,7 +542,7 @@ async def create_postgres_vector_store(
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
-    bound, owned, tables, effective = await _open(
+    bound, owned, tables, effective = await open_engine(
         url, engine, schema, table, dimension, skip_migrations, engine_options
     )
     return PostgresVectorStore(

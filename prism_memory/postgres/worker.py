@@ -41,6 +41,7 @@ from ..indexing import (
 )
 from ..stores.base import ClaimedEntry
 from .repositories import IndexingRepository
+from .statements import EntrySql
 from .store import PostgresVectorStore
 
 __all__ = ["NOTIFY_CHANNEL", "IndexingWorker", "WorkerCounts"]
@@ -166,18 +167,7 @@ class IndexingWorker:
         long any tenant's backlog is. A tenant whose rows are all leased or waiting for a retry is
         listed too; its claim simply comes back empty.
         """
-        names = self.store.tables.names
-        entries = f'"{names.schema}"."{names.entries}"'
-        sql = (
-            "WITH RECURSIVE turn(tenant_id) AS ("  # noqa: S608 - validated identifiers only
-            f"(SELECT tenant_id FROM {entries} WHERE status = 'pending' "
-            "ORDER BY tenant_id LIMIT 1) "
-            "UNION ALL "
-            f"SELECT (SELECT e.tenant_id FROM {entries} e WHERE e.status = 'pending' "
-            "AND e.tenant_id > turn.tenant_id ORDER BY e.tenant_id LIMIT 1) "
-            "FROM turn WHERE turn.tenant_id IS NOT NULL) "
-            "SELECT tenant_id FROM turn WHERE tenant_id IS NOT NULL LIMIT :limit"
-        )
+        sql = EntrySql.for_tables(self.store.tables).due_tenants
         async with self.store._unit("listing tenants with pending rows") as session:
             rows = await session.execute(text(sql), {"limit": _TENANTS_PER_ROUND})
             return [str(tenant) for tenant in rows.scalars()]

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from prism_memory.models import MemoryIdentity
-from prism_memory.postgres.sql import EntrySql, search_statement
+from prism_memory.postgres.statements import EntrySql, search_statement
 from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource
 
 pytestmark = pytest.mark.postgres

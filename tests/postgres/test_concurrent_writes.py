@@ -15,7 +15,7 @@ import pytest
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import SERVER_SETTINGS, create_engine
-from prism_memory.postgres.sql import thread_lock_key, thread_lock_literal
+from prism_memory.postgres.statements import thread_lock_key, thread_lock_literal
 from prism_memory.stores.base import NewEntry
 
 pytestmark = pytest.mark.postgres

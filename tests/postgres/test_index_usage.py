@@ -1,7 +1,7 @@
 """Every index on the entries table is read by some query: an index nothing reads is a cost on every
 write, not a feature (the HNSW graph revision 0002 built was one, and 0010 drops it).
 
-The statements are the ones the store runs (:class:`~prism_memory.postgres.sql.EntrySql`), planned
+The statements are the ones the store runs (:class:`~prism_memory.postgres.statements.EntrySql`), planned
 with ``EXPLAIN`` on a table of 20 threads × 1,000 rows whose statistics are gathered, so the planner
 chooses as it would in production -- nothing is forced.
 """
@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from prism_memory.models import MemoryIdentity
-from prism_memory.postgres.sql import EntrySql, claim_statement, search_statement
+from prism_memory.postgres.statements import EntrySql, claim_statement, search_statement
 from prism_memory.stores.base import RecallFilter, SearchRequest
 
 pytestmark = pytest.mark.postgres

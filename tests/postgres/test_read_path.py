@@ -19,7 +19,7 @@ from prism_memory.errors import StorageError
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import sets_plans
-from prism_memory.postgres.sql import EntrySql, search_statement, to_positional
+from prism_memory.postgres.statements import EntrySql, search_statement, to_positional
 from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest
 
 pytestmark = pytest.mark.postgres

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from prism_memory.lexical import CorpusStats
 from prism_memory.models import MemoryIdentity
-from prism_memory.postgres.sql import EntrySql
+from prism_memory.postgres.statements import EntrySql
 from prism_memory.stores.base import RecallFilter, SearchRequest
 
 pytestmark = pytest.mark.postgres

@@ -716,7 +716,7 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
             {"v": unit(rng, 8)},
         )
         await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
-    from prism_memory.postgres.sql import EntrySql
+    from prism_memory.postgres.statements import EntrySql
 
     sql = EntrySql.for_tables(store.tables).search(
         require_consent=False, occurred_after=False, shared=False, lexical=True

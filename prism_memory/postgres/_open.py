@@ -1,0 +1,147 @@
+"""Opening a PostgreSQL store: the engine, the migrations, and the schema checked at head with
+the width reconciled (fail closed: a drifted request changes nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import ConfigurationError, DimensionMismatchError
+from ._engine import create_engine, install_vector_codec
+from ._errors import wrap_db_errors
+from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
+from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
+
+__all__ = ["open_engine"]
+
+
+@dataclass(frozen=True, slots=True)
+class _SchemaState:
+    tables: frozenset[str]
+    pinned: int | None
+    """``atttypmod`` of ``embedding``: the pinned width, or ``None`` when unpinned or absent."""
+    version_table: bool
+    version: str | None
+
+
+async def _schema_state(engine: AsyncEngine, names: Names) -> _SchemaState:
+    schema_sql = SchemaSql(names)
+    with wrap_db_errors("inspecting the prism_memory schema"):
+        async with engine.connect() as conn:
+            found = (
+                await conn.execute(
+                    text(SCHEMA_TABLES),
+                    {"schema": names.schema, "names": [*names.tables, names.version_table]},
+                )
+            ).scalars()
+            tables = frozenset(found)
+            pinned: int | None = None
+            if names.entries in tables:
+                typmod = (
+                    await conn.execute(text(EMBEDDING_TYPMOD), {"relation": schema_sql.entries})
+                ).scalar_one_or_none()
+                pinned = int(typmod) if typmod is not None and int(typmod) > 0 else None
+            version: str | None = None
+            has_version_table = names.version_table in tables
+            if has_version_table:
+                rows = await conn.execute(text(schema_sql.versions))
+                versions = list(rows.scalars())
+                version = versions[0] if len(versions) == 1 else None
+    return _SchemaState(
+        tables=tables - {names.version_table},
+        pinned=pinned,
+        version_table=has_version_table,
+        version=version,
+    )
+
+
+def _reconcile_dimension(requested: int | None, pinned: int | None, names: Names) -> int | None:
+    """The effective pinned width, or :class:`DimensionMismatchError` (fail closed)."""
+    where = f'"{names.schema}"."{names.entries}".embedding'
+    if pinned is None:
+        if requested is not None:
+            raise DimensionMismatchError(
+                f"{where} is not pinned to a dimension but dimension={requested} was requested; "
+                "prism_memory does not re-type an existing column: pin it with a migration of your "
+                "own (ALTER COLUMN embedding TYPE vector(N)) or pass "
+                "dimension=None"
+            )
+        return None
+    if requested is not None and requested != pinned:
+        raise DimensionMismatchError(
+            f"{where} is pinned to vector({pinned}) but dimension={requested} was requested"
+        )
+    return pinned
+
+
+async def open_engine(
+    url: str | URL | None,
+    engine: AsyncEngine | None,
+    schema: str,
+    table: str,
+    dimension: int | None,
+    skip_migrations: bool,
+    engine_options: Mapping[str, Any] | None = None,
+) -> tuple[AsyncEngine, bool, PrismTables, int | None]:
+    from . import migrate
+
+    names = names_for(schema, table)
+    dimension = validate_dimension(dimension)
+    if (url is None) == (engine is None):
+        raise ConfigurationError("pass exactly one of url= or engine=")
+    if engine is not None:
+        if engine_options is not None:
+            raise ConfigurationError("engine_options= configure an engine made from url=")
+        if not isinstance(engine, AsyncEngine):
+            raise ConfigurationError("engine must be a SQLAlchemy AsyncEngine (postgresql+asyncpg)")
+        install_vector_codec(engine)
+        owned = False
+    else:
+        assert url is not None
+        try:
+            engine = create_engine(url, **_engine_options(engine_options))
+        except (TypeError, ValueError, ArgumentError) as exc:
+            raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
+        owned = True
+    try:
+        before = await _schema_state(engine, names)
+        if names.entries in before.tables:
+            # Fail closed before any revision runs: a drifted request changes nothing.
+            _reconcile_dimension(dimension, before.pinned, names)
+        if not skip_migrations:
+            await migrate.upgrade(engine, schema=schema, table=table, dimension=dimension)
+        after = await _schema_state(engine, names)
+        missing = sorted(set(names.tables) - after.tables)
+        if after.version_table:
+            head = migrate.head_revision()
+            if after.version != head:
+                raise ConfigurationError(
+                    f'"{schema}" is at revision {after.version!r}, not {head!r}: run the '
+                    "prism_memory migrations (or drop skip_migrations=True)"
+                )
+        elif missing:
+            raise ConfigurationError(
+                f'"{schema}" lacks {", ".join(missing)}: run the prism_memory migrations '
+                "(or drop skip_migrations=True)"
+            )
+        effective = _reconcile_dimension(dimension, after.pinned, names)
+        tables = build_metadata(schema, table, effective)
+    except BaseException:
+        if owned:
+            await engine.dispose()
+        raise
+    return engine, owned, tables, effective
+
+
+def _engine_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise ConfigurationError("engine_options must be a mapping of keyword arguments")
+    return dict(options)

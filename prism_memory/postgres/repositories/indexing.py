@@ -1,0 +1,155 @@
+"""The deferred-indexing ledger's session-side statements: claims of the service worker, vector
+results, failures, re-queues and status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select, text, update
+
+from ...models import IndexStatus, MemoryIdentity, Vector
+from ...stores.base import ClaimedEntry
+from .._engine import encode_vector
+from ..rows import claimed_entries, scope_params
+from ..statements import claim_statement
+from ._base import _in_array, _Repository, _rowcount
+
+__all__ = ["IndexingRepository"]
+
+
+class IndexingRepository(_Repository):
+    """The deferred-indexing ledger on the entries table: claims, results, failures."""
+
+    __slots__ = ()
+
+    async def claim(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        tenant_id: str | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due pending rows (of ``scope``, else of ``tenant_id``, else of any
+        scope), ordered by sequence then id."""
+        if limit == 0:
+            return []
+        statement, params = claim_statement(
+            self.sql,
+            scope,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            tenant_id=tenant_id,
+        )
+        return claimed_entries((await self.session.execute(text(statement), params)).mappings())
+
+    async def complete(
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+        model: str | None = None,
+    ) -> int:
+        """Store vectors where lease and revision match (one statement); count them."""
+        if not items:
+            return 0
+        params = {
+            "tenants": [item.scope.tenant_id for item, _ in items],
+            "resources": [item.scope.resource_id for item, _ in items],
+            "threads": [item.scope.thread_id for item, _ in items],
+            "ids": [item.id for item, _ in items],
+            "revisions": [item.revision for item, _ in items],
+            "embeddings": [encode_vector(vector) for _, vector in items],
+            "leases": [item.lease_until for item, _ in items],
+            "worker": worker_id,
+            "now": now,
+            "model": model,
+        }
+        return _rowcount(await self.session.execute(text(self.sql.complete), params))
+
+    async def fail(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure while the lease matches; release the lease either way."""
+        params = {
+            **scope_params(item.scope),
+            "id": item.id,
+            "revision": item.revision,
+            "worker": worker_id,
+            "error": error,
+            "retry_at": retry_at,
+            "new_status": "pending" if retry_at is not None else "failed",
+            "now": now,
+        }
+        await self.session.execute(text(self.sql.fail), params)
+
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None) -> int:
+        """Failed rows (all of the thread's, or ``ids``) become pending with attempts 0."""
+        t = self.tables.entries
+        stmt = update(t).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            t.c.status == "failed",
+        )
+        if ids is not None:
+            wanted = list(dict.fromkeys(ids))
+            if not wanted:
+                return 0
+            stmt = stmt.where(_in_array(t.c.id, wanted))
+        stmt = stmt.values(
+            status="pending",
+            attempts=0,
+            last_error=None,
+            next_attempt_at=None,
+            claimed_by=None,
+            claimed_until=None,
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+    async def status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        t = self.tables.entries
+        stmt = select(t.c.id, t.c.status, t.c.last_error).where(
+            t.c.tenant_id == scope.tenant_id,
+            t.c.resource_id == scope.resource_id,
+            t.c.thread_id == scope.thread_id,
+            # one array parameter, however many ids are watched (no bind-parameter limit)
+            _in_array(t.c.id, wanted),
+        )
+        return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
+
+    async def store_vectors(
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        model: str | None = None,
+    ) -> int:
+        """Set vectors where the revision matches (one statement); count them."""
+        if not items:
+            return 0
+        params = {
+            **scope_params(scope),
+            "ids": [entry_id for entry_id, _, _ in items],
+            "revisions": [int(revision) for _, revision, _ in items],
+            "embeddings": [encode_vector(vector) for _, _, vector in items],
+            "model": model,
+        }
+        return _rowcount(await self.session.execute(text(self.sql.store_vectors), params))

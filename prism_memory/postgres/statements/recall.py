@@ -1,0 +1,301 @@
+# ruff: noqa: S608 - SQL text is built only from validated, quoted identifiers; values are bound.
+"""Recall's statements: the candidate search with its corpus statistics, and the neighbours.
+
+Each statement's docstring says which index it expects; :func:`search_statement` and
+:func:`neighbors_statement` pick a statement's shape and bind its values.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ...lexical import BM25_B, BM25_K1, MAX_TERM_CHARS
+from ...models import MemoryIdentity
+from ...stores.base import RecallFilter, SearchRequest
+from ..rows import scope_params
+from ..tables import RESOURCE_SHARED
+from ._base import TableSql
+
+__all__ = ["RecallSql", "neighbors_statement", "search_statement"]
+
+
+class RecallSql(TableSql):
+    """The read statements of recall over one table set."""
+
+    @staticmethod
+    def _row_rules(*, require_consent: bool, occurred_after: bool, alias: str) -> list[str]:
+        """The rules of :func:`~prism_memory.stores.rules.is_recallable` that read the row alone."""
+        e = alias
+        parts = [
+            f"{e}.status = 'indexed'",
+            f"{e}.consent_visible",
+            f"{e}.consent_revoked_at IS NULL",
+            f"NOT {e}.legal_hold",
+        ]
+        if require_consent:
+            parts.append(f"{e}.consent_explicit")
+        if occurred_after:
+            parts.append(f"{e}.occurred_at >= :occurred_after")
+        return parts
+
+    def recallable(self, *, require_consent: bool, occurred_after: bool, alias: str = "e") -> str:
+        """:func:`prism_memory.stores.rules.is_recallable` as a SQL predicate over ``alias``.
+
+        Indexed; visible, not revoked, not on legal hold; explicitly consented when required; not
+        before the retention window; and no tombstone on the row itself or on any lineage source in
+        the row's own thread that invalidates it (any reason, except ``corrected`` only when newer
+        than ``written_at``). The tombstones are probed per row: for rows of any thread (the
+        neighbours, a parent's shared rows, resource-wide recall); a search reads its own thread's
+        tombstones once instead (:meth:`search`).
+        """
+        e = alias
+        parts = self._row_rules(
+            require_consent=require_consent, occurred_after=occurred_after, alias=alias
+        )
+        parts.append(
+            # entries without lineage (most of them) skip the tombstone probe altogether
+            f"((({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL OR "
+            f"NOT EXISTS (SELECT 1 FROM {self.invalidation} t "
+            f"WHERE t.tenant_id = {e}.tenant_id AND t.resource_id = {e}.resource_id "
+            f"AND t.thread_id = {e}.thread_id "
+            f"AND t.entry_id IN (SELECT jsonb_array_elements_text("
+            f"(({e}.metadata -> '_lineage'::text) -> 'sourceIds'::text))) "
+            f"AND (t.reason <> 'corrected' OR t.created_at > {e}.written_at)))"
+        )
+        # the row's own tombstone excludes it too (fail closed: a crash or a failing hook between
+        # a tombstone and its data change can never leave the entry recallable)
+        parts.append(
+            f"NOT EXISTS (SELECT 1 FROM {self.invalidation} o "
+            f"WHERE o.tenant_id = {e}.tenant_id AND o.resource_id = {e}.resource_id "
+            f"AND o.thread_id = {e}.thread_id AND o.entry_id = {e}.id "
+            f"AND (o.reason <> 'corrected' OR o.created_at > {e}.written_at))"
+        )
+        return " AND ".join(parts)
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded; instances are few and cached themselves
+    def search(
+        self,
+        *,
+        require_consent: bool,
+        occurred_after: bool,
+        shared: bool,
+        lexical: bool,
+        resource_wide: bool = False,
+    ) -> str:
+        """Candidate selection, corpus statistics and the pending count in one statement (see
+        ``SearchRequest``); it always returns at least one row.
+
+        ``dead`` reads the thread's tombstones once (primary-key range) and folds them into one
+        *kill time* per entry id (a ``jsonb`` object, NULL when the thread has none):
+        ``infinity`` when any tombstone of a reason other than ``corrected`` names it, else its
+        newest correction. A row is invalidated exactly when its own or one of its lineage sources'
+        kill time is later than its ``written_at`` (:func:`prism_memory.stores.rules.invalidates`).
+        Each row is tested by a key lookup in that one object, never by a join or an index probe
+        per row, so the plan cannot depend on estimates: the same plan is right for a 13-row and a
+        13,000-row thread, and a cached generic plan stays as good as a custom one.
+
+        ``eligible`` is the corpus: one scan of the scope's B-tree range (``ix_scope``) applying the
+        exclusion rules, materialised as narrow rows — distance, term count and, with query terms,
+        the ordinals of the terms the row's ``text_tsv`` holds. Both legs and the statistics read
+        it, so the scope is scanned once. The distance is wrapped
+        (``COALESCE(NULLIF(..., 'NaN'), 1)``: a zero vector is unrelated), which also keeps the HNSW
+        index out of per-thread recall: the sort is exact, so a filter can never make it
+        under-return. The lexical leg orders by :func:`prism_memory.lexical.leg_score`, written
+        here operation by operation in float8 so that both backends select the same rows.
+
+        ``resource_wide`` adds the travelling (``user``/``profile``) rows of the resource's other
+        threads, read through the partial index ``ix_resource_shared`` (whose predicate,
+        :data:`~prism_memory.postgres.tables.RESOURCE_SHARED`, is repeated verbatim) and sorted
+        exactly like the thread's own rows, so it cannot under-return either. A granted parent row
+        that travels is then read by that pool only, so each row counts once. Rows of other threads
+        are tested against their own thread's tombstones (:meth:`recallable`).
+
+        ``pending`` counts the thread's rows still waiting for a vector (the partial pending
+        index), so a recall needs no second round trip for ``RecallResult.pending``.
+        """
+        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
+        own_where = " AND ".join(
+            [
+                *self._row_rules(
+                    require_consent=require_consent, occurred_after=occurred_after, alias="e"
+                ),
+                "(d.kills IS NULL OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) "
+                f"> e.written_at, false) AND ({lineage} IS NULL OR NOT EXISTS (SELECT 1 FROM "
+                f"jsonb_array_elements_text({lineage}) AS src(id) "
+                "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
+            ]
+        )
+        distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
+        own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
+        parent = (
+            "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
+            "AND e.id = ANY(CAST(:shared_ids AS text[]))"
+        )
+        # (FROM, WHERE) of each pool; the thread's own rows join its tombstones' kill times
+        pools = [(f"dead d CROSS JOIN {self.entries} e", f"{own} AND {own_where}")]
+        if shared:
+            # with a resource-wide recall, granted rows that travel come in through that pool
+            granted = parent + (" AND e.consent_scope = 'thread'" if resource_wide else "")
+            pools.append((f"{self.entries} e", f"{granted} AND {where}"))
+        if resource_wide:
+            pools.append(
+                (
+                    f"{self.entries} e",
+                    "e.tenant_id = :tenant AND e.resource_id = :resource "
+                    f"AND e.thread_id <> :thread AND e.{RESOURCE_SHARED[1:-1]} AND {where}",
+                )
+            )
+        # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
+        # rows without any (most of them) skip the per-term probes.
+        matched = (
+            ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
+            "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
+            "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
+            if lexical
+            else ""
+        )
+        eligible = " UNION ALL ".join(
+            f"SELECT e.ctid AS row_ctid, e.id, e.sequence, {distance} AS distance, "
+            f"e.term_count{matched} "
+            f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
+            for source, pool in pools
+        )
+        ctes = [
+            "dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills FROM ("
+            "SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at "
+            f"ELSE 'infinity'::timestamptz END) AS kill FROM {self.invalidation} "
+            "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
+            "GROUP BY entry_id) AS k)",
+            f"eligible AS MATERIALIZED ({eligible})",
+            "stats AS (SELECT count(*) AS documents, "
+            "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
+            "nearest_top AS (SELECT row_ctid FROM eligible "
+            "ORDER BY distance, sequence, id LIMIT :limit)",
+        ]
+        chosen = "SELECT row_ctid FROM nearest_top"
+        frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
+        if lexical:
+            k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
+            idf = (
+                "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
+                " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
+            )
+            average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
+            ctes += [
+                # only the rows that hold a query term are unnested (most hold none)
+                "frequencies AS (SELECT m.ord, count(*) AS df FROM (SELECT matched FROM eligible "
+                "WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord) "
+                "GROUP BY m.ord)",
+                f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
+                "lexical_top AS (SELECT el.row_ctid FROM eligible el CROSS JOIN stats s "
+                "WHERE cardinality(el.matched) > 0 ORDER BY "
+                "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
+                f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
+                f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
+                "el.sequence, el.id LIMIT :limit)",
+            ]
+            chosen += " UNION SELECT row_ctid FROM lexical_top"
+            frequencies = (
+                "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
+                "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
+            )
+        pending = (
+            f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
+            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread) "
+            "AS pending"
+        )
+        # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is
+        # stable within the statement's one snapshot, and it needs no index descent. Joined on the
+        # primary key, the planner (estimating one row per CTE) chose a merge join that walked the
+        # key from the start of the resource -- every thread before the recalled one; written as
+        # ``(thread_id, id) IN (...)`` it walked the thread's scope index per candidate. The
+        # tenant and resource are tested again on the rows read: free here, and a row address is
+        # only unique within one physical table (a table split into shards by tenant has one per
+        # shard). They are tested outside the ``OFFSET 0`` fence: inside it the address is the only
+        # condition, so the read is a TID scan whatever the statistics say (before the table had
+        # any, the planner walked the resource's scope range and filtered it by address). The
+        # statistics row is the outer side, so an empty corpus still returns one row (candidate
+        # columns NULL).
+        statement = (
+            f"WITH {', '.join(ctes)} "
+            f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
+            f"s.documents, s.total_length, {frequencies}, {pending} "
+            f"FROM stats s LEFT JOIN (SELECT * FROM {self.entries} e "
+            f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
+            "ON e.tenant_id = :tenant AND e.resource_id = :resource"
+        )
+        # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
+        # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL
+        # (plan_cache_mode auto) keeps the generic plan -- no planning per recall, whatever mix of
+        # thread sizes a connection has seen.
+        return _SCOPE_KEY.sub(r"(SELECT CAST(:\1 AS text))", statement)
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
+    def neighbors(self, *, ranges: int, require_consent: bool, occurred_after: bool) -> str:
+        """Recallable rows of the thread whose sequence lies in any of ``ranges`` inclusive ranges."""
+        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        within = " OR ".join(f"e.sequence BETWEEN :low{i} AND :high{i}" for i in range(ranges))
+        return (
+            f"SELECT {self.columns()} FROM {self.entries} e "
+            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
+            f"AND ({within}) AND {where} ORDER BY e.sequence, e.id"
+        )
+
+
+_SCOPE_KEY = re.compile(r"(?<![:\w]):(tenant|resource|thread|parent)(?!\w)")
+
+
+def search_statement(
+    sql: RecallSql, scope: MemoryIdentity, request: SearchRequest
+) -> tuple[str, dict[str, Any], list[str]]:
+    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
+    query terms in the order the statement numbers them."""
+    flt = request.filter
+    shared = request.shared
+    use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
+    # Only terms tokenize() can produce can match; longer ones could not even be tsquery lexemes.
+    terms = sorted(t for t in request.terms if 0 < len(t) <= MAX_TERM_CHARS)
+    statement = sql.search(
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+        shared=use_shared,
+        lexical=bool(terms),
+        resource_wide=request.resource_wide,
+    )
+    params: dict[str, Any] = {
+        **scope_params(scope),
+        "query": request.vector,
+        "limit": request.limit,
+    }
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    if use_shared and shared is not None:
+        params["parent"] = shared.thread_id
+        params["shared_ids"] = list(dict.fromkeys(shared.ids))
+    if terms:
+        # one quoted lexeme each (tokenize() yields \w+ runs; a caller's odd term is escaped)
+        queries = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms]
+        params["term_queries"] = queries
+        params["any_term"] = " | ".join(queries)
+    return statement, params, terms
+
+
+def neighbors_statement(
+    sql: RecallSql, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
+) -> tuple[str, dict[str, Any]]:
+    """The SQL of :meth:`EntrySql.neighbors` for ``ranges`` and its bound values."""
+    statement = sql.neighbors(
+        ranges=len(ranges),
+        require_consent=flt.require_consent,
+        occurred_after=flt.occurred_after is not None,
+    )
+    params: dict[str, Any] = dict(scope_params(scope))
+    for i, (low, high) in enumerate(ranges):
+        params[f"low{i}"], params[f"high{i}"] = int(low), int(high)
+    if flt.occurred_after is not None:
+        params["occurred_after"] = flt.occurred_after
+    return statement, params
