@@ -25,11 +25,10 @@ from ..models import (
     IndexingReport,
     MemoryEntry,
     MemoryIdentity,
-    MemoryRecord,
     RememberResult,
     parse,
 )
-from ..stores.base import ClaimedEntry, NewEntry
+from ..stores.base import ClaimedEntry, NewEntry, StoredEntries
 from .core import MemoryContext, ModelGuard, maybe_await
 from .session import IndexingSession
 
@@ -113,15 +112,16 @@ class RememberService:
         4. ``done`` watches every pending id (the queue's, or the worker's in worker-only mode),
            and the queue *adopts* the leased rows this call inserted, as if it had claimed them.
 
-        ``put_entries`` does not say which rows it inserted (an existing id is never rewritten),
-        so a row counts as new when :func:`_inserted_now` -- created at this call's ``now``, at
-        revision 1. ``indexed`` lists the new rows stored with their vectors in step 1.
+        ``put_entries`` says which rows it inserted (:attr:`StoredEntries.inserted`; an existing
+        id is never rewritten). ``indexed`` lists the new rows stored with their vectors in step 1.
         """
         store = self._ctx.vector_store
         new = list(prepared.values())
         records = await self._put_indexed(scope, new, now) if wait and queue is not None else None
-        indexed = tuple(
-            r.id for r in records or () if r.status == "indexed" and _inserted_now(r, now)
+        indexed = (
+            ()
+            if records is None
+            else tuple(r.id for r in records if r.status == "indexed" and r.id in records.inserted)
         )
         lease = None
         if records is None:
@@ -145,13 +145,13 @@ class RememberService:
                     lease_until=lease.until,
                 )
                 for r in records
-                if lease.covers(r.id) and r.status == "pending" and _inserted_now(r, now)
+                if lease.covers(r.id) and r.status == "pending" and r.id in records.inserted
             )
         return pending, done, indexed
 
     async def _put_indexed(
         self, scope: MemoryIdentity, entries: Sequence[NewEntry], now: datetime
-    ) -> list[MemoryRecord] | None:
+    ) -> StoredEntries | None:
         """Embed ``entries`` now and store the new ones indexed with their vectors (one write per
         row); ``None`` -- nothing stored -- if the embedder or its vectors fail, so the caller
         stores them pending and the queue retries, records and reports the failure as usual."""
@@ -215,9 +215,3 @@ class RememberService:
         ):
             raise ValidationError(f"importance_from returned {value!r}, not a finite number")
         return min(1.0, max(0.0, float(value)))
-
-
-def _inserted_now(record: MemoryRecord, now: datetime) -> bool:
-    """Whether ``put_entries`` inserted ``record`` in the call made at ``now`` (it reports the
-    stored rows, new and existing alike; an existing id is never rewritten)."""
-    return record.created_at == now and record.revision == 1

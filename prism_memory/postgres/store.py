@@ -272,7 +272,6 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         async with self._unit("embedding_models") as session:
             return await EntryRepository(session, self._tables).embedding_models(scope)
 
-
     async def embedding_models_of(
         self, scopes: Sequence[MemoryIdentity]
     ) -> dict[MemoryIdentity, set[str]]:
@@ -293,6 +292,7 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         for row in rows:
             found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
         return found
+
     async def list_oldest(
         self,
         scope: MemoryIdentity,

@@ -43,6 +43,7 @@ class Gate:
         self.racers = racers
         self.arrived = 0
         self.done = 0
+        self.first_arrived = asyncio.Event()
         self.turn = asyncio.Condition()
         self.original: Callable[..., Awaitable[Any]] = store.apply_governance
 
@@ -50,6 +51,7 @@ class Gate:
         async with self.turn:
             ticket = self.arrived
             self.arrived += 1
+            self.first_arrived.set()
             self.turn.notify_all()
             await self.turn.wait_for(lambda: self.arrived >= self.racers and self.done == ticket)
         try:
@@ -98,18 +100,20 @@ async def _recalled(memory: Memory) -> list[str]:
     return [hit.id for hit in (await memory.recall("Noor bees beekeeping", top_k=10)).hits]
 
 
-async def _later(call: Awaitable[Any]) -> Any:
-    await asyncio.sleep(0.01)  # arrives at the gate second
+async def _later(gate: Gate, call: Awaitable[Any]) -> Any:
+    """Start ``call`` once the first racer waits at the gate, so it arrives there second."""
+    await gate.first_arrived.wait()
     return await call
 
 
 async def test_a_revoke_racing_a_regrant_leaves_no_dependent_recallable(stores) -> None:
     first, second = _memories(stores, "grant-then-revoke")
     await _revoked_source_with_a_dependent(first)
-    with Gate(stores[0], racers=2):
+    with Gate(stores[0], racers=2) as gate:
         # both read `src` revoked; the grant applies first, then the revoke
         await asyncio.gather(
-            first.set_consent("src", visible=True), _later(second.set_consent("src", visible=False))
+            first.set_consent("src", visible=True),
+            _later(gate, second.set_consent("src", visible=False)),
         )
     consent = (await first.get("src")).consent
     assert consent is not None
@@ -124,11 +128,11 @@ async def test_a_revoke_racing_a_regrant_leaves_no_dependent_recallable(stores) 
 async def test_a_provenance_change_racing_a_regrant_keeps_the_grant(stores) -> None:
     first, second = _memories(stores, "grant-then-source")
     await _revoked_source_with_a_dependent(first)
-    with Gate(stores[0], racers=2):
+    with Gate(stores[0], racers=2) as gate:
         # both read `src` revoked; the grant applies first, then the provenance change
         await asyncio.gather(
             first.set_consent("src", visible=True),
-            _later(second.set_consent("src", source="agent")),
+            _later(gate, second.set_consent("src", source="agent")),
         )
     consent = (await first.get("src")).consent
     assert consent is not None
@@ -151,10 +155,10 @@ async def test_a_revoke_racing_a_revoke_tells_the_host_once(stores) -> None:
         ],
         wait=True,
     )
-    with Gate(stores[0], racers=2):
+    with Gate(stores[0], racers=2) as gate:
         await asyncio.gather(
             first.set_consent("src", visible=False),
-            _later(second.set_consent("src", visible=False)),
+            _later(gate, second.set_consent("src", visible=False)),
         )
     assert told == [["src", "sum"]]
     assert await _recalled(first) == []
