@@ -74,6 +74,10 @@ def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[Impo
     }
 
 
+class _StoredAndNewError(Exception):
+    """:attr:`EntrySql.insert_new` met a batch of stored and new ids: written again exactly."""
+
+
 class _EntryWrites(_VectorAdapter):
     """``put_entries``, ``known_keys`` and ``import_rows`` of
     :class:`~prism_memory.postgres.PostgresVectorStore`."""
@@ -95,7 +99,8 @@ class _EntryWrites(_VectorAdapter):
         advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
         sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
         then one statement inserts the new rows -- with their vectors,
-        ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert`). Only when some ids
+        ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert_new`; a batch of stored
+        and new ids is written again with :attr:`EntrySql.insert`). Only when some ids
         already exist are they read back, as stored; an existing id is never rewritten.
         """
         check_entry_vectors(entries, vectors)
@@ -142,14 +147,45 @@ class _EntryWrites(_VectorAdapter):
         model: str | None,
     ) -> tuple[dict[str, MemoryRecord], set[str]]:
         """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
-        ids it inserted (``indexed`` with their vectors, else pending)."""
-        insert, names = to_positional(EntrySql.for_tables(self._tables).insert)
+        ids it inserted (``indexed`` with their vectors, else pending).
+
+        It runs :attr:`EntrySql.insert_new` (one primary-key probe per row, whatever the table's
+        statistics); a batch that turns out to mix stored and new ids is rolled back and written
+        again with the exact :attr:`EntrySql.insert`, so sequences never leave a gap."""
+        try:
+            return await self._insert_once(
+                driver, scope, params, unique, now, indexed=indexed, model=model, exact=False
+            )
+        except _StoredAndNewError:
+            return await self._insert_once(
+                driver, scope, params, unique, now, indexed=indexed, model=model, exact=True
+            )
+
+    async def _insert_once(
+        self,
+        driver: Any,
+        scope: MemoryIdentity,
+        params: Mapping[str, Any],
+        unique: Sequence[NewEntry],
+        now: datetime,
+        *,
+        indexed: bool,
+        model: str | None,
+        exact: bool,
+    ) -> tuple[dict[str, MemoryRecord], set[str]]:
+        """One try of :meth:`_insert`: with :attr:`EntrySql.insert` when ``exact``, else with
+        :attr:`EntrySql.insert_new`, raising :class:`_StoredAndNewError` (the transaction rolled back)
+        when that skipped some rows but not all."""
+        sql = EntrySql.for_tables(self._tables)
+        insert, names = to_positional(sql.insert if exact else sql.insert_new)
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
         async with self._transaction(driver, begin_locked_statement(scope)):
             sources = await self._lineage_sources(driver, scope, unique)
             rows = await driver.fetch(insert, *(params[name] for name in names))
+            if not exact and 0 < len(rows) < len(unique):
+                raise _StoredAndNewError
             sequences = {row["id"]: int(row["sequence"]) for row in rows}
             stored = {
                 entry.id: inserted_record(

@@ -103,6 +103,35 @@ async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> N
     await memory.aclose()
 
 
+async def a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap(
+    kit: ConformanceKit,
+) -> None:
+    """A batch that mixes ids already stored with new ones, in any order, inserts only the new
+    ones, numbered one after another as if the stored ones were not in it; a batch of stored ids
+    only inserts nothing; ``inserted`` names exactly the new rows."""
+    case = _Case(kit)
+    store = kit.vector_store
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-gap")
+    now = case.clock()
+    first = await store.put_entries(scope, [_new("x", "x", case), _new("y", "y", case)], now=now)
+    _check([r.sequence for r in first] == [0, 1], f"first batch: {first}")
+    later = now + timedelta(minutes=1)
+    mixed = await store.put_entries(
+        scope,
+        [_new(i, f"{i} again", case) for i in ("p", "x", "q", "y", "r")],
+        now=later,
+    )
+    _check([r.id for r in mixed] == ["p", "x", "q", "y", "r"], f"input order: {mixed}")
+    _check([r.sequence for r in mixed] == [2, 0, 3, 1, 4], f"no gap, stored kept: {mixed}")
+    _check(mixed.inserted == {"p", "q", "r"}, f"inserted: {mixed.inserted}")
+    _check(mixed[1] == first[0] and mixed[3] == first[1], "stored rows left exactly as stored")
+    replay = await store.put_entries(scope, [_new("y", "y", case), _new("p", "p", case)], now=later)
+    _check(replay.inserted == set(), f"a replay inserts nothing: {replay.inserted}")
+    _check([r.sequence for r in replay] == [1, 2], f"a replay reads back the stored: {replay}")
+    after = await store.put_entries(scope, [_new("s", "s", case)], now=later)
+    _check(after[0].sequence == 5, f"the next row follows the last one: {after}")
+
+
 async def remember_wait_embeds_before_the_write(kit: ConformanceKit) -> None:
     """``remember(wait=True)`` stores its rows indexed: recallable by any memory at once, one
     embedder call for the batch, the embedder's model recorded; a replay changes nothing."""
@@ -172,6 +201,7 @@ WRITE_CHECKS = {
     check.__name__: check
     for check in (
         put_entries_with_vectors_stores_rows_indexed,
+        a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap,
         remember_wait_embeds_before_the_write,
         remember_wait_with_failing_embedder_stores_pending,
     )

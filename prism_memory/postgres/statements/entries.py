@@ -42,7 +42,7 @@ class RowSql(TableSql):
 
     @functools.cached_property
     def insert(self) -> str:
-        """One batch of new entries in one statement, run under :attr:`lock_thread`.
+        """One batch of new entries in one statement, run under :attr:`lock_thread`: the exact form.
 
         The rows arrive as parallel arrays (``unnest ... WITH ORDINALITY``: one bound parameter per
         column however many rows). Ids that exist are left out (never rewritten: ``ON CONFLICT DO
@@ -52,9 +52,43 @@ class RowSql(TableSql):
         batch) -- and are inserted ``indexed`` where a vector came with them, else ``pending``
         (leased where ``leased``); tombstones an earlier, forgotten entry of the same id left behind
         are deleted. Returns ``id, sequence`` of the inserted rows.
+
+        The existing ids are looked up first, in one probe for the batch -- a probe whose plan the
+        planner chooses: on a table without statistics (new, or a thread far above the average
+        size) it may walk the thread's whole ``(scope, sequence)`` range instead of the primary key,
+        a cost that grows with the thread. The store therefore tries :attr:`insert_new` first and
+        runs this form only for a batch that mixes stored and new ids.
         """
+        return self._insert(lookup=True)
+
+    @functools.cached_property
+    def insert_new(self) -> str:
+        """:attr:`insert` for a batch expected to be new: numbered as if no id existed, each row
+        inserted unless its primary key is taken (``ON CONFLICT DO NOTHING``: one probe of the
+        primary key per row, whatever the table's statistics). Exact when every id is new, or
+        every id exists (nothing inserted); for a batch that mixes the two, the sequences after a
+        skipped row leave a gap, so the store rolls it back and runs :attr:`insert` instead."""
+        return self._insert(lookup=False)
+
+    def _insert(self, *, lookup: bool) -> str:
         scope = "tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread"
         before = "ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
+        if lookup:
+            # the ids that exist: one lookup for the batch, on the primary key (before a table
+            # is first analysed the planner may walk the thread's (scope, sequence) range once
+            # instead; a correlated NOT EXISTS against the table walked it once per row)
+            existing = (
+                f"existing AS (SELECT id FROM {self.entries} WHERE {scope} "
+                "AND id = ANY(CAST(:ids AS text[]))), "
+            )
+            new_only = "WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
+            # no ON CONFLICT: under the lock ``existing`` is exact, and a speculative insertion
+            # costs about a third of the statement; a row some other writer slipped in without
+            # the lock fails the whole statement (unique violation), it never half-applies
+            conflict = ""
+        else:
+            existing = new_only = ""
+            conflict = "ON CONFLICT (tenant_id, resource_id, thread_id, id) DO NOTHING "
         return (
             "WITH input AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:texts AS text[]), "
             "CAST(:roles AS text[]), CAST(:metadata AS jsonb[]), "
@@ -68,15 +102,10 @@ class RowSql(TableSql):
             "AS i(id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
             "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
             "importance, terms, term_count, leased, embedding, ord)), "
-            # the ids that exist: one lookup for the batch, on the primary key (before a table
-            # is first analysed the planner may walk the thread's (scope, sequence) range once
-            # instead; a correlated NOT EXISTS against the table walked it once per row)
-            f"existing AS (SELECT id FROM {self.entries} WHERE {scope} "
-            "AND id = ANY(CAST(:ids AS text[]))), "
+            f"{existing}"
             # autos: how many new rows before this one take an automatic sequence
             "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
-            "FROM input i WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
-            f"WINDOW w AS ({before})), "
+            f"FROM input i {new_only}WINDOW w AS ({before})), "
             f"top AS (SELECT coalesce(max(sequence), -1) AS v FROM {self.entries} WHERE {scope}), "
             # an automatic sequence is one past the largest so far: the thread's top or an earlier
             # explicit sequence, each plus the automatic rows in between
@@ -97,10 +126,7 @@ class RowSql(TableSql):
             "CASE WHEN n.leased THEN CAST(:until AS timestamptz) END, n.embedding, "
             "CASE WHEN n.embedding IS NOT NULL THEN CAST(:model AS text) END, "
             "array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count "
-            # no ON CONFLICT: under the lock ``existing`` is exact, and a speculative insertion
-            # costs about a third of the statement; a row some other writer slipped in without
-            # the lock fails the whole statement (unique violation), it never half-applies
-            "FROM numbered n ORDER BY n.ord RETURNING id, sequence), "
+            f"FROM numbered n ORDER BY n.ord {conflict}RETURNING id, sequence), "
             f"cleared AS (DELETE FROM {self.invalidation} WHERE {scope} "
             "AND entry_id IN (SELECT id FROM inserted)) "
             "SELECT id, sequence FROM inserted"
