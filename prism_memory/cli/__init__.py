@@ -7,10 +7,7 @@ loop over cursors with a progress bar and resume after Ctrl-C; ``import`` bulk-i
 LangGraph store) and resumes after a kill. Errors print one line (``--verbose``
 adds the traceback) and exit non-zero.
 
-One module per concern: ``_app`` (the command tree and :func:`main`), ``_options`` (the shared
-options), ``_output`` (the console, the progress bar, resumable state), ``_embedder``
-(``--embedder``), ``_demo``, ``_migrate``, ``_ops`` (``doctor``, ``stats``, ``worker``),
-``_thread_ops`` (``export``, ``rebuild``) and ``_import``.
+``_app`` holds the command tree and :func:`main`; each command family has a module of its own.
 """
 
 from ._app import app, main
