@@ -1,0 +1,139 @@
+"""The operator's service commands: ``doctor`` checks a database, ``stats`` counts, ``worker``
+runs the all-scopes indexing queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ._embedder import load_embedder
+from ._options import EmbedderSpec, Schema, TableName, Url, VectorEmbedder
+from ._output import console
+
+
+def doctor(
+    url: Url = "",
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    embedder: EmbedderSpec = None,
+    width: Annotated[
+        int | None, typer.Option("--width", help="the embedder's width, instead of --embedder")
+    ] = None,
+    max_pending_age: Annotated[
+        float, typer.Option("--max-pending-age", help="seconds a pending row may wait")
+    ] = 600.0,
+) -> None:
+    """Check the extension, version table, pinned width vs the embedder, indexes and backlog."""
+    from ..postgres.ops import diagnose
+
+    if embedder is not None:
+        width = load_embedder(embedder, None).dimensions
+    found = asyncio.run(
+        diagnose(
+            url,
+            schema=schema,
+            table=table,
+            embedder_width=width,
+            max_pending_age_seconds=max_pending_age,
+        )
+    )
+    for key, value in found.facts.items():
+        console.print(f"{key}: {value}", highlight=False)
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    if found.problems:
+        raise typer.Exit(1)
+    console.print("ok: no problems found")
+
+
+def stats(
+    url: Url = "",
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    top: Annotated[int, typer.Option("--top", help="how many tenants to list")] = 10,
+) -> None:
+    """Entries per status, the biggest tenants, working documents, size on disk."""
+    from ..postgres.ops import schema_stats
+
+    found = asyncio.run(schema_stats(url, schema=schema, table=table, top=top))
+    summary = Table(title=f"{schema}.{table}")
+    summary.add_column("what")
+    summary.add_column("count", justify="right")
+    for status in ("pending", "indexed", "failed"):
+        summary.add_row(f"entries {status}", str(found.by_status.get(status, 0)))
+    summary.add_row("tenants", str(found.tenant_count))
+    summary.add_row("working documents", str(found.working_documents))
+    summary.add_row("size on disk (bytes)", str(found.total_bytes))
+    console.print(summary)
+    tenants = Table(title=f"top {top} tenants")
+    for column in ("tenant", "entries", "pending", "failed"):
+        tenants.add_column(column, justify="left" if column == "tenant" else "right")
+    for row in found.tenants:
+        tenants.add_row(*(str(value) for value in row))
+    console.print(tenants)
+
+
+def worker(
+    url: Url = "",
+    schema: Schema = "prism_memory",
+    table: TableName = "semantic_memory",
+    embedder: VectorEmbedder = "",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="texts per embedder call")] = 32,
+    poll_seconds: Annotated[
+        float, typer.Option("--poll-seconds", help="fallback poll when no NOTIFY arrives")
+    ] = 10.0,
+    lease_seconds: Annotated[
+        float, typer.Option("--lease-seconds", help="how long a claimed row stays leased")
+    ] = 60.0,
+    status_file: Annotated[
+        Path | None, typer.Option("--status-file", help="rewrite the counts as JSON after a batch")
+    ] = None,
+) -> None:
+    """Run the all-scopes indexing queue as a service until SIGTERM or SIGINT.
+
+    --embedder must be the model the table's vectors hold (the worker checks before it starts).
+    """
+    from ..errors import DimensionMismatchError
+    from ..indexing import IndexingPolicy
+    from ..postgres import create_postgres_vector_store
+    from ..postgres.worker import IndexingWorker
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def run() -> None:
+        # first, so a SIGTERM that arrives while the worker connects still stops it gracefully
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        store = await create_postgres_vector_store(
+            url, schema=schema, table=table, skip_migrations=True
+        )
+        try:
+            chosen = load_embedder(embedder, store.dimension)
+            if store.dimension is not None and chosen.dimensions != store.dimension:
+                raise DimensionMismatchError(
+                    f"the embedder is {chosen.dimensions} wide but {schema}.{table} is pinned to "
+                    f"vector({store.dimension})"
+                )
+            service = IndexingWorker(
+                store,
+                chosen,
+                batch_size=batch_size,
+                poll_seconds=poll_seconds,
+                policy=IndexingPolicy(lease_seconds=lease_seconds),
+                status_file=status_file,
+            )
+            await service.run(stop)
+        finally:
+            await store.close()
+
+    asyncio.run(run())

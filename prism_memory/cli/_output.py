@@ -1,0 +1,56 @@
+"""What the commands print, and how a resumable command keeps its state between runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+T = TypeVar("T")
+_errors = Console(stderr=True)
+
+
+def read_state(path: Path) -> dict[str, Any] | None:
+    """The state a resumable command saved in ``path``, or ``None`` when there is none."""
+    if not path.exists():
+        return None
+    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return state
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Save ``state`` in ``path`` atomically (a kill leaves the old file or the new one)."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(state), encoding="utf-8")
+    temporary.replace(path)
+
+
+def resumable(run: Coroutine[Any, Any, T], state: Path) -> T:
+    """Run a resumable command to its end, then remove its ``state`` file; on Ctrl-C the file
+    stays for the next run, which resumes from it (exit status 130)."""
+    try:
+        result = asyncio.run(run)
+    except KeyboardInterrupt:
+        print(f"interrupted; run the same command again to resume ({state})", file=sys.stderr)
+        raise typer.Exit(130) from None
+    state.unlink(missing_ok=True)
+    return result
+
+
+def progress_bar() -> Progress:
+    """A progress bar on stderr: what, the bar, done of total, time elapsed."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_errors,
+    )
