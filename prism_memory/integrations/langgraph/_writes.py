@@ -166,7 +166,8 @@ class PutWriter:
         now: datetime,
     ) -> None:
         """Insert the ``fresh`` items, the indexed and the unindexed ones in one write each; an
-        item another writer inserted first with other text is given this put's text instead."""
+        item another writer inserted first (not among the rows the write inserted) is given this
+        put's text instead, as an overwrite would."""
         for indexed in (True, False):
             group = [(entry, v) for entry, v in fresh if (v is not None) == indexed]
             if not group:
@@ -179,8 +180,8 @@ class PutWriter:
                 vectors=[self._zero() if v is None else v for _, v in group],
                 model=self._model if indexed else None,
             )
-            for (entry, vector), record in zip(group, stored, strict=True):
-                if record.text != entry.text:  # another writer inserted the key first
+            for entry, vector in group:
+                if entry.id not in stored.inserted:  # another writer inserted the key first
                     await self._replace_text(store, scope, entry.id, entry.text, vector, now)
 
     async def _register(self, store: VectorStore, thread: str, now: datetime) -> None:
