@@ -17,11 +17,13 @@ checks there that does not apply, and why:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from langgraph.store.base import InvalidNamespaceError, PutOp
 
+from prism_memory import HashEmbedder, InMemoryVectorStore
 from prism_memory.integrations.langgraph import PrismStore
 
 pytestmark = pytest.mark.postgres
@@ -187,6 +189,44 @@ async def test_concurrent_writes_of_one_key_end_as_the_last_call(make_store) -> 
         )
         assert (await store.aget(("test",), "key")).value == {"value": 3}
         assert await store.aget(("test",), "other") is None
+
+
+class _RacedVectorStore(InMemoryVectorStore):
+    """An in-memory vector store where ``racer`` (once armed) writes first: it runs right before
+    the first insert into ``thread``, after the PrismStore writing there has read the key."""
+
+    def __init__(self, thread: str) -> None:
+        super().__init__()
+        self.thread = thread
+        self.racer: Callable[[], Awaitable[Any]] | None = None
+
+    async def put_entries(self, scope, entries, **options):
+        if scope.thread_id == self.thread and self.racer is not None:
+            racer, self.racer = self.racer, None
+            await racer()
+        return await super().put_entries(scope, entries, **options)
+
+
+async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies() -> None:
+    """Another writer inserts the key between this put's read and its insert, with the very same
+    value: the put is applied as an overwrite of that row (its text, vector and model), not taken
+    for the row it inserted itself because the texts agree."""
+    hashing = HashEmbedder(dimensions=32)
+
+    def by_function(texts: list[str]) -> list[list[float]]:
+        return [hashing.embed_one(text).tolist() for text in texts]
+
+    shared = _RacedVectorStore("t")
+    other = PrismStore(index={"dims": 32, "embed": by_function}, vector_store=shared)
+    store = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
+    shared.racer = lambda: other.aput(("t",), "k", {"text": "pears"})
+    await store.aput(("t",), "k", {"text": "pears"})
+    assert shared.racer is None  # the other writer did win the insert
+    async with await store.memory(("t",)) as memory:
+        record = await memory.get("k")
+    assert record.text == '{"text": "pears"}'
+    assert record.revision == 2
+    assert record.embedding_model == "hash-v1-32"
 
 
 def test_vector_store_initialization(fake_embeddings) -> None:

@@ -1,0 +1,117 @@
+"""How LangGraph's namespaces, keys and items map onto prism's threads, entries and records.
+
+A namespace is one thread (its labels joined by ``.``), an item one entry whose id is the key and
+whose text is the value as JSON; the package docstring says the whole mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
+
+from ...models import MemoryConsent, MemoryIdentity, MemoryRecord
+from ...stores.base import NewEntry, RecallFilter
+from ...stores.rules import is_recallable
+
+CATALOG_THREAD = "."
+"""The thread listing the namespaces the store has written to; no namespace encodes to it
+(labels are non-empty and hold no ``.``)."""
+UNINDEXED: Mapping[str, Any] = {"langgraph": {"indexed": False}}
+"""Metadata of an item stored without a vector (``index=False``, no index, or no text to embed)."""
+ROLE = "langgraph"
+
+
+def utcnow() -> datetime:
+    """The time a batch runs at (every op of the batch sees the same one)."""
+    return datetime.now(UTC)
+
+
+def thread_of(namespace: tuple[str, ...]) -> str:
+    """The prism thread that holds ``namespace``'s items."""
+    return ".".join(namespace)
+
+
+def namespace_of(thread: str) -> tuple[str, ...]:
+    """The namespace whose items ``thread`` holds (the inverse of :func:`thread_of`)."""
+    return tuple(thread.split("."))
+
+
+def check_namespace(namespace: tuple[str, ...]) -> None:
+    """Refuse the empty namespace, as LangGraph's stores do for a get or a put."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+
+
+def is_indexed(record: MemoryRecord) -> bool:
+    """Whether ``record``'s item was stored with a vector (search scores only those)."""
+    return record.metadata.get("langgraph", {}).get("indexed", True) is not False
+
+
+def is_visible(record: MemoryRecord, now: datetime) -> bool:
+    """Whether ``get`` and ``search`` show ``record`` (prism's exclusion rules: consent, hold)."""
+    return is_recallable(record, RecallFilter(now=now))
+
+
+def new_entry(
+    entry_id: str,
+    text: str,
+    *,
+    metadata: Mapping[str, Any],
+    consent: MemoryConsent | None,
+    occurred_at: datetime,
+) -> NewEntry:
+    """A new entry as the store writes it: its own role, full importance, no lineage, and a
+    sequence the store assigns (so an item keeps its place among the namespace's items)."""
+    return NewEntry(
+        id=entry_id,
+        text=text,
+        role=ROLE,
+        metadata=metadata,
+        consent=consent,
+        sequence=None,
+        occurred_at=occurred_at,
+        importance=1.0,
+        lineage=None,
+    )
+
+
+def item_of(record: MemoryRecord, namespace: tuple[str, ...]) -> Item:
+    """The LangGraph item ``record`` stores."""
+    return Item(
+        value=json.loads(record.text),
+        key=record.id,
+        namespace=namespace,
+        created_at=record.created_at,
+        updated_at=record.written_at,
+    )
+
+
+def search_item(item: Item, score: float | None) -> SearchItem:
+    """``item`` as a search result with its ``score`` (``None``: not ranked)."""
+    return SearchItem(
+        namespace=item.namespace,
+        key=item.key,
+        value=item.value,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        score=score,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The tenant and resource a store is bound to: every scope it reads or writes is theirs."""
+
+    tenant_id: str
+    resource_id: str
+
+    def scope(self, thread: str) -> MemoryIdentity:
+        """The prism scope of ``thread`` under this tenant and resource."""
+        return MemoryIdentity(
+            tenant_id=self.tenant_id, resource_id=self.resource_id, thread_id=thread
+        )

@@ -1,0 +1,209 @@
+"""The puts of a batch: checked and embedded all at once, then applied thread by thread.
+
+A put of a new key inserts an entry; a put over an existing item gives it new text (a governance
+text change, so its consent and place are kept) or, when the item changes between indexed and not,
+forgets and re-inserts it; a put of ``None`` forgets the item unless it is under legal hold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+
+import numpy as np
+from langgraph.store.base import PutOp
+
+from ...embedding import Embedder, assert_finite_vector, embed_batched
+from ...errors import AccessDeniedError, ValidationError
+from ...memory import Memory
+from ...models import MemoryConsent, MemoryIdentity, MemoryRecord, Vector, check_json, check_key
+from ...stores.base import GovernanceChange, NewEntry, VectorStore
+from ._embedding import Paths, texts_of
+from ._mapping import (
+    CATALOG_THREAD,
+    UNINDEXED,
+    Owner,
+    is_indexed,
+    namespace_of,
+    new_entry,
+    thread_of,
+)
+
+Key = tuple[tuple[str, ...], str]
+"""A put's ``(namespace, key)``."""
+
+
+class PutWriter:
+    """Applies a batch's puts for one store: its owner, embedder, consent and indexed fields, and
+    the namespaces it has already recorded in its catalog.
+
+    ``memory`` opens the :class:`~prism_memory.Memory` of a namespace (the store's own
+    :meth:`~prism_memory.integrations.langgraph.PrismStore.memory`), through which items are
+    forgotten.
+    """
+
+    def __init__(
+        self,
+        *,
+        owner: Owner,
+        embedder: Embedder,
+        model: str | None,
+        dims: int,
+        fields: Paths | None,
+        consent: MemoryConsent | None,
+        memory: Callable[[tuple[str, ...]], Awaitable[Memory]],
+    ) -> None:
+        self._owner = owner
+        self._embedder = embedder
+        self._model = model
+        self._dims = dims
+        self._fields = fields
+        self._consent = consent
+        self._memory = memory
+        self._known: set[str] = set()
+
+    async def apply(self, store: VectorStore, puts: list[PutOp], now: datetime) -> None:
+        """Apply ``puts`` (one per key): every put is checked and embedded, and no held item is
+        overwritten, before anything is written."""
+        bodies = _bodies(puts)
+        vectors = await self._vectors([op for op in puts if op.value is not None])
+        by_thread: dict[str, list[PutOp]] = {}
+        for op in puts:
+            by_thread.setdefault(thread_of(op.namespace), []).append(op)
+        existing: dict[str, dict[str, MemoryRecord]] = {}
+        for thread, ops in by_thread.items():
+            found = await store.get_entries(self._owner.scope(thread), [op.key for op in ops])
+            existing[thread] = {record.id: record for record in found}
+            written = {op.key for op in ops if op.value is not None}
+            if any(record.legal_hold and record.id in written for record in found):
+                raise AccessDeniedError("an item under legal hold cannot be overwritten")
+        for thread, ops in by_thread.items():
+            await self._apply_thread(store, thread, ops, existing[thread], bodies, vectors, now)
+
+    async def _vectors(self, writes: list[PutOp]) -> dict[Key, Vector]:
+        """The vectors of the ``writes`` that have text to embed, in one batched embedding."""
+        texts = {(op.namespace, op.key): texts_of(op, self._fields) for op in writes}
+        wanted = [key for key, found in texts.items() if found]
+        if not wanted:
+            return {}
+        matrix = await embed_batched(
+            self._embedder, ["\n".join(texts[key]) for key in wanted], batch_size=32
+        )
+        return dict(zip(wanted, matrix, strict=True))
+
+    async def _apply_thread(
+        self,
+        store: VectorStore,
+        thread: str,
+        ops: list[PutOp],
+        old: dict[str, MemoryRecord],
+        bodies: dict[Key, str],
+        vectors: dict[Key, Vector],
+        now: datetime,
+    ) -> None:
+        """Apply one thread's ``ops`` over its ``old`` records: deletes, then overwrites, then
+        one insert of the new items."""
+        scope = self._owner.scope(thread)
+        gone = [op.key for op in ops if op.value is None and op.key in old]
+        keep = [key for key in gone if not old[key].legal_hold]
+        if keep:
+            await self._forget(namespace_of(thread), keep)
+        fresh: list[tuple[NewEntry, Vector | None]] = []
+        for op in ops:
+            if op.value is None:
+                continue
+            key = (op.namespace, op.key)
+            vector = vectors.get(key)
+            record = old.get(op.key)
+            if record is not None and is_indexed(record) == (vector is not None):
+                await self._replace_text(store, scope, op.key, bodies[key], vector, now)
+                continue
+            if record is not None:  # the item changes between indexed and not: re-insert it
+                await self._forget(op.namespace, [op.key])
+            entry = new_entry(
+                op.key,
+                bodies[key],
+                metadata={} if vector is not None else dict(UNINDEXED),
+                consent=self._consent if record is None else record.consent,
+                occurred_at=now if record is None else record.occurred_at,
+            )
+            fresh.append((entry, vector))
+        if fresh:
+            await self._register(store, thread, now)
+            await self._insert(store, scope, fresh, now)
+
+    async def _replace_text(
+        self,
+        store: VectorStore,
+        scope: MemoryIdentity,
+        entry_id: str,
+        text: str,
+        vector: Vector | None,
+        now: datetime,
+    ) -> None:
+        """Give an existing item new text and its vector (revision + 1; ``None``: unindexed, a
+        zero vector of no model), through the store's one governance write (a text change, as
+        ``correct`` makes it)."""
+        stored = self._zero() if vector is None else vector
+        change = GovernanceChange(
+            text=(entry_id, text, stored), text_model=None if vector is None else self._model
+        )
+        await store.apply_governance(scope, change, now=now)
+
+    def _zero(self) -> Vector:
+        return np.zeros(self._dims, dtype=np.float32)
+
+    async def _forget(self, namespace: tuple[str, ...], ids: list[str]) -> None:
+        async with await self._memory(namespace) as memory:
+            await memory.forget(ids=ids)
+
+    async def _insert(
+        self,
+        store: VectorStore,
+        scope: MemoryIdentity,
+        fresh: list[tuple[NewEntry, Vector | None]],
+        now: datetime,
+    ) -> None:
+        """Insert the ``fresh`` items, the indexed and the unindexed ones in one write each; an
+        item another writer inserted first (not among the rows the write inserted) is given this
+        put's text instead, as an overwrite would."""
+        for indexed in (True, False):
+            group = [(entry, v) for entry, v in fresh if (v is not None) == indexed]
+            if not group:
+                continue
+            entries = [entry for entry, _ in group]
+            stored = await store.put_entries(
+                scope,
+                entries,
+                now=now,
+                vectors=[self._zero() if v is None else v for _, v in group],
+                model=self._model if indexed else None,
+            )
+            for entry, vector in group:
+                if entry.id not in stored.inserted:  # another writer inserted the key first
+                    await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+
+    async def _register(self, store: VectorStore, thread: str, now: datetime) -> None:
+        """Record ``thread`` in the namespace catalog (once; the catalog only grows)."""
+        if thread in self._known:
+            return
+        entry = new_entry(thread, thread, metadata={}, consent=None, occurred_at=now)
+        zero = assert_finite_vector(self._zero())
+        await store.put_entries(self._owner.scope(CATALOG_THREAD), [entry], now=now, vectors=[zero])
+        self._known.add(thread)
+
+
+def _bodies(puts: list[PutOp]) -> dict[Key, str]:
+    """Check every put's key and value; the JSON text of each written value."""
+    bodies: dict[Key, str] = {}
+    for op in puts:
+        check_key(op.key, "key")
+    for op in puts:
+        if op.value is None:
+            continue
+        if not isinstance(op.value, Mapping):
+            raise ValidationError("a LangGraph item's value must be a dict")
+        check_json(op.value, "value")
+        bodies[(op.namespace, op.key)] = json.dumps(op.value, ensure_ascii=False, sort_keys=True)
+    return bodies
