@@ -94,7 +94,9 @@ class GovernanceChange:
     """A consent change :func:`expand_walk` resolves into ``consent``, and ``walk`` or
     ``untombstone``, against the entry as the unit of work reads it."""
     text: tuple[str, str, Vector] | None = None
-    """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
+    """``(entry_id, text, vector)``: set new text and its vector at once (revision + 1,
+    ``indexed``, ``written_at = now``), as :meth:`GovernancePrimitives.replace_text
+    <prism_memory.stores.primitives.GovernancePrimitives.replace_text>`."""
     text_model: str | None = None
     """The ``model`` of the embedder that made ``text``'s vector (its ``embedding_model``)."""
     hold: tuple[str, ...] = ()
