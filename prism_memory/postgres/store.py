@@ -301,12 +301,8 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
             if change.untombstone is not None:
                 await tombstones.remove(scope, *change.untombstone)
         self._remember_width(width)
-        return GovernanceResult(
-            record=record,
-            held=held,
-            deleted=deleted,
-            dependents=dependents or (),
-            walked=dependents is not None,
+        return GovernanceResult.after_walk(
+            record, held=held, deleted=deleted, dependents=dependents
         )
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:

@@ -118,6 +118,25 @@ class GovernanceResult:
     """The change's lineage walk ran (a consent update revokes only an entry whose consent was in
     force): ``on_invalidate`` is told about its roots and ``dependents``."""
 
+    @classmethod
+    def after_walk(
+        cls,
+        record: MemoryRecord | None,
+        *,
+        held: int,
+        deleted: int,
+        dependents: tuple[str, ...] | None,
+    ) -> GovernanceResult:
+        """The result of a change whose walk found ``dependents`` (``None``: no walk ran), as
+        :func:`expand_walk` returns them."""
+        return cls(
+            record=record,
+            held=held,
+            deleted=deleted,
+            dependents=dependents or (),
+            walked=dependents is not None,
+        )
+
 
 DependentsOf = Callable[[Sequence[str], int], Awaitable[list[tuple[str, tuple[str, ...]]]]]
 """``(source_ids, limit) -> [(id, sources)]``, as :meth:`VectorStore.dependents` in one scope."""

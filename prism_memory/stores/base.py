@@ -38,6 +38,7 @@ from ..models import (
     WorkingMemoryRecord,
 )
 from ._checks import (
+    check_claim,
     check_entry_vectors,
     check_lease,
     check_limit,
@@ -84,6 +85,7 @@ __all__ = [
     "Tombstone",
     "VectorStore",
     "WorkingStore",
+    "check_claim",
     "check_entry_vectors",
     "check_lease",
     "check_limit",
@@ -410,8 +412,7 @@ class VectorStore(abc.ABC):
         id, as :meth:`claim_pending` leases them. One call for many threads: a store should answer
         it in one round trip (this default claims scope by scope).
         """
-        check_limit(limit)
-        check_limit(per_scope, "per_scope")
+        check_claim(limit, lease_seconds, per_scope)
         claimed: list[ClaimedEntry] = []
         for scope in dict.fromkeys(scopes):
             room = min(per_scope, limit - len(claimed))
