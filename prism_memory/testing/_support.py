@@ -7,7 +7,7 @@ A leaf of ``prism_memory.testing``: the check modules and the runners (``_confor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,19 @@ class ConformanceError(AssertionError):
 _FAST = IndexingPolicy(
     retry_base_seconds=0.02, retry_max_seconds=0.1, busy_poll_seconds=0.01, idle_poll_seconds=0.05
 )
+
+
+async def _run_each(names: Iterable[str], run_one: Callable[[str], Awaitable[None]]) -> None:
+    """Run the check of every name in turn and raise :class:`ConformanceError` listing each one
+    that failed (the runners of both suites)."""
+    failures: dict[str, str] = {}
+    for name in names:
+        try:
+            await run_one(name)
+        except Exception as exc:  # noqa: BLE001 - every failure is collected and reported
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    if failures:
+        raise ConformanceError(failures)
 
 
 class _Case:
