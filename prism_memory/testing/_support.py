@@ -7,11 +7,12 @@ A leaf of ``prism_memory.testing``: the check modules and the runners (``_confor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..embedding import Embedder
+from ..errors import ValidationError
 from ..indexing import IndexingPolicy
 from ..memory import Memory, create_memory
 from ..stores.base import VectorStore, WorkingStore
@@ -99,6 +100,17 @@ async def _raises(error: type[BaseException], call: Awaitable[Any], what: str) -
             f"{what}: expected {error.__name__}, got {type(exc).__name__}: {exc}"
         ) from exc
     raise AssertionError(f"{what}: expected {error.__name__}, nothing was raised")
+
+
+def _write_refused_or_done(outcome: Sequence[object]) -> None:
+    """The outcome of ``gather(write, forget, return_exceptions=True)`` of a lineage race: the
+    write may only be refused (:class:`ValidationError`, an unknown source), the forget must not
+    fail; anything else is raised."""
+    written, forgotten = outcome
+    if isinstance(written, BaseException) and not isinstance(written, ValidationError):
+        raise written
+    if isinstance(forgotten, BaseException):
+        raise forgotten
 
 
 async def _ids(memory: Memory, query: str, **options: Any) -> list[str]:
