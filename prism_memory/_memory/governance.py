@@ -21,7 +21,13 @@ from ..models import (
     check_key,
     check_text,
 )
-from ..stores.base import ConsentUpdate, GovernanceChange, LineageWalk, walk_lineage
+from ..stores.base import (
+    ConsentUpdate,
+    GovernanceChange,
+    LineageWalk,
+    every_record,
+    walk_lineage,
+)
 from ..working import canonical_json
 from .core import MemoryContext, ModelGuard, maybe_await
 
@@ -141,7 +147,11 @@ class GovernanceService:
         scope = ctx.identity
         store = ctx.vector_store
         if wanted is None:
-            targets = await self._all_ids(scope, include_held=hold)
+            targets = [
+                record.id
+                async for record in every_record(store, scope)
+                if hold or not record.legal_hold
+            ]
         else:
             targets = [r.id for r in await store.get_entries(scope, wanted)]
         if not targets:
@@ -165,16 +175,6 @@ class GovernanceService:
         deleted, blocked = await self._delete(scope, targets, "forgotten", now)
         _raise_blocked(deleted, blocked)
         return deleted
-
-    async def _all_ids(self, scope: MemoryIdentity, *, include_held: bool) -> list[str]:
-        ids: list[str] = []
-        after: tuple[int, str] | None = None
-        while True:
-            page = await self._ctx.vector_store.list_by_thread(scope, after=after, limit=256)
-            ids.extend(r.id for r in page if include_held or not r.legal_hold)
-            if len(page) < 256:
-                return ids
-            after = (page[-1].sequence, page[-1].id)
 
     async def _delete(
         self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime

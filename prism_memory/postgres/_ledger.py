@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
-from ..stores.base import ClaimedEntry, check_lease, check_limit
+from ..stores.base import ClaimedEntry, check_claim
 from ._adapter import _VectorAdapter
 from .repositories import IndexingRepository
 from .rows import claimed_entries
@@ -30,8 +30,7 @@ class _IndexingLedger(_VectorAdapter):
     ) -> list[ClaimedEntry]:
         """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once (one
         statement in its own transaction, on the driver: see :meth:`_write`)."""
-        check_limit(limit)
-        check_lease(lease_seconds)
+        check_claim(limit, lease_seconds)
         if limit == 0:
             return []
         statement, params = claim_statement(
@@ -55,9 +54,7 @@ class _IndexingLedger(_VectorAdapter):
         now: datetime,
     ) -> list[ClaimedEntry]:
         """Lease due pending rows of many threads in one statement (``FOR UPDATE SKIP LOCKED``)."""
-        check_limit(limit)
-        check_limit(per_scope, "per_scope")
-        check_lease(lease_seconds)
+        check_claim(limit, lease_seconds, per_scope)
         wanted = list(dict.fromkeys(scopes))
         if not wanted or limit == 0 or per_scope == 0:
             return []

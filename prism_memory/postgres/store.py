@@ -27,12 +27,9 @@ from ..embedding import assert_finite_vector
 from ..errors import ConflictError, NotFoundError
 from ..lexical import CorpusStats
 from ..models import (
-    MemoryConsent,
     MemoryIdentity,
     MemoryRecord,
     ShareGrant,
-    TombstoneReason,
-    Vector,
     WorkingMemoryRecord,
     check_id_collection,
 )
@@ -42,7 +39,6 @@ from ..stores.base import (
     RecallFilter,
     SearchRequest,
     SearchResult,
-    Tombstone,
     VectorStore,
     WorkingStore,
     check_limit,
@@ -146,52 +142,6 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         check_id_collection(ids, "ids")
         async with self._unit("known_ids") as session:
             return await EntryRepository(session, self._tables).known_ids(scope, ids)
-
-    async def set_consent(
-        self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
-    ) -> MemoryRecord:
-        """Replace an entry's consent (no re-embed); :class:`NotFoundError` if absent."""
-        async with self._unit("set_consent") as session:
-            record = await EntryRepository(session, self._tables).set_consent(
-                scope, entry_id, consent
-            )
-        if record is None:
-            raise NotFoundError("the entry does not exist in this scope")
-        return record
-
-    async def replace_text(
-        self,
-        scope: MemoryIdentity,
-        entry_id: str,
-        text: str,
-        vector: Vector,
-        *,
-        now: datetime,
-        model: str | None = None,
-    ) -> MemoryRecord:
-        """Set new text and its vector at once: revision + 1, ``indexed``, ``written_at = now``."""
-        async with self._unit("replace_text") as session:
-            width = await self._known_width(session)
-            (checked,), width = self._check_vectors([(vector, "the new text's vector")], width)
-            record = await EntryRepository(session, self._tables).replace_text(
-                scope, entry_id, text, checked, now, model
-            )
-        if record is None:
-            raise NotFoundError("the entry does not exist in this scope")
-        self._remember_width(width)
-        return record
-
-    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
-        """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
-        check_id_collection(ids, "ids")
-        async with self._unit("set_legal_hold") as session:
-            return await EntryRepository(session, self._tables).set_legal_hold(scope, ids, hold)
-
-    async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
-        """Really delete the ``ids`` that exist in scope; return how many rows went."""
-        check_id_collection(ids, "ids")
-        async with self._unit("delete_entries") as session:
-            return await EntryRepository(session, self._tables).delete(scope, ids)
 
     async def dependents(
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
@@ -308,21 +258,7 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
                 scope, limit, occurred_before, include_held
             )
 
-    # ---- tombstones and grants -------------------------------------------------------------
-
-    async def add_tombstones(self, scope: MemoryIdentity, tombstones: Sequence[Tombstone]) -> None:
-        """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time."""
-        if not tombstones:
-            return
-        async with self._unit("add_tombstones") as session:
-            await TombstoneRepository(session, self._tables).upsert(scope, tombstones)
-
-    async def remove_tombstones(
-        self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
-    ) -> int:
-        """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
-        async with self._unit("remove_tombstones") as session:
-            return await TombstoneRepository(session, self._tables).remove(scope, cause_id, reason)
+    # ---- governance and grants ------------------------------------------------------------
 
     async def apply_governance(
         self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
@@ -360,17 +296,13 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
                 )
                 if record is None:
                     raise NotFoundError("the entry does not exist in this scope")
-            held = await entries.set_legal_hold(scope, change.hold, True)
+            held = await entries.set_legal_hold(scope, change.hold)
             deleted = await entries.delete(scope, change.delete)
             if change.untombstone is not None:
                 await tombstones.remove(scope, *change.untombstone)
         self._remember_width(width)
-        return GovernanceResult(
-            record=record,
-            held=held,
-            deleted=deleted,
-            dependents=dependents or (),
-            walked=dependents is not None,
+        return GovernanceResult.after_walk(
+            record, held=held, deleted=deleted, dependents=dependents
         )
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:

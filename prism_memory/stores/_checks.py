@@ -29,6 +29,15 @@ def check_lease(lease_seconds: float) -> None:
         raise ValidationError("lease_seconds must be positive")
 
 
+def check_claim(limit: int, lease_seconds: float, per_scope: int | None = None) -> None:
+    """Adapter helper: the arguments of ``claim_pending`` (and, with ``per_scope``,
+    ``claim_pending_in``) -- non-negative counts and a lease of positive length."""
+    check_limit(limit)
+    if per_scope is not None:
+        check_limit(per_scope, "per_scope")
+    check_lease(lease_seconds)
+
+
 def lineage_source_ids(entries: Sequence[NewEntry]) -> list[str]:
     """Every lineage source ``entries`` name: the ids a store looks up in the thread, in the same
     unit of work as the write (:func:`check_lineage_sources`, and the tombstones new rows

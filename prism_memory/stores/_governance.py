@@ -94,7 +94,9 @@ class GovernanceChange:
     """A consent change :func:`expand_walk` resolves into ``consent``, and ``walk`` or
     ``untombstone``, against the entry as the unit of work reads it."""
     text: tuple[str, str, Vector] | None = None
-    """``(entry_id, text, vector)``: as :meth:`VectorStore.replace_text`."""
+    """``(entry_id, text, vector)``: set new text and its vector at once (revision + 1,
+    ``indexed``, ``written_at = now``), as :meth:`GovernancePrimitives.replace_text
+    <prism_memory.stores.primitives.GovernancePrimitives.replace_text>`."""
     text_model: str | None = None
     """The ``model`` of the embedder that made ``text``'s vector (its ``embedding_model``)."""
     hold: tuple[str, ...] = ()
@@ -115,6 +117,25 @@ class GovernanceResult:
     walked: bool = False
     """The change's lineage walk ran (a consent update revokes only an entry whose consent was in
     force): ``on_invalidate`` is told about its roots and ``dependents``."""
+
+    @classmethod
+    def after_walk(
+        cls,
+        record: MemoryRecord | None,
+        *,
+        held: int,
+        deleted: int,
+        dependents: tuple[str, ...] | None,
+    ) -> GovernanceResult:
+        """The result of a change whose walk found ``dependents`` (``None``: no walk ran), as
+        :func:`expand_walk` returns them."""
+        return cls(
+            record=record,
+            held=held,
+            deleted=deleted,
+            dependents=dependents or (),
+            walked=dependents is not None,
+        )
 
 
 DependentsOf = Callable[[Sequence[str], int], Awaitable[list[tuple[str, tuple[str, ...]]]]]

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
 from ._memory_rows import _InMemoryState, _key, _Row, _ScopeKey
-from .base import ClaimedEntry, check_lease, check_limit
+from .base import ClaimedEntry, check_claim
 
 
 def _due(row: _Row, now: datetime) -> bool:
@@ -57,8 +57,7 @@ class _InMemoryLedger(_InMemoryState):
 
         A row is due when its retry time (if any) has come and its lease (if any) has run out.
         """
-        check_limit(limit)
-        check_lease(lease_seconds)
+        check_claim(limit, lease_seconds)
         wanted = None if scope is None else _key(scope)
         due: list[tuple[int, str, _ScopeKey, _Row]] = []
         for key, entry_id in self._pending:
@@ -82,9 +81,7 @@ class _InMemoryLedger(_InMemoryState):
     ) -> list[ClaimedEntry]:
         """Lease up to ``limit`` due entries of ``scopes`` (at most ``per_scope`` each), in one pass
         over the pending rows; the scopes are served in the order given."""
-        check_limit(limit)
-        check_limit(per_scope, "per_scope")
-        check_lease(lease_seconds)
+        check_claim(limit, lease_seconds, per_scope)
         order = {_key(scope): i for i, scope in enumerate(dict.fromkeys(scopes))}
         due: dict[_ScopeKey, list[tuple[int, str, _Row]]] = {}
         for key, entry_id in self._pending:

@@ -38,6 +38,7 @@ from ..models import (
     WorkingMemoryRecord,
 )
 from ._checks import (
+    check_claim,
     check_entry_vectors,
     check_lease,
     check_limit,
@@ -84,10 +85,12 @@ __all__ = [
     "Tombstone",
     "VectorStore",
     "WorkingStore",
+    "check_claim",
     "check_entry_vectors",
     "check_lease",
     "check_limit",
     "check_lineage_sources",
+    "every_record",
     "expand_walk",
     "lineage_source_ids",
     "walk_lineage",
@@ -281,31 +284,19 @@ class VectorStore(abc.ABC):
         Every record, whatever its status or consent: callers filter.
         """
 
-    async def _every_record(self, scope: MemoryIdentity) -> AsyncIterator[MemoryRecord]:
-        """Every record of the thread, page by page through :meth:`list_by_thread` (the defaults'
-        reader)."""
-        after: tuple[int, str] | None = None
-        while True:
-            page = await self.list_by_thread(scope, after=after, limit=256)
-            for record in page:
-                yield record
-            if len(page) < 256:
-                return
-            after = (page[-1].sequence, page[-1].id)
-
     async def count_by_thread(self, scope: MemoryIdentity) -> int:
         """How many entries the thread holds.
 
         The default pages through :meth:`list_by_thread`; adapters override it with one count.
         """
-        return sum([1 async for _ in self._every_record(scope)])
+        return sum([1 async for _ in every_record(self, scope)])
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries are ``pending`` (not yet embedded).
 
         The default pages through :meth:`list_by_thread`; adapters override it with one count.
         """
-        return sum([1 async for record in self._every_record(scope) if record.status == "pending"])
+        return sum([1 async for record in every_record(self, scope) if record.status == "pending"])
 
     async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
         """The models (``embedding_model``) whose vectors the thread's rows hold; rows without a
@@ -316,7 +307,7 @@ class VectorStore(abc.ABC):
         """
         return {
             record.embedding_model
-            async for record in self._every_record(scope)
+            async for record in every_record(self, scope)
             if record.embedding_model is not None
         }
 
@@ -421,8 +412,7 @@ class VectorStore(abc.ABC):
         id, as :meth:`claim_pending` leases them. One call for many threads: a store should answer
         it in one round trip (this default claims scope by scope).
         """
-        check_limit(limit)
-        check_limit(per_scope, "per_scope")
+        check_claim(limit, lease_seconds, per_scope)
         claimed: list[ClaimedEntry] = []
         for scope in dict.fromkeys(scopes):
             room = min(per_scope, limit - len(claimed))
@@ -497,3 +487,21 @@ class VectorStore(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources the store owns."""
+
+
+_EVERY_PAGE = 256
+"""The page :func:`every_record` asks :meth:`VectorStore.list_by_thread` for."""
+
+
+async def every_record(store: VectorStore, scope: MemoryIdentity) -> AsyncIterator[MemoryRecord]:
+    """Every record of the thread, whatever its status or consent, page by page through
+    :meth:`VectorStore.list_by_thread` in ``(sequence, id)`` order (the defaults' reader, and the
+    facade's when a call names the whole thread)."""
+    after: tuple[int, str] | None = None
+    while True:
+        page = await store.list_by_thread(scope, after=after, limit=_EVERY_PAGE)
+        for record in page:
+            yield record
+        if len(page) < _EVERY_PAGE:
+            return
+        after = (page[-1].sequence, page[-1].id)

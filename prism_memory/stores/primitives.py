@@ -94,10 +94,6 @@ class GovernancePrimitives(VectorStore):
         deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
         if change.untombstone is not None:
             await self.remove_tombstones(scope, *change.untombstone)
-        return GovernanceResult(
-            record=record,
-            held=held,
-            deleted=deleted,
-            dependents=dependents or (),
-            walked=dependents is not None,
+        return GovernanceResult.after_walk(
+            record, held=held, deleted=deleted, dependents=dependents
         )

@@ -2,8 +2,10 @@
 
 :class:`RagOperations` is what a caller can do with chunks, generations and grants;
 :class:`RagStore` adds :meth:`RagStore.transaction` (the same operations, applied all or nothing)
-and :meth:`RagStore.close`. The in-memory adapter (:mod:`prism_memory.stores.rag_memory`) and the
-PostgreSQL adapter (:func:`prism_memory.postgres.create_postgres_vector_store`) subclass them, and
+and :meth:`RagStore.close`; :class:`RagStoreByCall` makes each store call one call of those
+operations, on what the adapter opens for it. The in-memory adapter
+(:mod:`prism_memory.stores.rag_memory`) and the PostgreSQL adapter
+(:func:`prism_memory.postgres.create_postgres_vector_store`) subclass them, and
 :func:`prism_memory.testing.run_rag_conformance` proves they behave alike.
 
 Rules every adapter follows
@@ -56,6 +58,7 @@ from ..ranking import cosine as vector_score
 __all__ = [
     "RagOperations",
     "RagStore",
+    "RagStoreByCall",
     "check_authorization",
     "check_chunks",
     "check_top_k",
@@ -267,6 +270,138 @@ class RagStore(RagOperations):
 
     async def close(self) -> None:
         """Release resources the store owns."""
+
+
+class RagStoreByCall(RagStore):
+    """A :class:`RagStore` whose every call is one :class:`RagOperations` call on the object
+    :meth:`_operations` opens for it -- the adapter's unit of work, or a view of its committed
+    state -- so the two adapters state once how a store call reaches its operations.
+    """
+
+    @abc.abstractmethod
+    def _operations(
+        self, action: str, *, write: bool, ranked: bool = False
+    ) -> AbstractAsyncContextManager[RagOperations]:
+        """The operations one call named ``action`` runs on, applied when the block exits
+        (``write``: it changes chunks, generations or grants, atomically; ``ranked``: a query or
+        its statistics)."""
+
+    async def upsert(
+        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
+    ) -> int:
+        """Insert or replace ``chunks``, atomically (see :meth:`RagOperations.upsert`)."""
+        async with self._operations("upsert", write=True) as ops:
+            return await ops.upsert(scope, chunks, generation=generation)
+
+    async def get_by_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> list[Chunk]:
+        """The chunks of ``source_id`` by index."""
+        async with self._operations("get_by_source", write=False) as ops:
+            return await ops.get_by_source(scope, source_id, generation=generation)
+
+    async def delete_source(
+        self, scope: RagScope, source_id: str, *, generation: int | None = None
+    ) -> int:
+        """Delete the chunks of ``source_id``, atomically; count them."""
+        async with self._operations("delete_source", write=True) as ops:
+            return await ops.delete_source(scope, source_id, generation=generation)
+
+    async def delete_generation(self, scope: RagScope, generation: int) -> int:
+        """Delete every chunk of ``generation``, atomically; count them."""
+        async with self._operations("delete_generation", write=True) as ops:
+            return await ops.delete_generation(scope, generation)
+
+    async def query(
+        self,
+        scope: RagScope,
+        *,
+        embedding: Vector | Sequence[float],
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The ``top_k`` nearest authorised chunks, from one snapshot."""
+        async with self._operations("query", write=False, ranked=True) as ops:
+            return await ops.query(
+                scope,
+                embedding=embedding,
+                top_k=top_k,
+                filter=filter,
+                authorization=authorization,
+                generation=generation,
+            )
+
+    async def lexical_query(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        top_k: int,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> list[RagHit]:
+        """The best lexical matches among authorised chunks, from one snapshot."""
+        async with self._operations("lexical_query", write=False, ranked=True) as ops:
+            return await ops.lexical_query(
+                scope,
+                text=text,
+                top_k=top_k,
+                filter=filter,
+                authorization=authorization,
+                generation=generation,
+            )
+
+    async def lexical_stats(
+        self,
+        scope: RagScope,
+        *,
+        text: str,
+        filter: Mapping[str, JsonScalar] | None = None,
+        authorization: Authorization = None,
+        generation: int | None = None,
+    ) -> CorpusStats:
+        """BM25 statistics of the chunks such a query may see."""
+        async with self._operations("lexical_stats", write=False, ranked=True) as ops:
+            return await ops.lexical_stats(
+                scope, text=text, filter=filter, authorization=authorization, generation=generation
+            )
+
+    async def get_current_generation(self, scope: RagScope) -> int:
+        """The scope's current generation (0 until set)."""
+        async with self._operations("get_current_generation", write=False) as ops:
+            return await ops.get_current_generation(scope)
+
+    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
+        """Make ``generation`` current, atomically."""
+        async with self._operations("set_current_generation", write=True) as ops:
+            await ops.set_current_generation(scope, generation)
+
+    async def set_source_access(
+        self,
+        scope: RagScope,
+        source_id: str,
+        *,
+        principal_ids: Sequence[str] = (),
+        group_ids: Sequence[str] = (),
+        access_version: int,
+    ) -> None:
+        """Replace the grants of ``source_id``, atomically."""
+        async with self._operations("set_source_access", write=True) as ops:
+            await ops.set_source_access(
+                scope,
+                source_id,
+                principal_ids=principal_ids,
+                group_ids=group_ids,
+                access_version=access_version,
+            )
+
+    async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
+        """The grants of ``source_id``, or ``None``."""
+        async with self._operations("get_source_access", write=False) as ops:
+            return await ops.get_source_access(scope, source_id)
 
 
 def resolve_scope(scope: object) -> RagScope:

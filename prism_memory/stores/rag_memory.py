@@ -12,7 +12,7 @@ import asyncio
 import functools
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,7 +33,7 @@ from ..rag_types import (
 from ..stores.base import check_limit
 from .rag_base import (
     RagOperations,
-    RagStore,
+    RagStoreByCall,
     check_authorization,
     check_chunks,
     check_top_k,
@@ -305,10 +305,11 @@ class _View(RagOperations):
         return self._state.access.get((_key(resolve_scope(scope)), source_id))
 
 
-class InMemoryRagStore(_View, RagStore):
+class InMemoryRagStore(RagStoreByCall):
     """:class:`~prism_memory.stores.rag_base.RagStore` in process memory (exact search).
 
-    ``dimension`` pins the vector width; unpinned, the first vector written fixes it.
+    ``dimension`` pins the vector width; unpinned, the first vector written fixes it. A read
+    runs on a view of the committed state, a write in its own transaction.
     """
 
     def __init__(self, *, dimension: int | None = None) -> None:
@@ -317,7 +318,7 @@ class InMemoryRagStore(_View, RagStore):
         self._dimension = dimension
         self._width = dimension
         self._lock = asyncio.Lock()
-        super().__init__(self, _State())
+        self._state = _State()
 
     def __repr__(self) -> str:
         return f"InMemoryRagStore(dimension={self._dimension})"
@@ -341,6 +342,12 @@ class InMemoryRagStore(_View, RagStore):
         """All-or-nothing writes (see :meth:`RagStore.transaction`)."""
         return self._transaction()
 
+    def _operations(
+        self, action: str, *, write: bool, ranked: bool = False
+    ) -> AbstractAsyncContextManager[RagOperations]:
+        """A write's transaction, or a view of the committed state (reads never wait)."""
+        return self._transaction() if write else nullcontext(_View(self, self._state))
+
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[RagOperations]:
         async with self._lock:
@@ -359,49 +366,6 @@ class InMemoryRagStore(_View, RagStore):
                 raise
             # Commit: swap the staged dictionaries in, with no await in between.
             self._state = staged
-
-    async def upsert(
-        self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
-    ) -> int:
-        """Insert or replace ``chunks``, atomically."""
-        async with self.transaction() as tx:
-            return await tx.upsert(scope, chunks, generation=generation)
-
-    async def delete_source(
-        self, scope: RagScope, source_id: str, *, generation: int | None = None
-    ) -> int:
-        """Delete the chunks of ``source_id``, atomically."""
-        async with self.transaction() as tx:
-            return await tx.delete_source(scope, source_id, generation=generation)
-
-    async def delete_generation(self, scope: RagScope, generation: int) -> int:
-        """Delete a generation's chunks, atomically."""
-        async with self.transaction() as tx:
-            return await tx.delete_generation(scope, generation)
-
-    async def set_current_generation(self, scope: RagScope, generation: int) -> None:
-        """Make ``generation`` current, atomically."""
-        async with self.transaction() as tx:
-            await tx.set_current_generation(scope, generation)
-
-    async def set_source_access(
-        self,
-        scope: RagScope,
-        source_id: str,
-        *,
-        principal_ids: Sequence[str] = (),
-        group_ids: Sequence[str] = (),
-        access_version: int,
-    ) -> None:
-        """Replace the grants of ``source_id``, atomically."""
-        async with self.transaction() as tx:
-            await tx.set_source_access(
-                scope,
-                source_id,
-                principal_ids=principal_ids,
-                group_ids=group_ids,
-                access_version=access_version,
-            )
 
 
 def _best(

@@ -21,7 +21,7 @@ from ._prompt import PROMPT_CHECKS
 from ._ranking import RANKING_CHECKS
 from ._recall import RECALL_CHECKS
 from ._scopes import SCOPE_CHECKS
-from ._support import ConformanceError, ConformanceKit, KitFactory
+from ._support import ConformanceError, ConformanceKit, KitFactory, _run_each
 from ._working import WORKING_CHECKS
 from ._writes import WRITE_CHECKS
 
@@ -77,11 +77,6 @@ async def run_conformance_check(name: str, factory: KitFactory) -> None:
 
 async def run_memory_conformance(factory: KitFactory, *, only: list[str] | None = None) -> None:
     """Run every check (or ``only`` those) and raise :class:`ConformanceError` if any fails."""
-    failures: dict[str, str] = {}
-    for name in only or list(CONFORMANCE_CHECKS):
-        try:
-            await run_conformance_check(name, factory)
-        except Exception as exc:  # noqa: BLE001 - every failure is collected and reported
-            failures[name] = f"{type(exc).__name__}: {exc}"
-    if failures:
-        raise ConformanceError(failures)
+    await _run_each(
+        only or list(CONFORMANCE_CHECKS), lambda name: run_conformance_check(name, factory)
+    )

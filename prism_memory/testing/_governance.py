@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..memory import create_memory
 from ..stores.base import GovernanceChange
-from ._support import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _ids, _raises, _write_refused_or_done
 
 __all__ = ["FORGET_RACES", "GOVERNANCE_CHECKS", "race_forget_against_lineage"]
 
@@ -182,10 +182,7 @@ async def race_forget_against_lineage(kit: ConformanceKit, races: int) -> int:
         outcome = await asyncio.gather(
             writer.remember(derived, wait=True), forget_later(race % 8), return_exceptions=True
         )
-        if isinstance(outcome[0], BaseException) and not isinstance(outcome[0], ValidationError):
-            raise outcome[0]  # refused as "unknown source" is the one allowed failure
-        if isinstance(outcome[1], BaseException):
-            raise outcome[1]
+        _write_refused_or_done(outcome)
         again = (await writer.remember({"text": words}, wait=True)).accepted[0]
         _check(again == source, "the same words get the same digest id")
         stored = await kit.vector_store.get_entries(writer.identity, [f"d{race}"])

@@ -16,12 +16,11 @@ from ..errors import (
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     InvalidVectorError,
-    ValidationError,
 )
 from ..importing import ImportLineError, import_entries
 from ..models import MemoryConsent, MemoryIdentity
 from ._conformance_agents import _NamedEmbedder
-from ._support import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _ids, _raises, _write_refused_or_done
 
 __all__ = ["IMPORT_CHECKS", "IMPORT_RACES", "race_import_against_forget"]
 
@@ -395,10 +394,7 @@ async def race_import_against_forget(kit: ConformanceKit, races: int) -> int:
             forget_later(race % 8),
             return_exceptions=True,
         )
-        if isinstance(outcome[0], BaseException) and not isinstance(outcome[0], ValidationError):
-            raise outcome[0]  # refused as "unknown source" is the one allowed failure
-        if isinstance(outcome[1], BaseException):
-            raise outcome[1]
+        _write_refused_or_done(outcome)
         again = (await memory.remember({"text": words}, wait=True)).accepted[0]
         _check(again == source, "the same words get the same digest id")
         left = await kit.vector_store.get_entries(memory.identity, [f"d{race}", f"e{race}"])

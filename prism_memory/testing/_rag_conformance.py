@@ -23,7 +23,7 @@ from ..rag_types import (
 from ._rag_access import RAG_ACCESS_CHECKS
 from ._rag_support import RagConformanceKit, RagKitFactory, _Case, _keys, _unit
 from ._rag_writes import RAG_WRITE_CHECKS
-from ._support import ConformanceError, _check, _raises
+from ._support import _check, _raises, _run_each
 
 __all__ = [
     "RAG_CONFORMANCE_CHECKS",
@@ -281,11 +281,6 @@ async def run_rag_conformance_check(name: str, factory: RagKitFactory) -> None:
 
 async def run_rag_conformance(factory: RagKitFactory, *, only: list[str] | None = None) -> None:
     """Run every RAG check (or ``only`` those); raise :class:`ConformanceError` if any fails."""
-    failures: dict[str, str] = {}
-    for name in only or list(RAG_CONFORMANCE_CHECKS):
-        try:
-            await run_rag_conformance_check(name, factory)
-        except Exception as exc:  # noqa: BLE001 - every failure is collected and reported
-            failures[name] = f"{type(exc).__name__}: {exc}"
-    if failures:
-        raise ConformanceError(failures)
+    await _run_each(
+        only or list(RAG_CONFORMANCE_CHECKS), lambda name: run_rag_conformance_check(name, factory)
+    )

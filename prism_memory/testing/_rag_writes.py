@@ -17,6 +17,7 @@ from ..errors import InvalidVectorError
 from ..lexical import CorpusStats
 from ..rag_types import (
     Chunk,
+    IngestResult,
     RagHit,
     RagScope,
     SourceAccess,
@@ -228,59 +229,36 @@ async def reingesting_unchanged_text_writes_nothing(kit: RagConformanceKit) -> N
     case = _Case(kit)
     counter = _CountingStore(case.store)
     embedder = _CountingEmbedder(case.embedder)
-    first = await ingest(
-        counter,
-        case.scope,
-        "handbook",
-        _DOCUMENT,
-        embedder=embedder,
-        metadata={"v": 1},
-        chunk_size=160,
-        chunk_overlap=40,
-    )
+
+    async def handbook(text: str, version: int = 1) -> IngestResult:
+        return await ingest(
+            counter,
+            case.scope,
+            "handbook",
+            text,
+            embedder=embedder,
+            metadata={"v": version},
+            chunk_size=160,
+            chunk_overlap=40,
+        )
+
+    first = await handbook(_DOCUMENT)
     _check(first.chunks > 2 and first.embedded == first.chunks, f"first ingest: {first}")
     stored = _keys_of(await case.store.get_by_source(case.scope, "handbook"))
     counter.writes, embedder.texts = 0, []
-    again = await ingest(
-        counter,
-        case.scope,
-        "handbook",
-        _DOCUMENT,
-        embedder=embedder,
-        metadata={"v": 1},
-        chunk_size=160,
-        chunk_overlap=40,
-    )
+    again = await handbook(_DOCUMENT)
     _check(again.unchanged and again.embedded == 0, f"unchanged text re-ingested: {again}")
     _check(counter.writes == 0, f"unchanged text caused {counter.writes} writes")
     _check(embedder.texts == [], "unchanged text was embedded again")
     _check(_keys_of(await case.store.get_by_source(case.scope, "handbook")) == stored, "changed")
     edited = _DOCUMENT.replace("blue cabinet", "green cabinet", 1)
-    third = await ingest(
-        counter,
-        case.scope,
-        "handbook",
-        edited,
-        embedder=embedder,
-        metadata={"v": 1},
-        chunk_size=160,
-        chunk_overlap=40,
-    )
+    third = await handbook(edited)
     _check(not third.unchanged and third.embedded == 1, f"one edited chunk: {third}")
     _check(embedder.texts == [t for t in embedder.texts if "green cabinet" in t], "re-embedded")
     chunks = await case.store.get_by_source(case.scope, "handbook")
     _check([c.index for c in chunks] == list(range(third.chunks)), "indexes must be 0..n-1")
     _check(any("green cabinet" in c.text for c in chunks), "the edit was not stored")
-    retagged = await ingest(
-        counter,
-        case.scope,
-        "handbook",
-        edited,
-        embedder=embedder,
-        metadata={"v": 2},
-        chunk_size=160,
-        chunk_overlap=40,
-    )
+    retagged = await handbook(edited, version=2)
     _check(not retagged.unchanged and retagged.embedded == 0, "new metadata rewrites, no embed")
     shorter = await ingest(counter, case.scope, "handbook", "Only one line now.", embedder=embedder)
     _check(shorter.chunks == 1, "a shorter text replaces the source")

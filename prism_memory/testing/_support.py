@@ -7,11 +7,12 @@ A leaf of ``prism_memory.testing``: the check modules and the runners (``_confor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..embedding import Embedder
+from ..errors import ValidationError
 from ..indexing import IndexingPolicy
 from ..memory import Memory, create_memory
 from ..stores.base import VectorStore, WorkingStore
@@ -47,6 +48,19 @@ class ConformanceError(AssertionError):
 _FAST = IndexingPolicy(
     retry_base_seconds=0.02, retry_max_seconds=0.1, busy_poll_seconds=0.01, idle_poll_seconds=0.05
 )
+
+
+async def _run_each(names: Iterable[str], run_one: Callable[[str], Awaitable[None]]) -> None:
+    """Run the check of every name in turn and raise :class:`ConformanceError` listing each one
+    that failed (the runners of both suites)."""
+    failures: dict[str, str] = {}
+    for name in names:
+        try:
+            await run_one(name)
+        except Exception as exc:  # noqa: BLE001 - every failure is collected and reported
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    if failures:
+        raise ConformanceError(failures)
 
 
 class _Case:
@@ -86,6 +100,17 @@ async def _raises(error: type[BaseException], call: Awaitable[Any], what: str) -
             f"{what}: expected {error.__name__}, got {type(exc).__name__}: {exc}"
         ) from exc
     raise AssertionError(f"{what}: expected {error.__name__}, nothing was raised")
+
+
+def _write_refused_or_done(outcome: Sequence[object]) -> None:
+    """The outcome of ``gather(write, forget, return_exceptions=True)`` of a lineage race: the
+    write may only be refused (:class:`ValidationError`, an unknown source), the forget must not
+    fail; anything else is raised."""
+    written, forgotten = outcome
+    if isinstance(written, BaseException) and not isinstance(written, ValidationError):
+        raise written
+    if isinstance(forgotten, BaseException):
+        raise forgotten
 
 
 async def _ids(memory: Memory, query: str, **options: Any) -> list[str]:

@@ -22,7 +22,7 @@ from prism_memory.postgres.orm import (
 from prism_memory.postgres.repositories import WorkingRepository
 from prism_memory.postgres.tables import build_metadata
 from prism_memory.rag import AccessConstraint, RagScope
-from prism_memory.stores.base import NewEntry, Tombstone
+from prism_memory.stores.base import GovernanceChange, NewEntry, Tombstone
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 SCOPE = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-1")
@@ -137,7 +137,8 @@ async def test_orm_reads_what_the_stores_wrote(make_postgres_stores):
     claimed = await store.claim_pending(SCOPE, limit=10, worker_id="w", lease_seconds=60, now=NOW)
     vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
     assert await store.complete_indexing([(claimed[0], vector)], worker_id="w", now=NOW) == 1
-    await store.add_tombstones(SCOPE, [Tombstone("gone", "cause", "forgotten", NOW)])
+    stone = Tombstone("gone", "cause", "forgotten", NOW)
+    await store.apply_governance(SCOPE, GovernanceChange(tombstones=(stone,)), now=NOW)
     grant = ShareGrant(
         "tenant-a", "user-1", "parent", "child", ("a", "b"), NOW, NOW + timedelta(days=1)
     )

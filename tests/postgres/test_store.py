@@ -34,7 +34,15 @@ from prism_memory.postgres import (
 )
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
 from prism_memory.postgres.rows import _vectors
-from prism_memory.stores.base import NewEntry, RecallFilter, SearchRequest, SharedSource, Tombstone
+from prism_memory.stores.base import (
+    GovernanceChange,
+    GovernanceResult,
+    NewEntry,
+    RecallFilter,
+    SearchRequest,
+    SharedSource,
+    Tombstone,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -70,6 +78,27 @@ def unit(rng: np.random.Generator, width: int) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
+async def govern(
+    store, scope: MemoryIdentity, *, now: datetime = NOW, **change: Any
+) -> GovernanceResult:
+    """One governance write, the store's only one (what the facade's calls come down to)."""
+    return await store.apply_governance(scope, GovernanceChange(**change), now=now)
+
+
+async def tombstones_of(store, scope: MemoryIdentity) -> list[tuple[str, str, str]]:
+    """``(entry_id, cause_id, reason)`` of the thread's stored tombstones, sorted."""
+    names = store.tables.names
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                f'SELECT entry_id, cause_id, reason FROM "{names.schema}"."{names.invalidation}" '
+                "WHERE tenant_id = :t AND resource_id = :r AND thread_id = :th ORDER BY 1, 2, 3"
+            ),
+            {"t": scope.tenant_id, "r": scope.resource_id, "th": scope.thread_id},
+        )
+        return [tuple(row) for row in rows]
+
+
 async def index_all(store, scope: MemoryIdentity, vectors: dict[str, np.ndarray]) -> None:
     claimed = await store.claim_pending(scope, limit=1000, worker_id="w", lease_seconds=60, now=NOW)
     done = await store.complete_indexing(
@@ -97,7 +126,7 @@ async def test_put_entries_upsert_rules(make_postgres_stores):
     assert same == first[0]
 
     await index_all(store, SCOPE, {i: np.ones(3, np.float32) for i in "abcd"})
-    await store.set_consent(SCOPE, "a", MemoryConsent(visible=False), now=later)
+    await govern(store, SCOPE, consent=("a", MemoryConsent(visible=False)), now=later)
     (hidden,) = await store.get_entries(SCOPE, ["a"])
     # a changed re-put changes nothing either: consent, text, time, lineage all stay
     (replayed,) = await store.put_entries(
@@ -138,7 +167,7 @@ async def test_records_round_trip(make_postgres_stores):
     assert await store.dependents(SCOPE, ["q"], limit=10) == [("x", ("p", "q"))]
     assert await store.known_ids(SCOPE, ["x", "nope"]) == {"x"}
     with pytest.raises(NotFoundError):
-        await store.set_consent(SCOPE, "nope", consent, now=NOW)
+        await govern(store, SCOPE, consent=("nope", consent))
 
 
 async def test_concurrent_writers_get_distinct_sequences(make_postgres_stores, postgres_url):
@@ -180,14 +209,16 @@ async def test_search_equals_exact_scan_with_every_exclusion(make_postgres_store
     await store.put_entries(SCOPE, entries, now=NOW)
     await index_all(store, SCOPE, vectors)
     # exclusions: invisible, revoked, held, pending, invalidated
-    await store.set_consent(SCOPE, "e002", MemoryConsent(visible=False), now=NOW)
-    await store.set_consent(SCOPE, "e003", MemoryConsent(revoked_at=NOW), now=NOW)
-    await store.set_legal_hold(SCOPE, ["e004"], True)
+    await govern(store, SCOPE, consent=("e002", MemoryConsent(visible=False)))
+    await govern(store, SCOPE, consent=("e003", MemoryConsent(revoked_at=NOW)))
+    await govern(store, SCOPE, hold=("e004",))
     await store.put_entries(SCOPE, [entry("e005", "written after indexing: pending")], now=NOW)
-    await store.add_tombstones(SCOPE, [Tombstone("e000", "e000", "forgotten", NOW)])
+    await govern(store, SCOPE, tombstones=(Tombstone("e000", "e000", "forgotten", NOW),))
     # a correction older than "fixed" does not invalidate it
-    await store.add_tombstones(
-        SCOPE, [Tombstone("e001", "e001", "corrected", NOW - timedelta(seconds=1))]
+    await govern(
+        store,
+        SCOPE,
+        tombstones=(Tombstone("e001", "e001", "corrected", NOW - timedelta(seconds=1)),),
     )
     # noise in other scopes that must never come back
     other_thread = SCOPE.model_copy(update={"thread_id": "thread-2"})
@@ -280,7 +311,7 @@ async def test_neighbors_and_listing(make_postgres_stores):
     store = (await make_postgres_stores(dimension=2)).vector_store
     await store.put_entries(SCOPE, [entry(f"n{i}") for i in range(10)], now=NOW)
     await index_all(store, SCOPE, {f"n{i}": np.ones(2, np.float32) for i in range(10)})
-    await store.set_consent(SCOPE, "n3", MemoryConsent(visible=False), now=NOW)
+    await govern(store, SCOPE, consent=("n3", MemoryConsent(visible=False)))
     found = await store.neighbors(SCOPE, [(2, 4), (8, 20)], RecallFilter(now=NOW))
     assert [r.id for r in found] == ["n2", "n4", "n8", "n9"]
     page = await store.list_by_thread(SCOPE, after=(4, "n4"), limit=3)
@@ -305,7 +336,7 @@ async def test_no_query_path_crosses_tenant_or_thread(make_postgres_stores):
     for scope in scopes:
         await store.put_entries(scope, [entry("shared-id", "secret words")], now=NOW)
         await index_all(store, scope, {"shared-id": vector})
-        await store.add_tombstones(scope, [Tombstone("ghost", "ghost", "forgotten", NOW)])
+        await govern(store, scope, tombstones=(Tombstone("ghost", "ghost", "forgotten", NOW),))
     flt = RecallFilter(now=NOW)
     request = SearchRequest(vector=vector, terms=frozenset({"secret"}), limit=10, filter=flt)
     assert (await store.search(mine, request)).candidates == []
@@ -330,17 +361,18 @@ async def test_no_query_path_crosses_tenant_or_thread(make_postgres_stores):
     assert await store.count_by_thread(mine) == 0
     assert await store.dependents(mine, ["shared-id"], limit=5) == []
     assert await store.index_status(mine, ["shared-id"]) == {}
-    assert await store.set_legal_hold(mine, ["shared-id"], True) == 0
-    assert await store.delete_entries(mine, ["shared-id"]) == 0
-    assert await store.remove_tombstones(mine, "ghost", "forgotten") == 0
+    assert (await govern(store, mine, hold=("shared-id",))).held == 0
+    assert (await govern(store, mine, delete=("shared-id",))).deleted == 0
+    await govern(store, mine, untombstone=("ghost", "forgotten"))  # removes none of theirs
     assert await store.requeue_failed(mine) == 0
     assert await store.claim_pending(mine, limit=10, worker_id="w", lease_seconds=5, now=NOW) == []
     assert await store.store_vectors(mine, [("shared-id", 1, vector)], now=NOW) == 0
     with pytest.raises(NotFoundError):
-        await store.replace_text(mine, "shared-id", "hijack", vector, now=NOW)
+        await govern(store, mine, text=("shared-id", "hijack", vector))
     for scope in scopes:
         (record,) = await store.get_entries(scope, ["shared-id"])
         assert (record.text, record.legal_hold, record.revision) == ("secret words", False, 1)
+        assert await tombstones_of(store, scope) == [("ghost", "ghost", "forgotten")]
 
 
 # ---- dimension pinning and identifiers -----------------------------------------------------------
@@ -620,7 +652,10 @@ async def test_store_vectors_and_replace_text(make_postgres_stores):
         == 1
     )
     later = NOW + timedelta(hours=1)
-    record = await store.replace_text(SCOPE, "b", "rewritten", np.ones(2, np.float32), now=later)
+    record = (
+        await govern(store, SCOPE, text=("b", "rewritten", np.ones(2, np.float32)), now=later)
+    ).record
+    assert record is not None
     assert (record.text, record.revision, record.status, record.written_at) == (
         "rewritten",
         2,
@@ -631,17 +666,20 @@ async def test_store_vectors_and_replace_text(make_postgres_stores):
 
 async def test_tombstones_and_share_grants(make_postgres_stores):
     store = (await make_postgres_stores()).vector_store
-    await store.add_tombstones(
+    await govern(
+        store,
         SCOPE,
-        [
+        tombstones=(
             Tombstone("x", "c", "revoked", NOW),
             Tombstone("x", "c", "forgotten", NOW),
             Tombstone("y", "c", "forgotten", NOW),
-        ],
+        ),
     )
     assert await store.known_ids(SCOPE, ["x", "y", "z"]) == set()  # tombstones are not entries
-    assert await store.remove_tombstones(SCOPE, "c", "forgotten") == 2
-    assert await store.remove_tombstones(SCOPE, "c", "revoked") == 1  # it coexisted
+    await govern(store, SCOPE, untombstone=("c", "forgotten"))  # removes two
+    assert await tombstones_of(store, SCOPE) == [("x", "c", "revoked")]  # it coexisted
+    await govern(store, SCOPE, untombstone=("c", "revoked"))
+    assert await tombstones_of(store, SCOPE) == []
     grant = ShareGrant(
         "tenant-a", "user-1", "parent", "child", ("a", "b"), NOW, NOW + timedelta(days=1)
     )

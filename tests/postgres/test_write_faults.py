@@ -22,7 +22,7 @@ from sqlalchemy import text
 from prism_memory import PrismMemoryError
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import PostgresMemoryStores
-from prism_memory.stores.base import NewEntry, Tombstone
+from prism_memory.stores.base import GovernanceChange, NewEntry, Tombstone
 
 pytestmark = pytest.mark.postgres
 
@@ -106,10 +106,8 @@ async def test_a_killed_connection_leaves_a_write_whole_or_absent(
     async def prepare(scope: MemoryIdentity) -> None:
         # "old" exists; "reused" was forgotten and left a tombstone that a new entry clears
         await store.put_entries(scope, [_entry("old")], now=NOW)
-        await store.add_tombstones(
-            scope,
-            [Tombstone(entry_id="reused", cause_id="reused", reason="forgotten", created_at=NOW)],
-        )
+        stone = Tombstone(entry_id="reused", cause_id="reused", reason="forgotten", created_at=NOW)
+        await store.apply_governance(scope, GovernanceChange(tombstones=(stone,)), now=NOW)
 
     async def write(scope: MemoryIdentity) -> None:
         batch = [_entry("old"), _entry("reused"), _entry("new", sequence=5), _entry("auto")]

@@ -113,14 +113,14 @@ class EntryRepository(_Repository):
         row = result.mappings().one_or_none()
         return None if row is None else record_from_row(row)
 
-    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
-        """Set or clear legal hold; return how many of ``ids`` exist."""
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Put ``ids`` under legal hold; return how many of them exist."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return 0
         t = self.tables.entries
         stmt = (
-            update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=hold)
+            update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=True)
         )
         return _rowcount(await self.session.execute(stmt))
 
