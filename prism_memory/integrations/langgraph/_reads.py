@@ -11,7 +11,7 @@ from langgraph.store.base import GetOp, Item, ListNamespacesOp, SearchItem, Sear
 
 from ...models import MemoryIdentity, MemoryRecord, Vector, check_key
 from ...ranking import cosine
-from ...stores.base import RecallFilter, SearchRequest, VectorStore
+from ...stores.base import RecallFilter, SearchRequest, VectorStore, every_record
 from ._filters import matches, namespace_matches
 from ._mapping import (
     CATALOG_THREAD,
@@ -24,7 +24,6 @@ from ._mapping import (
     thread_of,
 )
 
-_PAGE = 256
 _EVERYTHING = 2**31 - 1
 
 
@@ -38,15 +37,8 @@ async def get(store: VectorStore, owner: Owner, op: GetOp, now: datetime) -> Ite
 
 
 async def _records(store: VectorStore, scope: MemoryIdentity) -> list[MemoryRecord]:
-    """Every record of ``scope``'s thread, in the thread's order, page by page."""
-    records: list[MemoryRecord] = []
-    after: tuple[int, str] | None = None
-    while True:
-        page = await store.list_by_thread(scope, after=after, limit=_PAGE)
-        records.extend(page)
-        if len(page) < _PAGE:
-            return records
-        after = (page[-1].sequence, page[-1].id)
+    """Every record of ``scope``'s thread, in the thread's order (:func:`every_record`)."""
+    return [record async for record in every_record(store, scope)]
 
 
 async def _threads(store: VectorStore, owner: Owner) -> list[str]:
