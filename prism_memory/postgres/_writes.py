@@ -4,7 +4,6 @@ each one transaction on the asyncpg driver under the threads' advisory locks (se
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -309,8 +308,8 @@ class _EntryWrites(_VectorAdapter):
         (:meth:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
         pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
         (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
-        (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries table has no index worth
-        building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
+        (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries
+        table has no index worth building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
         there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
         analyses the table at the end.
         """
@@ -334,10 +333,8 @@ class _EntryWrites(_VectorAdapter):
                 records = stage_records(rows)
                 keys = sorted({thread_lock_key(row.scope) for row in rows})
                 insert, names = to_positional(sql.import_insert)
-                try:
-                    await driver.execute(
-                        f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
-                    )
+                begin = f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
+                async with self._transaction(driver, begin):
                     lock, _ = to_positional(sql.lock_threads)
                     await driver.fetchval(lock, keys)
                     inherited = await self._import_lineage(driver, rows, now)
@@ -351,12 +348,6 @@ class _EntryWrites(_VectorAdapter):
                     # after the insert, which cleared what a forgotten entry of the same id left
                     for scope, tombstones in inherited.items():
                         await self._inherit(driver, scope, tombstones)
-                    await driver.execute("COMMIT")
-                except BaseException:
-                    if not driver.is_closed() and driver.is_in_transaction():
-                        with contextlib.suppress(Exception):
-                            await driver.execute("ROLLBACK")
-                    raise
         if widths and row["inserted"]:
             self._remember_width(next(iter(widths)))
         return int(row["inserted"]), int(row["pending"])
