@@ -193,32 +193,41 @@ def insert_params(
 ) -> dict[str, Any]:
     """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
     checked ``vectors`` (one per entry, or ``None``)."""
-    consents = [
-        _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
-        for entry in entries
-    ]
+    # a column whose every row takes the default is bound as NULL (one value, not an array
+    # of them: encoding is per element) and the statement coalesces it to that default
+    consents = (
+        None
+        if all(entry.consent is None for entry in entries)
+        else [consent_values(entry.consent) for entry in entries]
+    )
     terms: list[str] = []
     counts: list[int] = []
     for entry in entries:  # tokenized once, here (not memoised: a written text is seldom repeated)
         words = tokenize(entry.text)
         terms.append(" ".join(sorted(set(words))))
         counts.append(len(words))
+    sequences = [entry.sequence for entry in entries]
+    leased = [  # a row stored with its vector is never leased
+        vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+    ]
     return {
         **scope_params(scope),
         "ids": [entry.id for entry in entries],
         "texts": [entry.text for entry in entries],
         "roles": [entry.role for entry in entries],
         "metadata": [_metadata_json(entry.metadata, entry.lineage) for entry in entries],
-        **{name: [c[name] for c in consents] for name in _CONSENT_COLUMNS},
-        "sequences": [entry.sequence for entry in entries],
+        **{
+            name: None if consents is None else [c[name] for c in consents]
+            for name in _CONSENT_COLUMNS
+        },
+        **{f"default_{name}": _DEFAULT_CONSENT[name] for name in _CONSENT_COLUMNS},
+        "sequences": sequences if any(s is not None for s in sequences) else None,
         "occurred_at": [entry.occurred_at for entry in entries],
         "importance": [float(entry.importance) for entry in entries],
         "terms": terms,
         "term_counts": counts,
-        "leased": [  # a row stored with its vector is never leased
-            vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
-        ],
-        "embeddings": [None] * len(entries) if vectors is None else encode_vectors(vectors),
+        "leased": leased if any(leased) else None,
+        "embeddings": None if vectors is None else encode_vectors(vectors),
         "now": now,
         "worker": None if lease is None else lease.worker_id,
         "until": None if lease is None else lease.until,

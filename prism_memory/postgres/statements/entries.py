@@ -89,6 +89,18 @@ class RowSql(TableSql):
         else:
             existing = new_only = ""
             conflict = "ON CONFLICT (tenant_id, resource_id, thread_id, id) DO NOTHING "
+        # a column bound as NULL (every row takes the default) reads as its :default_ value
+        defaulted = ", ".join(
+            f"coalesce(n.{name}, CAST(:default_{name} AS {kind}))"
+            for name, kind in (
+                ("consent_explicit", "boolean"),
+                ("consent_source", "text"),
+                ("consent_scope", "text"),
+                ("consent_visible", "boolean"),
+                ("consent_granted_at", "timestamptz"),
+                ("consent_revoked_at", "timestamptz"),
+            )
+        )
         return (
             "WITH input AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:texts AS text[]), "
             "CAST(:roles AS text[]), CAST(:metadata AS jsonb[]), "
@@ -118,8 +130,7 @@ class RowSql(TableSql):
             "created_at, written_at, importance, legal_hold, status, revision, attempts, "
             "claimed_by, claimed_until, embedding, embedding_model, text_tsv, term_count) "
             "SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, "
-            "n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, "
-            "n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, "
+            f"{defaulted}, n.seq, n.occurred_at, "
             "CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, "
             "CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, "
             "CASE WHEN n.leased THEN CAST(:worker AS text) END, "
