@@ -193,7 +193,7 @@ class _EntryWrites(_VectorAdapter):
                 for entry in unique
                 if entry.id in sequences
             }
-            inherited = inherited_tombstones(list(stored.values()), sources)
+            inherited = inherited_tombstones(list(stored.values()), sources) if sources else []
             if inherited:
                 await self._inherit(driver, scope, inherited)
             existing = [entry.id for entry in unique if entry.id not in sequences]

@@ -182,6 +182,30 @@ def scope_params(scope: MemoryIdentity) -> dict[str, str]:
     return {"tenant": scope.tenant_id, "resource": scope.resource_id, "thread": scope.thread_id}
 
 
+INSERT_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
+    ("ids", "id", "text", False),
+    ("texts", "text", "text", False),
+    ("roles", "role", "text", True),
+    ("metadata", "metadata", "jsonb", True),
+    ("consent_explicit", "consent_explicit", "boolean", True),
+    ("consent_source", "consent_source", "text", True),
+    ("consent_scope", "consent_scope", "text", True),
+    ("consent_visible", "consent_visible", "boolean", True),
+    ("consent_granted_at", "consent_granted_at", "timestamptz", True),
+    ("consent_revoked_at", "consent_revoked_at", "timestamptz", True),
+    ("sequences", "sequence", "bigint", True),
+    ("occurred_at", "occurred_at", "timestamptz", True),
+    ("importance", "importance", "double precision", True),
+    ("terms", "terms", "text", False),
+    ("term_counts", "term_count", "integer", False),
+    ("leased", "leased", "boolean", True),
+    ("embeddings", "embedding", "vector", False),
+)
+"""The input columns of :attr:`~prism_memory.postgres.statements.RowSql.insert`: ``(parameter,
+column, type, uniform)``; a ``uniform`` column may come as one value (``:all_<parameter>``) for
+every row instead of an array."""
+
+
 def insert_params(
     scope: MemoryIdentity,
     entries: Sequence[NewEntry],
@@ -193,46 +217,50 @@ def insert_params(
 ) -> dict[str, Any]:
     """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
     checked ``vectors`` (one per entry, or ``None``)."""
-    # a column whose every row takes the default is bound as NULL (one value, not an array
-    # of them: encoding is per element) and the statement coalesces it to that default
-    consents = (
-        None
-        if all(entry.consent is None for entry in entries)
-        else [consent_values(entry.consent) for entry in entries]
-    )
     terms: list[str] = []
     counts: list[int] = []
     for entry in entries:  # tokenized once, here (not memoised: a written text is seldom repeated)
         words = tokenize(entry.text)
         terms.append(" ".join(sorted(set(words))))
         counts.append(len(words))
-    sequences = [entry.sequence for entry in entries]
-    leased = [  # a row stored with its vector is never leased
-        vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+    consents = [
+        _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
+        for entry in entries
     ]
-    return {
-        **scope_params(scope),
+    columns: dict[str, list[Any]] = {
         "ids": [entry.id for entry in entries],
         "texts": [entry.text for entry in entries],
         "roles": [entry.role for entry in entries],
         "metadata": [_metadata_json(entry.metadata, entry.lineage) for entry in entries],
-        **{
-            name: None if consents is None else [c[name] for c in consents]
-            for name in _CONSENT_COLUMNS
-        },
-        **{f"default_{name}": _DEFAULT_CONSENT[name] for name in _CONSENT_COLUMNS},
-        "sequences": sequences if any(s is not None for s in sequences) else None,
+        **{name: [c[name] for c in consents] for name in _CONSENT_COLUMNS},
+        "sequences": [entry.sequence for entry in entries],
         "occurred_at": [entry.occurred_at for entry in entries],
         "importance": [float(entry.importance) for entry in entries],
         "terms": terms,
         "term_counts": counts,
-        "leased": leased if any(leased) else None,
+        "leased": [  # a row stored with its vector is never leased
+            vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
+        ],
+    }
+    params: dict[str, Any] = {
+        **scope_params(scope),
         "embeddings": None if vectors is None else encode_vectors(vectors),
         "now": now,
         "worker": None if lease is None else lease.worker_id,
         "until": None if lease is None else lease.until,
         "model": model,
     }
+    for name, _, _, uniform in INSERT_COLUMNS:
+        if name == "embeddings":
+            continue
+        values = columns[name]
+        # one value for every row is bound once, not as an array of equal values: asyncpg
+        # encodes an array element by element (the statement coalesces the NULL array)
+        alike = uniform and all(value == values[0] for value in values)
+        if uniform:
+            params[f"all_{name}"] = values[0] if alike else None
+        params[name] = None if alike else values
+    return params
 
 
 STAGE_COLUMNS: tuple[str, ...] = (

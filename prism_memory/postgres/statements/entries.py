@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...models import MemoryIdentity
-from ..rows import scope_params
+from ..rows import INSERT_COLUMNS, scope_params
 from ..tables import PrismTables
 from ._base import TableSql
 
@@ -89,31 +89,19 @@ class RowSql(TableSql):
         else:
             existing = new_only = ""
             conflict = "ON CONFLICT (tenant_id, resource_id, thread_id, id) DO NOTHING "
-        # a column bound as NULL (every row takes the default) reads as its :default_ value
-        defaulted = ", ".join(
-            f"coalesce(n.{name}, CAST(:default_{name} AS {kind}))"
-            for name, kind in (
-                ("consent_explicit", "boolean"),
-                ("consent_source", "text"),
-                ("consent_scope", "text"),
-                ("consent_visible", "boolean"),
-                ("consent_granted_at", "timestamptz"),
-                ("consent_revoked_at", "timestamptz"),
-            )
+        columns = ", ".join(
+            f"coalesce(u.{column}, CAST(:all_{param} AS {kind})) AS {column}"
+            if uniform
+            else f"u.{column}"
+            for param, column, kind, uniform in INSERT_COLUMNS
         )
+        arrays = ", ".join(f"CAST(:{param} AS {kind}[])" for param, _, kind, _ in INSERT_COLUMNS)
+        names = ", ".join(column for _, column, _, _ in INSERT_COLUMNS)
         return (
-            "WITH input AS (SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:texts AS text[]), "
-            "CAST(:roles AS text[]), CAST(:metadata AS jsonb[]), "
-            "CAST(:consent_explicit AS boolean[]), CAST(:consent_source AS text[]), "
-            "CAST(:consent_scope AS text[]), CAST(:consent_visible AS boolean[]), "
-            "CAST(:consent_granted_at AS timestamptz[]), "
-            "CAST(:consent_revoked_at AS timestamptz[]), CAST(:sequences AS bigint[]), "
-            "CAST(:occurred_at AS timestamptz[]), CAST(:importance AS double precision[]), "
-            "CAST(:terms AS text[]), CAST(:term_counts AS integer[]), "
-            "CAST(:leased AS boolean[]), CAST(:embeddings AS vector[])) WITH ORDINALITY "
-            "AS i(id, text, role, metadata, consent_explicit, consent_source, consent_scope, "
-            "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
-            "importance, terms, term_count, leased, embedding, ord)), "
+            # one array per column -- or, for a column whose rows all hold one value, NULL and
+            # that value (:func:`~prism_memory.postgres.rows.insert_params`)
+            f"WITH input AS (SELECT {columns}, u.ord FROM unnest({arrays}) WITH ORDINALITY "
+            f"AS u({names}, ord)), "
             f"{existing}"
             # autos: how many new rows before this one take an automatic sequence
             "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
@@ -130,7 +118,8 @@ class RowSql(TableSql):
             "created_at, written_at, importance, legal_hold, status, revision, attempts, "
             "claimed_by, claimed_until, embedding, embedding_model, text_tsv, term_count) "
             "SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, "
-            f"{defaulted}, n.seq, n.occurred_at, "
+            "n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, "
+            "n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, "
             "CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, "
             "CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, "
             "CASE WHEN n.leased THEN CAST(:worker AS text) END, "
