@@ -105,6 +105,24 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/importing/_entry.py": [
         "tests/unit/test_import_entry.py",
     ],
+    "prism_memory/_validation.py": [
+        "tests/unit/test_model_checks.py",
+    ],
+    "prism_memory/_inputs.py": [
+        "tests/unit/test_model_inputs.py",
+        "tests/unit/test_model_checks.py",
+    ],
+    "prism_memory/_results.py": [
+        "tests/unit/test_model_results.py",
+    ],
+    "prism_memory/rag_types.py": [
+        "tests/unit/test_rag_types.py",
+        "tests/unit/test_rag_chunking.py",
+    ],
+    "prism_memory/rag/chunking.py": [
+        "tests/unit/test_rag_chunking.py",
+        "tests/unit/test_rag_chunking_bounds.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]

@@ -117,3 +117,46 @@ def test_paragraph_sentence_and_space_rules():
         "Third part!",
         "Fourth?Fifth",
     ]
+
+
+def test_a_sentence_of_exactly_the_size_is_not_cut():
+    # "aaaa bbbbbbbbbbb" is 16 characters: cut at its space it would pack as "x. aaaa"
+    assert chunk_text("x. aaaa bbbbbbbbbbb", size=16, overlap=0) == ["x.", "aaaa bbbbbbbbbbb"]
+
+
+def test_a_space_right_after_the_first_character_is_still_a_cut():
+    # the last space within 16 is at position 1: the piece is "a", then the word is cut hard
+    assert chunk_text("a " + "b" * 20, size=16, overlap=0) == ["a", "b" * 16, "bbbb"]
+
+
+def test_no_sentence_is_carried_when_it_and_the_next_exceed_the_size_by_one():
+    # "bbbbbbbbb." fits the overlap (10), but with " ccccccccc." it would be 21 > 20
+    assert chunk_text("aaaa. bbbbbbbbb. ccccccccc.", size=20, overlap=10) == [
+        "aaaa. bbbbbbbbb.",
+        "ccccccccc.",
+    ]
+
+
+def test_after_a_carry_the_next_sentence_joins_when_it_fills_the_size_exactly():
+    # carried "bb." + " cccccccc." is 13; + " ddddd." is exactly 20
+    assert chunk_text("aaaaaaaaaaaa. bb. cccccccc. ddddd.", size=20, overlap=5) == [
+        "aaaaaaaaaaaa. bb.",
+        "bb. cccccccc. ddddd.",
+    ]
+
+
+def test_after_a_carry_the_next_sentence_starts_a_chunk_when_it_is_one_over():
+    # carried "bb." + " cccccccc." is 13; + " dddddd." would be 21
+    assert chunk_text("aaaaaaaaaaaa. bb. cccccccc. dddddd.", size=20, overlap=5) == [
+        "aaaaaaaaaaaa. bb.",
+        "bb. cccccccc.",
+        "dddddd.",
+    ]
+
+
+def test_without_a_carry_a_new_chunk_fills_the_size_exactly():
+    # nothing carried (overlap 0): "uuuuuuuuu." + " vvvvvvvv." is exactly 20
+    assert chunk_text("aaaaaaaaaaaaaaaaaa. uuuuuuuuu. vvvvvvvv.", size=20, overlap=0) == [
+        "aaaaaaaaaaaaaaaaaa.",
+        "uuuuuuuuu. vvvvvvvv.",
+    ]
