@@ -260,3 +260,14 @@ def test_the_weights_are_normalised_to_sum_to_one(
 ):
     scoring = RecallScoring(recency_weight=recency, importance_weight=importance, half_life_ms=1.0)
     assert scoring.weights() == expected
+
+
+def test_a_one_character_role_is_accepted():
+    assert MemoryEntry(text="t", role="r").role == "r"
+
+
+def test_scoring_from_a_mapping_is_a_scoring_model():
+    scoring = RecallScoring.model_validate({"recency_weight": 0.25, "half_life_ms": 10.0})
+    assert type(scoring) is RecallScoring
+    assert (scoring.recency_weight, scoring.half_life_ms) == (0.25, 10.0)
+    assert scoring.weights() == (0.75, 0.25, 0.0)
