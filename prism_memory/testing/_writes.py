@@ -9,13 +9,14 @@ store contract and the facade to that on every backend.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
 
 from ..embedding import embedder_model
 from ..errors import DimensionMismatchError, IndexingError, InvalidVectorError
-from ..models import MemoryIdentity
+from ..models import MemoryConsent, MemoryIdentity
 from ..stores.base import NewEntry
 from ._fixtures import FlakyEmbedder
 from ._support import ConformanceKit, _Case, _check, _ids, _raises
@@ -132,6 +133,44 @@ async def a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap(
     _check(after[0].sequence == 5, f"the next row follows the last one: {after}")
 
 
+async def values_every_row_of_a_batch_shares_are_stored_as_given(kit: ConformanceKit) -> None:
+    """A batch whose rows all hold one consent, role, metadata, importance, time or explicit
+    sequence stores each row with it, as a batch of differing rows does (a store may send such a
+    value once for the batch)."""
+    case = _Case(kit)
+    store = kit.vector_store
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-same")
+    now = case.clock()
+    consent = MemoryConsent(source="agent", scope="user", visible=False, granted_at=now)
+    shared = [
+        replace(
+            _new(i, f"shared {i}", case),
+            role="assistant",
+            metadata={"lang": "en"},
+            consent=consent,
+            importance=0.25,
+            occurred_at=now - timedelta(days=1),
+        )
+        for i in ("s1", "s2", "s3")
+    ]
+    stored = await store.put_entries(scope, shared, now=now)
+    for record in stored:
+        _check(
+            (record.role, dict(record.metadata), record.consent, record.importance)
+            == ("assistant", {"lang": "en"}, consent, 0.25)
+            and record.occurred_at == now - timedelta(days=1),
+            f"the shared values are stored: {record}",
+        )
+    _check([r.sequence for r in stored] == [0, 1, 2], f"numbered in order: {stored}")
+    alone = await store.put_entries(scope, [_new("s9", "one explicit", case, sequence=40)], now=now)
+    _check(alone[0].sequence == 40, f"a lone row keeps its explicit sequence: {alone}")
+    read = await store.get_entries(scope, ["s1", "s9"])
+    _check(
+        [(r.id, r.sequence, r.consent) for r in read] == [("s1", 0, consent), ("s9", 40, None)],
+        f"read back as stored: {read}",
+    )
+
+
 async def remember_wait_embeds_before_the_write(kit: ConformanceKit) -> None:
     """``remember(wait=True)`` stores its rows indexed: recallable by any memory at once, one
     embedder call for the batch, the embedder's model recorded; a replay changes nothing."""
@@ -202,6 +241,7 @@ WRITE_CHECKS = {
     for check in (
         put_entries_with_vectors_stores_rows_indexed,
         a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap,
+        values_every_row_of_a_batch_shares_are_stored_as_given,
         remember_wait_embeds_before_the_write,
         remember_wait_with_failing_embedder_stores_pending,
     )
