@@ -7,37 +7,38 @@ work itself is done by the private services of :mod:`prism_memory._memory`, one 
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import pydantic
 
 from ._cursor import decode_cursor
-from ._memory.core import ImportanceFrom, MemoryContext, ModelGuard, OnInvalidate, maybe_await
-from ._memory.export import ExportService
+from ._memory.core import (
+    ImportanceFrom,
+    MemoryContext,
+    ModelGuard,
+    OnInvalidate,
+    check_aware,
+    maybe_await,
+    scrubbing_errors,
+)
+from ._memory.export import ExportService, check_identity
 from ._memory.governance import (
     MAX_RETENTION_DAYS,
     GovernanceService,
     check_days,
     check_retention_rule,
 )
-from ._memory.recall import RecallQuery, RecallService, check_scope, pending_wait
+from ._memory.recall import RecallQuery, RecallService, context_provider
 from ._memory.remember import EntryInput, RememberService
 from ._memory.session import IndexingSession
-from ._memory.sharing import SharingService
-from ._memory.working_memory import WorkingService
-from .context import ContextProvider, TokenCounter, approximate_tokens
+from ._memory.sharing import SharingService, check_grant
+from ._memory.working_memory import WorkingService, check_update
+from .context import ContextProvider, TokenCounter
 from .embedding import Embedder, check_embedder, embedder_model
 from .entries import entry_digest
-from .errors import (
-    AccessDeniedError,
-    ConfigurationError,
-    DimensionMismatchError,
-    PrismMemoryError,
-    ValidationError,
-)
+from .errors import ConfigurationError, DimensionMismatchError, ValidationError
 from .indexing import IndexingPolicy, QueueMember
 from .limits import Limits
 from .models import (
@@ -72,35 +73,6 @@ __all__ = [
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-T = TypeVar("T")
-
-
-def _aware(value: object, name: str) -> None:
-    if not isinstance(value, datetime) or value.utcoffset() is None:
-        raise ValidationError(f"{name} must be a timezone-aware datetime")
-
-
-P = ParamSpec("P")
-
-
-def _scrubbing_errors(
-    method: Callable[Concatenate[Memory, P], Coroutine[Any, Any, T]],
-) -> Callable[Concatenate[Memory, P], Coroutine[Any, Any, T]]:
-    """A public call whose :class:`PrismMemoryError` messages pass through the memory's scrubber
-    (its ``secrets`` and ``redactor``), like the text it stores: whatever a message names, no
-    configured secret leaves in it."""
-
-    @functools.wraps(method)
-    async def scrubbing(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await method(self, *args, **kwargs)
-        except PrismMemoryError as exc:
-            self._ctx.scrub_error(exc)
-            raise
-
-    return scrubbing
 
 
 class WorkingMemoryProcessor:
@@ -238,7 +210,7 @@ class Memory:
         """The current working-memory document, or ``None`` before the first write."""
         return await self._working.get()
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def update_working(
         self, data: Mapping[str, Any] | pydantic.BaseModel, *, expected_version: int | None = None
     ) -> WorkingMemoryRecord:
@@ -247,17 +219,8 @@ class Memory:
         ``expected_version`` (0 for "none yet") makes the write conditional: a stale version raises
         :class:`~prism_memory.errors.ConflictError`.
         """
-        if expected_version is not None and (
-            isinstance(expected_version, bool)
-            or not isinstance(expected_version, int)
-            or expected_version < 0
-        ):
-            raise ValidationError("expected_version must be a non-negative integer")
-        if isinstance(data, pydantic.BaseModel):
-            data = data.model_dump(mode="json")
-        if not isinstance(data, Mapping):
-            raise ValidationError("working memory must be a JSON object")
-        return await self._working.put(data, expected_version=expected_version)
+        document = check_update(data, expected_version)
+        return await self._working.put(document, expected_version=expected_version)
 
     def working_memory_processor(self, extract: Callable[..., Any]) -> WorkingMemoryProcessor:
         """An explicit updater the host invokes; see :class:`WorkingMemoryProcessor`."""
@@ -265,7 +228,7 @@ class Memory:
 
     # ---- remember ----------------------------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def remember(
         self, entries: EntryInput | Sequence[EntryInput], *, wait: bool = False
     ) -> RememberResult:
@@ -283,7 +246,7 @@ class Memory:
 
     # ---- recall ------------------------------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def recall(
         self,
         query: str,
@@ -348,34 +311,27 @@ class Memory:
         ``scope`` (``"resource"``: the user's ``user``/``profile`` entries from their other threads
         too, in the same single chronological block).
         """
-        check_scope(scope)
-        k = self.limits.resolve("top_k", top_k)
-        budget = self.limits.resolve("injected_tokens", max_tokens)
-        pending_wait(include_pending)  # validated now, not at the first provide()
-
-        async def recall(query: str, limit: int) -> RecallResult:
-            return await self.recall(
-                query, top_k=limit, include_pending=include_pending, scope=scope
-            )
-
-        return ContextProvider(
-            recall=recall if semantic else None,
-            get_working=self.get_working if working else None,
-            template=self._ctx.template,
-            scrub=self._ctx.scrubber.value,
-            top_k=k,
-            max_tokens=budget,
-            token_counter=token_counter or approximate_tokens,
+        return context_provider(
+            self._ctx,
+            self.recall,
+            self.get_working,
+            working=working,
+            semantic=semantic,
+            top_k=top_k,
+            max_tokens=max_tokens,
+            token_counter=token_counter,
+            include_pending=include_pending,
+            scope=scope,
         )
 
     # ---- consent, correction, lineage --------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def get(self, entry_id: str) -> MemoryRecord:
         """One stored entry of this thread, whatever its state; :class:`NotFoundError` if absent."""
         return await self._governance.get(self.identity, entry_id)
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
         """``id -> pending | indexed | failed`` for the ids that exist in this thread.
 
@@ -385,7 +341,7 @@ class Memory:
         wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
         return await self._governance.index_status(wanted)
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def set_consent(
         self,
         entry_id: str,
@@ -407,7 +363,7 @@ class Memory:
             entry_id, visible=visible, source=source, scope=scope
         )
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
         """Replace an entry's text and re-embed it, keeping its consent.
 
@@ -419,7 +375,7 @@ class Memory:
 
     # ---- deletion ----------------------------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def forget(self, *, ids: Sequence[str] | None = None, hold: bool = False) -> int:
         """Really delete entries and everything derived from them; return how many rows went.
 
@@ -437,7 +393,7 @@ class Memory:
         wanted = None if ids is None else check_ids(ids, "ids", cap=self.limits.ids_per_call)
         return await self._governance.forget(wanted, hold=hold)
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def forget_before(self, occurred_before: datetime) -> int:
         """Delete entries that *occurred* before ``occurred_before`` (not when they were written).
 
@@ -445,10 +401,10 @@ class Memory:
         entry whose lineage is over the caps stays; after deleting everything else the call raises
         :class:`~prism_memory.errors.LineageCapError` naming those entries.
         """
-        _aware(occurred_before, "occurred_before")
+        check_aware(occurred_before, "occurred_before")
         return await self._governance.forget_before(occurred_before)
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def apply_retention(
         self,
         *,
@@ -468,7 +424,7 @@ class Memory:
 
     # ---- sharing -----------------------------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def share_with(
         self,
         child_thread_id: str,
@@ -481,19 +437,10 @@ class Memory:
         The grant is tenant- and resource-bound, replaces any earlier one for that child, and is
         checked for expiry on every read. Empty ``source_ids`` revokes.
         """
-        scope = self.identity
-        child = check_key(child_thread_id, "child_thread_id")
-        if child == scope.thread_id:
-            raise ValidationError("a thread cannot share with itself")
-        ids = check_ids(source_ids, "source_ids", cap=self.limits.share_ids)
-        now = self._ctx.clock()
-        if expires_at is not None:
-            _aware(expires_at, "expires_at")
-            if expires_at <= now:
-                raise ValidationError("expires_at must be in the future")
-        return await self._sharing.share_with(child, ids, expires_at, now)
+        grant = check_grant(self._ctx, child_thread_id, source_ids, expires_at)
+        return await self._sharing.share_with(grant)
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def revoke_share(self, child_thread_id: str) -> int:
         """Withdraw this thread's grant to a child; return 1 if there was one, else 0."""
         self.identity  # noqa: B018 - no thread, nothing to revoke: refused before the argument
@@ -501,7 +448,7 @@ class Memory:
 
     # ---- export and re-index -----------------------------------------------------------------
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def export_memory(
         self,
         *,
@@ -516,10 +463,7 @@ class Memory:
         ``identity`` must equal this memory's exact scope. Exported: entries with explicit consent
         that are visible, not revoked, not held, not invalidated, within retention, and indexed.
         """
-        scope = self.identity
-        claimed = parse(MemoryIdentity, identity, "identity")
-        if claimed != scope:
-            raise AccessDeniedError("export identity does not match this memory's scope")
+        check_identity(self._ctx, identity)
         return await self._export.export_page(
             decode_cursor("export", cursor),
             self.limits.resolve("export_entries", limit),
@@ -527,7 +471,7 @@ class Memory:
             self.limits.resolve("export_seconds", max_seconds),
         )
 
-    @_scrubbing_errors
+    @scrubbing_errors
     async def rebuild_index(
         self,
         *,
@@ -547,10 +491,7 @@ class Memory:
         self.identity  # noqa: B018 - no thread, nothing to rebuild: refused before the cursor
         after = decode_cursor("rebuild", cursor)
         return await self._export.rebuild_page(
-            after,
-            batch_size,
-            max_seconds,
-            switch_model=switch_model,
+            after, batch_size, max_seconds, switch_model=switch_model
         )
 
 

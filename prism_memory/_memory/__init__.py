@@ -9,7 +9,7 @@ facade, the CLI or ``postgres/``.
 * ``session``: this memory's place in the indexing queue (join, ``done`` futures, drain on close).
 * ``working_memory``: the working-memory document.
 * ``remember``: redaction, caps, ids, importance, and the one hand-over of a write to the queue.
-* ``recall``: search, re-rank, neighbours, model checks of what is ranked.
+* ``recall``: search, re-rank, neighbours, model checks of what is ranked; the context provider.
 * ``governance``: consent, correction, forgetting, legal hold, retention sweeps.
 * ``sharing``: share grants between threads.
 * ``export``: export pages and re-indexing.

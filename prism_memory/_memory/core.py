@@ -1,13 +1,15 @@
-"""What every service of a memory shares: one frozen :class:`MemoryContext`, and the
-embedding-model guard (the only per-memory state besides the indexing session)."""
+"""What every service of a memory shares: one frozen :class:`MemoryContext`, the
+embedding-model guard (the only per-memory state besides the indexing session), and the
+scrubbing of a public call's errors."""
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from ..embedding import Embedder, embed_batched
 from ..errors import (
@@ -22,12 +24,21 @@ from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
 from ..stores.base import RecallFilter, VectorStore, WorkingStore
 
-__all__ = ["ImportanceFrom", "MemoryContext", "ModelGuard", "OnInvalidate", "maybe_await"]
+__all__ = [
+    "ImportanceFrom",
+    "MemoryContext",
+    "ModelGuard",
+    "OnInvalidate",
+    "check_aware",
+    "maybe_await",
+    "scrubbing_errors",
+]
 
 ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
 OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 async def maybe_await(value: T | Awaitable[T]) -> T:
@@ -35,6 +46,12 @@ async def maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def check_aware(value: object, name: str) -> None:
+    """:class:`ValidationError` unless ``value`` is a timezone-aware datetime."""
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise ValidationError(f"{name} must be a timezone-aware datetime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +174,30 @@ class ModelGuard:
                 "'Switching models')"
             )
         self._checked = True
+
+
+class _Scrubbing(Protocol):
+    """What :func:`scrubbing_errors` needs of the object whose method it wraps."""
+
+    _ctx: MemoryContext
+
+
+S = TypeVar("S", bound=_Scrubbing)
+
+
+def scrubbing_errors(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """A public call whose :class:`PrismMemoryError` messages pass through the memory's scrubber
+    (its ``secrets`` and ``redactor``), like the text it stores: whatever a message names, no
+    configured secret leaves in it."""
+
+    @functools.wraps(method)
+    async def scrubbing(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(self, *args, **kwargs)
+        except PrismMemoryError as exc:
+            self._ctx.scrub_error(exc)
+            raise
+
+    return scrubbing

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .._cursor import encode_cursor
 from ..embedding import embed_batched
-from ..errors import CapExceededError
-from ..models import ExportPage, RebuildPage
+from ..errors import AccessDeniedError, CapExceededError
+from ..models import ExportPage, MemoryIdentity, RebuildPage, parse
 from ..working import canonical_json
 from .core import MemoryContext, ModelGuard
 
-__all__ = ["ExportService"]
+__all__ = ["ExportService", "check_identity"]
+
+
+def check_identity(ctx: MemoryContext, identity: MemoryIdentity | Mapping[str, Any]) -> None:
+    """:class:`AccessDeniedError` unless an export's ``identity`` is ``ctx``'s exact scope."""
+    scope = ctx.identity
+    if parse(MemoryIdentity, identity, "identity") != scope:
+        raise AccessDeniedError("export identity does not match this memory's scope")
 
 
 class ExportService:

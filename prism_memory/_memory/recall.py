@@ -1,15 +1,25 @@
-"""``recall``: one search of the store, the one pure re-rank, neighbours by sequence."""
+"""``recall``: one search of the store, the one pure re-rank, neighbours by sequence; and the
+context provider built on it."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, Protocol
 
+from ..context import ContextProvider, TokenCounter, approximate_tokens
 from ..errors import CapExceededError, ValidationError
 from ..lexical import query_terms
-from ..models import MemoryRecord, RecallResult, RecallScoring, check_key, check_text, parse
+from ..models import (
+    MemoryRecord,
+    RecallResult,
+    RecallScoring,
+    WorkingMemoryRecord,
+    check_key,
+    check_text,
+    parse,
+)
 from ..ranking import chronological, rerank
 from ..ranking import explain as explain_hits
 from ..stores.base import SearchRequest
@@ -23,6 +33,7 @@ __all__ = [
     "RecallQuery",
     "RecallService",
     "check_scope",
+    "context_provider",
     "pending_wait",
 ]
 
@@ -55,6 +66,54 @@ def check_scope(scope: object) -> bool:
     if scope not in ("thread", "resource"):
         raise ValidationError("scope must be 'thread' or 'resource'")
     return scope == "resource"
+
+
+class Recall(Protocol):
+    """:meth:`Memory.recall <prism_memory.memory.Memory.recall>`, as the context provider calls it."""
+
+    def __call__(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        include_pending: bool | float = False,
+        scope: Literal["thread", "resource"] = "thread",
+    ) -> Awaitable[RecallResult]: ...
+
+
+def context_provider(
+    ctx: MemoryContext,
+    recall: Recall,
+    get_working: Callable[[], Awaitable[WorkingMemoryRecord | None]],
+    *,
+    working: bool,
+    semantic: bool,
+    top_k: int | None,
+    max_tokens: int | None,
+    token_counter: TokenCounter | None,
+    include_pending: bool | float,
+    scope: Literal["thread", "resource"],
+) -> ContextProvider:
+    """The provider of :meth:`Memory.context_provider
+    <prism_memory.memory.Memory.context_provider>`, its arguments checked now (not at the first
+    ``provide()``); every ``recall`` it makes is given ``include_pending`` and ``scope``."""
+    check_scope(scope)
+    k = ctx.limits.resolve("top_k", top_k)
+    budget = ctx.limits.resolve("injected_tokens", max_tokens)
+    pending_wait(include_pending)
+
+    async def recalled(query: str, limit: int) -> RecallResult:
+        return await recall(query, top_k=limit, include_pending=include_pending, scope=scope)
+
+    return ContextProvider(
+        recall=recalled if semantic else None,
+        get_working=get_working if working else None,
+        template=ctx.template,
+        scrub=ctx.scrubber.value,
+        top_k=k,
+        max_tokens=budget,
+        token_counter=token_counter or approximate_tokens,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
-from ..errors import NotFoundError
-from ..models import MemoryIdentity, ShareGrant
+from ..errors import NotFoundError, ValidationError
+from ..models import MemoryIdentity, ShareGrant, check_ids, check_key
 from ..stores.base import SharedSource, VectorStore
-from .core import MemoryContext
+from .core import MemoryContext, check_aware
 
-__all__ = ["SharingService", "shared_source"]
+__all__ = ["SharingService", "check_grant", "shared_source"]
+
+
+def check_grant(
+    ctx: MemoryContext,
+    child_thread_id: str,
+    source_ids: Sequence[str],
+    expires_at: datetime | None,
+) -> ShareGrant:
+    """The grant :meth:`Memory.share_with <prism_memory.memory.Memory.share_with>` asks for, its
+    arguments checked against ``ctx``'s scope and limits (created now)."""
+    scope = ctx.identity
+    child = check_key(child_thread_id, "child_thread_id")
+    if child == scope.thread_id:
+        raise ValidationError("a thread cannot share with itself")
+    ids = check_ids(source_ids, "source_ids", cap=ctx.limits.share_ids)
+    now = ctx.clock()
+    if expires_at is not None:
+        check_aware(expires_at, "expires_at")
+        if expires_at <= now:
+            raise ValidationError("expires_at must be in the future")
+    return ShareGrant(
+        tenant_id=scope.tenant_id,
+        resource_id=scope.resource_id,
+        parent_thread_id=scope.thread_id,
+        child_thread_id=child,
+        source_ids=ids,
+        created_at=now,
+        expires_at=expires_at,
+    )
 
 
 class SharingService:
@@ -20,22 +50,12 @@ class SharingService:
     def __init__(self, ctx: MemoryContext) -> None:
         self._ctx = ctx
 
-    async def share_with(
-        self, child: str, ids: tuple[str, ...], expires_at: datetime | None, now: datetime
-    ) -> ShareGrant:
-        """Store the grant to ``child`` (checked by the facade); no ``ids`` revokes it."""
+    async def share_with(self, grant: ShareGrant) -> ShareGrant:
+        """Store ``grant`` (from :func:`check_grant`); one without source ids revokes instead."""
         scope = self._ctx.identity
-        grant = ShareGrant(
-            tenant_id=scope.tenant_id,
-            resource_id=scope.resource_id,
-            parent_thread_id=scope.thread_id,
-            child_thread_id=child,
-            source_ids=ids,
-            created_at=now,
-            expires_at=expires_at,
-        )
+        ids = grant.source_ids
         if not ids:
-            await self.revoke_share(child)
+            await self.revoke_share(grant.child_thread_id)
             return grant
         store = self._ctx.vector_store
         found = {r.id for r in await store.get_entries(scope, list(ids))}

@@ -5,11 +5,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
+
+from ..errors import ValidationError
 from ..models import WorkingMemoryRecord, check_json
 from ..working import check_size
 from .core import MemoryContext
 
-__all__ = ["WorkingService"]
+__all__ = ["WorkingService", "check_update"]
+
+
+def check_update(data: object, expected_version: object) -> Mapping[str, Any]:
+    """The arguments of :meth:`Memory.update_working <prism_memory.memory.Memory.update_working>`
+    checked: ``data`` as a JSON object (a pydantic model dumped), ``expected_version`` ``None`` or
+    a non-negative integer."""
+    if expected_version is not None and (
+        isinstance(expected_version, bool)
+        or not isinstance(expected_version, int)
+        or expected_version < 0
+    ):
+        raise ValidationError("expected_version must be a non-negative integer")
+    if isinstance(data, pydantic.BaseModel):
+        data = data.model_dump(mode="json")
+    if not isinstance(data, Mapping):
+        raise ValidationError("working memory must be a JSON object")
+    return data
 
 
 class WorkingService:

@@ -14,6 +14,7 @@ The package keeps one concern per module:
 * :mod:`.claims` -- what the loop claims when it holds no handed-over rows: a
   :class:`ClaimStrategy` passed in (:class:`AllScopes`, :class:`ThreadTurns`, or a service's own);
 * :mod:`.threads` -- the queue's per-thread book: handed-over rows in turns, members, sweeps;
+* :mod:`.lanes` -- what the queue has in hand: its lanes, leased rows, claims and batches in flight;
 * :mod:`.rows` -- embedding one batch's rows and recording failures (:class:`QueueObserver`);
 * :mod:`.waiters` -- the futures :meth:`IndexingQueue.watch` hands out, and :func:`wait_for_worker`;
 * :mod:`.shared` -- many memories, one queue: :func:`join_queue` and the per-loop registry.

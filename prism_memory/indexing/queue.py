@@ -22,6 +22,7 @@ from ..errors import PrismMemoryError
 from ..models import IndexingReport, MemoryIdentity, Vector
 from ..stores.base import ClaimedEntry, EntryLease, VectorStore
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
+from .lanes import Lanes
 from .policy import CLAIM_BATCHES, IndexingPolicy
 from .rows import BatchReport, QueueObserver, RowEmbedder
 from .threads import Threads
@@ -30,8 +31,6 @@ from .waiters import Waiters
 __all__ = ["IndexingQueue", "QueueMember"]
 
 logger = logging.getLogger("prism_memory.indexing")
-
-_Key = tuple[MemoryIdentity, str]
 
 
 class IndexingQueue:
@@ -75,25 +74,13 @@ class IndexingQueue:
         self._wake = asyncio.Event()
         self._draining = False
         self._closed = False
-        self._lanes = lanes
-        self._batch_lock = asyncio.Semaphore(lanes)
-        """A lane per batch in hand."""
-        self._batches: set[asyncio.Task[None]] = set()
-        """Batches handed off to finish beside the worker loop (a shared queue's other lanes)."""
-        self._flying: dict[MemoryIdentity, int] = {}
-        """Rows per thread taken into a batch and not yet finished."""
-        self._landed = asyncio.Event()
-        """Set whenever a batch or a claim finishes."""
-        self._claiming = 0
-        """Claim statements in flight: rows they lease are in no one's hands until they return."""
+        self._lanes = Lanes(lanes)
         self._threads = Threads(
             batch_size=batch_size, idle_poll_seconds=self._policy.idle_poll_seconds
         )
         if scope is not None:
             self._threads.thread(scope, members=1)  # a scope-bound queue serves it for good
-        self._in_hand: set[_Key] = set()
-        """Rows leased to this queue and not yet settled: nothing to claim or ask the store about."""
-        self._waiters = Waiters(store, self._in_hand)
+        self._waiters = Waiters(store, self._lanes.held)
         self._context = ClaimContext(
             store=store,
             worker_id=self.worker_id,
@@ -177,7 +164,7 @@ class IndexingQueue:
         added = False
         for item in items:
             self._threads.adopt(item)
-            self._in_hand.add((item.scope, item.id))
+            self._lanes.held.add((item.scope, item.id))
             added = True
         if added:
             self.wake()
@@ -205,7 +192,7 @@ class IndexingQueue:
             _, claimed = await self._process(None)
             if claimed == 0:
                 break
-        await self._landing()
+        await self._lanes.landing()
         await self._waiters.resolve()
         return self.indexed_total - before
 
@@ -225,13 +212,13 @@ class IndexingQueue:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        drains = [*self._drains, *self._batches]
+        drains = [*self._drains, *self._lanes.apart_tasks()]
         for side in drains:
             side.cancel()
         if drains:
             await asyncio.wait(drains)
         self._threads.drop_adopted()  # their leases are released below
-        self._in_hand.clear()
+        self._lanes.held.clear()
         if self._leased:  # a queue that never leased a row has nothing to release
             with contextlib.suppress(PrismMemoryError):
                 await self._store.release_claims(self.worker_id)
@@ -306,12 +293,7 @@ class IndexingQueue:
             _, claimed = await self._process(scope)
             if claimed == 0:
                 break
-        # rows of the thread another lane is finishing, or another lane's claim may be leasing
-        # (it skipped them as locked and has not returned yet)
-        while self._flying.get(scope) or self._claiming:
-            self._landed.clear()
-            if self._flying.get(scope) or self._claiming:
-                await self._landed.wait()
+        await self._lanes.settled(scope)  # rows of the thread another lane has in hand
         await self._waiters.resolve()
         self.wake()  # the background task may have watchers to resolve from what this settled
         return thread.indexed - before
@@ -335,7 +317,7 @@ class IndexingQueue:
                 logger.exception("indexing iteration failed; retrying")
                 await asyncio.sleep(self._policy.busy_poll_seconds)
             if self._stop.is_set() and (not self._draining or claimed == 0):
-                await self._landing()
+                await self._lanes.landing()
                 return
             # after a batch handed over by remember() nothing else is known to be due: wait for
             # the next wake-up instead of spending a claim round trip on an empty queue
@@ -349,7 +331,7 @@ class IndexingQueue:
         """Claim up to :data:`CLAIM_BATCHES` embedder batches, embed them, store the vectors in one
         statement; return ``(indexed, claimed)`` and tell the observer."""
         started, failures = time.monotonic(), self._rows.failures
-        indexed, claimed = await self._process(None, hand_off=self._lanes > 1)
+        indexed, claimed = await self._process(None, hand_off=self._lanes.size > 1)
         if claimed and self._observer is not None:
             seconds = time.monotonic() - started
             self._observer.batch_done(
@@ -363,7 +345,7 @@ class IndexingQueue:
         """One batch: adopted rows first (of ``scope``, or in turns), else a claim; embedded and
         stored here, or (``hand_off``) in a task of its own while the caller takes the next one
         (``indexed`` is then reported as 0)."""
-        await self._batch_lock.acquire()
+        await self._lanes.acquire()
         handed = False
         try:
             limit = self._batch_size * CLAIM_BATCHES
@@ -371,36 +353,28 @@ class IndexingQueue:
             if scope is None:
                 self._took_adopted = bool(claimed)
             if not claimed:
-                self._claiming += 1
                 try:
-                    claimed = await (
-                        self._claims.claim(self._context, limit)
-                        if scope is None
-                        else claim_in(self._context, [scope], limit)
-                    )
+                    with self._lanes.claiming():
+                        claimed = await (
+                            self._claims.claim(self._context, limit)
+                            if scope is None
+                            else claim_in(self._context, [scope], limit)
+                        )
                 except BaseException:
                     self._leased = True  # a claim that failed may still have committed
                     raise
-                finally:
-                    self._claiming -= 1
-                    self._landed.set()
                 self._leased = self._leased or bool(claimed)
             if not claimed:
                 return 0, 0
-            keys = [(item.scope, item.id) for item in claimed]
-            self._in_hand.update(keys)
-            for item in claimed:
-                self._flying[item.scope] = self._flying.get(item.scope, 0) + 1
+            self._lanes.take(claimed)
             if hand_off:
-                task = asyncio.create_task(self._finish_apart(claimed))
-                self._batches.add(task)
-                task.add_done_callback(self._batches.discard)
+                self._lanes.apart(self._finish_apart(claimed))
                 handed = True
                 return 0, len(claimed)
             return await self._finish(claimed), len(claimed)
         finally:
             if not handed:
-                self._batch_lock.release()
+                self._lanes.release()
 
     async def _finish(self, claimed: Sequence[ClaimedEntry]) -> int:
         """Embed and store ``claimed`` (taken into a batch by :meth:`_process`); count them."""
@@ -416,14 +390,7 @@ class IndexingQueue:
                 self._count(done, indexed)
             return indexed
         finally:
-            self._in_hand.difference_update((item.scope, item.id) for item in claimed)
-            for item in claimed:
-                left = self._flying.get(item.scope, 0) - 1
-                if left > 0:
-                    self._flying[item.scope] = left
-                else:
-                    self._flying.pop(item.scope, None)
-            self._landed.set()
+            self._lanes.land(claimed)
 
     async def _finish_apart(self, claimed: Sequence[ClaimedEntry]) -> None:
         """:meth:`_finish` in a lane of its own; then the watchers it settled are resolved."""
@@ -437,13 +404,8 @@ class IndexingQueue:
         except Exception:
             logger.exception("indexing batch failed; its rows stay pending")
         finally:
-            self._batch_lock.release()
+            self._lanes.release()
             self.wake()  # a lane is free, and watchers may wait on what just landed
-
-    async def _landing(self) -> None:
-        """Wait for the batches finishing in other lanes."""
-        while self._batches:
-            await asyncio.wait(set(self._batches))
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, Vector]], indexed: int) -> None:
         self.indexed_total += indexed

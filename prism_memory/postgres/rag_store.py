@@ -39,7 +39,7 @@ below ~2,000 rows).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 from sqlalchemy import bindparam, delete, func, select, text
@@ -323,20 +323,7 @@ class RagSession(RagOperations):
             statement = self.sql.nearest(exact=True, **flags)
             rows = list(await self.session.execute(_typed(statement, flags), params))
         scored = [(vector_score(query, np.asarray(row.embedding)), row) for row in rows]
-        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
-        return [
-            RagHit(
-                source_id=row.source_id,
-                chunk_index=int(row.chunk_index),
-                text=row.text,
-                metadata=row.metadata,
-                generation=int(row.generation),
-                score=score,
-                semantic=score,
-                embedding=np.asarray(row.embedding),
-            )
-            for score, row in scored
-        ]
+        return _hits(scored, leg="semantic")
 
     async def lexical_query(
         self,
@@ -374,20 +361,7 @@ class RagSession(RagOperations):
         statement = self.sql.lexical(**flags)
         rows = await self.session.execute(_typed(statement, flags), params)
         scored = [(lexical_score(terms, row.text, stats), row) for row in rows]
-        scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
-        return [
-            RagHit(
-                source_id=row.source_id,
-                chunk_index=int(row.chunk_index),
-                text=row.text,
-                metadata=row.metadata,
-                generation=int(row.generation),
-                score=score,
-                lexical=score,
-                embedding=np.asarray(row.embedding),
-            )
-            for score, row in scored
-        ]
+        return _hits(scored, leg="lexical")
 
     async def _stats(self, params: dict[str, Any], flags: Mapping[str, bool]) -> CorpusStats:
         totals = (
@@ -531,6 +505,26 @@ def _read_params(
             flags["versioned"] = True
             params["access_version"] = authorization.access_version
     return params, flags
+
+
+def _hits(scored: list[tuple[float, Any]], *, leg: Literal["semantic", "lexical"]) -> list[RagHit]:
+    """The chunk rows of one leg, each with its score, as hits: score desc, source id, chunk
+    index."""
+    scored.sort(key=lambda pair: (-pair[0], pair[1].source_id, pair[1].chunk_index))
+    return [
+        RagHit(
+            source_id=row.source_id,
+            chunk_index=int(row.chunk_index),
+            text=row.text,
+            metadata=row.metadata,
+            generation=int(row.generation),
+            score=score,
+            semantic=score if leg == "semantic" else None,
+            lexical=score if leg == "lexical" else None,
+            embedding=np.asarray(row.embedding),
+        )
+        for score, row in scored
+    ]
 
 
 def _typed(statement: str, flags: Mapping[str, bool]) -> Any:
