@@ -256,7 +256,7 @@ def insert_params(
         values = columns[name]
         # one value for every row is bound once, not as an array of equal values: asyncpg
         # encodes an array element by element (the statement coalesces the NULL array)
-        alike = uniform and all(value == values[0] for value in values)
+        alike = uniform and values.count(values[0]) == len(values)
         if uniform:
             params[f"all_{name}"] = values[0] if alike else None
         params[name] = None if alike else values
