@@ -17,6 +17,7 @@ import asyncio
 import os
 import threading
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
@@ -82,12 +83,45 @@ def postgres_url() -> Iterator[str]:
 MakeStores = Callable[..., Awaitable[PostgresMemoryStores]]
 
 
+DROP_GRACE_SECONDS = 5.0
+"""How long a teardown's ``DROP SCHEMA`` waits before it ends the sessions blocking it."""
+
+
 async def _drop_schemas(url: str, schemas: list[str]) -> None:
+    """Drop ``schemas`` (``CASCADE``), on a private event loop (:func:`_run_in_thread`).
+
+    A store the test left open may have a statement in flight (a background claim): its
+    connection holds locks in the schema, and its event loop -- the test session's, blocked
+    joining this thread -- can never finish it, so the drop would wait forever. After
+    :data:`DROP_GRACE_SECONDS` the sessions blocking the drop are ended, with a warning naming the
+    leak, and the drop goes on.
+    """
     engine = create_engine(url, pooled=False)
     try:
-        async with engine.begin() as conn:
-            for name in schemas:
-                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        async with engine.connect() as watcher, engine.begin() as conn:
+            pid = await conn.scalar(text("SELECT pg_backend_pid()"))
+
+            async def drop() -> None:
+                for name in schemas:
+                    await conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+
+            dropping = asyncio.ensure_future(drop())
+            while not (await asyncio.wait({dropping}, timeout=DROP_GRACE_SECONDS))[0]:
+                ended = await watcher.scalar(
+                    text(
+                        "SELECT count(pg_terminate_backend(b)) "
+                        "FROM unnest(pg_blocking_pids(:pid)) AS b"
+                    ),
+                    {"pid": pid},
+                )
+                await watcher.commit()
+                warnings.warn(
+                    f"teardown of {schemas} ended {ended} session(s) a test left inside a "
+                    "statement (a store not closed?)",
+                    ResourceWarning,
+                    stacklevel=1,
+                )
+            dropping.result()
     finally:
         await engine.dispose()
 
