@@ -127,9 +127,25 @@ class _EntryWrites(_VectorAdapter):
                 params = insert_params(
                     scope, unique, now=now, lease=lease, vectors=checked, model=model
                 )
-                stored, inserted = await self._insert(
-                    driver, scope, params, unique, now, indexed=checked is not None, model=model
-                )
+                # insert_new first (one primary-key probe per row, whatever the table's
+                # statistics); a batch of stored and new ids again with the exact insert, so the
+                # sequences keep no gap
+                indexed = checked is not None
+                try:
+                    stored, inserted = await self._insert(
+                        driver,
+                        scope,
+                        params,
+                        unique,
+                        now,
+                        indexed=indexed,
+                        model=model,
+                        exact=False,
+                    )
+                except _StoredAndNewError:
+                    stored, inserted = await self._insert(
+                        driver, scope, params, unique, now, indexed=indexed, model=model, exact=True
+                    )
         if checked is not None and inserted:
             self._remember_width(width)
         return StoredEntries((stored[entry.id] for entry in entries), inserted=inserted)
@@ -144,37 +160,12 @@ class _EntryWrites(_VectorAdapter):
         *,
         indexed: bool,
         model: str | None,
-    ) -> tuple[dict[str, MemoryRecord], set[str]]:
-        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
-        ids it inserted (``indexed`` with their vectors, else pending).
-
-        It runs :attr:`EntrySql.insert_new` (one primary-key probe per row, whatever the table's
-        statistics); a batch that turns out to mix stored and new ids is rolled back and written
-        again with the exact :attr:`EntrySql.insert`, so sequences never leave a gap."""
-        try:
-            return await self._insert_once(
-                driver, scope, params, unique, now, indexed=indexed, model=model, exact=False
-            )
-        except _StoredAndNewError:
-            return await self._insert_once(
-                driver, scope, params, unique, now, indexed=indexed, model=model, exact=True
-            )
-
-    async def _insert_once(
-        self,
-        driver: Any,
-        scope: MemoryIdentity,
-        params: Mapping[str, Any],
-        unique: Sequence[NewEntry],
-        now: datetime,
-        *,
-        indexed: bool,
-        model: str | None,
         exact: bool,
     ) -> tuple[dict[str, MemoryRecord], set[str]]:
-        """One try of :meth:`_insert`: with :attr:`EntrySql.insert` when ``exact``, else with
-        :attr:`EntrySql.insert_new`, raising :class:`_StoredAndNewError` (the transaction rolled back)
-        when that skipped some rows but not all."""
+        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
+        ids it inserted (``indexed`` with their vectors, else pending). With :attr:`EntrySql.insert`
+        when ``exact``; else with :attr:`EntrySql.insert_new`, raising :class:`_StoredAndNewError`
+        (the transaction rolled back) when that skipped some rows but not all."""
         sql = EntrySql.for_tables(self._tables)
         insert, names = to_positional(sql.insert if exact else sql.insert_new)
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
@@ -309,9 +300,9 @@ class _EntryWrites(_VectorAdapter):
         pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
         (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
         (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries
-        table has no index worth building afterwards instead (its B-trees and GIN indexes are kept up row by row, cheaply;
-        there is no HNSW graph to maintain): ``deferred_vector_index()`` around a long import
-        analyses the table at the end.
+        table has no index worth building afterwards instead (its B-trees and GIN indexes are kept
+        up row by row, cheaply; there is no HNSW graph to maintain): ``deferred_vector_index()``
+        around a long import analyses the table at the end.
         """
         if not rows:
             return 0, 0
