@@ -123,6 +123,9 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_rag_chunking.py",
         "tests/unit/test_rag_chunking_bounds.py",
     ],
+    "prism_memory/stores/_checks.py": [
+        "tests/unit/test_store_checks.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
