@@ -126,6 +126,9 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/stores/_checks.py": [
         "tests/unit/test_store_checks.py",
     ],
+    "prism_memory/stores/_records.py": [
+        "tests/unit/test_store_records.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
