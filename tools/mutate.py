@@ -129,6 +129,9 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/stores/_records.py": [
         "tests/unit/test_store_records.py",
     ],
+    "prism_memory/indexing/policy.py": [
+        "tests/unit/test_indexing_policy.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
