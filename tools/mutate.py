@@ -132,6 +132,9 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/indexing/policy.py": [
         "tests/unit/test_indexing_policy.py",
     ],
+    "prism_memory/indexing/threads.py": [
+        "tests/unit/test_indexing_threads.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
