@@ -135,6 +135,9 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/indexing/threads.py": [
         "tests/unit/test_indexing_threads.py",
     ],
+    "prism_memory/postgres/_errors.py": [
+        "tests/unit/test_db_errors.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
