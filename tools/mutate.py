@@ -138,6 +138,9 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/postgres/_errors.py": [
         "tests/unit/test_db_errors.py",
     ],
+    "prism_memory/stores/_governance.py": [
+        "tests/unit/test_store_governance.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
