@@ -123,6 +123,24 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_rag_chunking.py",
         "tests/unit/test_rag_chunking_bounds.py",
     ],
+    "prism_memory/stores/_checks.py": [
+        "tests/unit/test_store_checks.py",
+    ],
+    "prism_memory/stores/_records.py": [
+        "tests/unit/test_store_records.py",
+    ],
+    "prism_memory/indexing/policy.py": [
+        "tests/unit/test_indexing_policy.py",
+    ],
+    "prism_memory/indexing/threads.py": [
+        "tests/unit/test_indexing_threads.py",
+    ],
+    "prism_memory/postgres/_errors.py": [
+        "tests/unit/test_db_errors.py",
+    ],
+    "prism_memory/stores/_governance.py": [
+        "tests/unit/test_store_governance.py",
+    ],
 }
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]

@@ -100,7 +100,8 @@ def translate(exc: BaseException, action: str) -> PrismMemoryError:
     if terminated is not None:
         return StorageError(_terminated_message(action, terminated))
     code = sqlstate_of(exc) or ""
-    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc) else ""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines() if str(exc) else []
+    detail = lines[0] if lines else ""  # a driver error may carry no text at all
     # the driver quotes a value it could not encode: never repeat input (it may be a secret)
     detail = _ARGUMENT.sub(r"\1 (value not shown)", detail)
     message = f"{action} failed: {detail}" if detail else f"{action} failed"
