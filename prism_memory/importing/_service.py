@@ -225,7 +225,15 @@ class _Importer:
                         scope=row.scope, entry=row.entry, vector=vector, model=self.model
                     )
                 embedded = len(missing)
-        inserted, pending = await self.store.import_rows(rows, now=self.clock()) if rows else (0, 0)
+        try:
+            inserted, pending = (
+                await self.store.import_rows(rows, now=self.clock()) if rows else (0, 0)
+            )
+        except ValidationError:
+            # a lineage source forgotten since the check above (the store checks again under
+            # its lock): the same check now names the line, as it would have before the race
+            await self._check_lineage(batch)
+            raise
         report.inserted += inserted
         report.existing += len(given) - inserted + batch.repeated
         report.embedded += embedded

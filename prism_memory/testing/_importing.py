@@ -395,6 +395,12 @@ async def race_import_against_forget(kit: ConformanceKit, races: int) -> int:
             return_exceptions=True,
         )
         _write_refused_or_done(outcome)
+        refused = outcome[0]
+        if isinstance(refused, BaseException):  # refused: typed, naming the entry whose source went
+            _check(
+                isinstance(refused, ImportLineError) and refused.line == 1,
+                f"a refused import names the line of the entry that lost its source: {refused!r}",
+            )
         again = (await memory.remember({"text": words}, wait=True)).accepted[0]
         _check(again == source, "the same words get the same digest id")
         left = await kit.vector_store.get_entries(memory.identity, [f"d{race}", f"e{race}"])
