@@ -86,9 +86,7 @@ class Threads:
 
     def has_adopted(self) -> bool:
         """Whether any thread in the turns still has adopted rows."""
-        return any(
-            thread is not None and thread.adopted for thread in map(self._threads.get, self._ready)
-        )
+        return any(self._threads[key].adopted for key in self._ready)
 
     def take_adopted(self, limit: int, scope: MemoryIdentity | None) -> list[ClaimedEntry]:
         """Up to ``limit`` adopted rows: of ``scope``, or one embedder batch per thread in turns."""
@@ -100,9 +98,7 @@ class Threads:
         taken: list[ClaimedEntry] = []
         while self._ready and len(taken) < limit:
             key = self._ready.popleft()
-            thread = self._threads.get(key)
-            if thread is None:
-                continue
+            thread = self._threads[key]
             count = min(self._batch_size, limit - len(taken), len(thread.adopted))
             taken.extend(thread.adopted.popleft() for _ in range(count))
             if thread.adopted:
@@ -153,3 +149,5 @@ class Threads:
             thread.members -= 1
             if thread.members <= 0 and not thread.adopted:
                 del self._threads[scope]
+                if thread.ready:  # a scoped take emptied it while its turn was queued
+                    self._ready.remove(scope)

@@ -311,3 +311,17 @@ def test_only_a_thread_gone_from_the_turns_has_nothing_adopted():
     threads.left(A)
     assert threads.has_adopted() is False
     assert threads.take_adopted(5, None) == []
+
+
+def test_a_thread_gone_while_queued_and_made_again_takes_one_turn_a_round():
+    threads = book(batch_size=1)
+    threads.thread(A, members=1)
+    threads.adopt(row(A, "a1"))
+    for name in ("b1", "b2", "b3"):
+        threads.adopt(row(B, name))
+    assert ids(threads.take_adopted(5, A)) == ["a1"]
+    threads.left(A)  # gone while its turn was queued
+    threads.thread(A, members=1)  # and made again: it joins the turns at the back, once
+    for name in ("a2", "a3", "a4", "a5"):
+        threads.adopt(row(A, name))
+    assert ids(threads.take_adopted(7, None)) == ["b1", "a2", "b2", "a3", "b3", "a4", "a5"]
