@@ -47,7 +47,7 @@ def prepare_entry(
     lineage = entry.lineage
     if lineage is not None and lineage.reason is not None and scrubber.active:
         lineage = lineage.model_copy(update={"reason": scrubber.text(lineage.reason)})
-    metadata: dict[str, Any] = scrubber.value(entry.metadata)
+    metadata: dict[str, Any] = scrubber.value(entry.metadata) if entry.metadata else {}
     payload = len(text.encode()) + (len(canonical_json(metadata).encode()) if metadata else 2)
     if payload > limits.payload_bytes:
         raise CapExceededError(

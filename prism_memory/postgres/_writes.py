@@ -97,10 +97,11 @@ class _EntryWrites(_VectorAdapter):
         prepared once per connection), three round trips: ``BEGIN`` with a transaction-scoped
         advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
         sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
-        then one statement inserts the new rows -- with their vectors,
-        ``indexed``, when ``vectors`` are given (:attr:`EntrySql.insert_new`; a batch of stored
-        and new ids is written again with :attr:`EntrySql.insert`). Only when some ids
-        already exist are they read back, as stored; an existing id is never rewritten.
+        then one statement inserts the new rows -- with their vectors, ``indexed``, when
+        ``vectors`` are given (:attr:`EntrySql.insert_new`, or without a window over the batch
+        :attr:`EntrySql.insert_new_appended` when no entry gives a sequence; a batch of stored
+        and new ids is written again with :attr:`EntrySql.insert`). Only when some ids already
+        exist are they read back, as stored; an existing id is never rewritten.
         """
         check_entry_vectors(entries, vectors)
         if not entries:
@@ -164,36 +165,47 @@ class _EntryWrites(_VectorAdapter):
     ) -> tuple[dict[str, MemoryRecord], set[str]]:
         """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
         ids it inserted (``indexed`` with their vectors, else pending). With :attr:`EntrySql.insert`
-        when ``exact``; else with :attr:`EntrySql.insert_new`, raising :class:`_StoredAndNewError`
-        (the transaction rolled back) when that skipped some rows but not all."""
+        when ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
+        when no entry gives a sequence), raising :class:`_StoredAndNewError` (the transaction
+        rolled back) when that skipped some rows but not all."""
         sql = EntrySql.for_tables(self._tables)
-        insert, names = to_positional(sql.insert if exact else sql.insert_new)
+        appended = not exact and all(entry.sequence is None for entry in unique)
+        chosen = sql.insert if exact else sql.insert_new
+        insert, names = to_positional(sql.insert_new_appended if appended else chosen)
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
         async with self._transaction(driver, begin_locked_statement(scope)):
             sources = await self._lineage_sources(driver, scope, unique)
             rows = await driver.fetch(insert, *(params[name] for name in names))
-            if not exact and 0 < len(rows) < len(unique):
+            if appended:  # one row: how many it inserted, from which sequence on
+                count, first = int(rows[0]["inserted"]), rows[0]["first"]
+                numbered = unique if count else []
+                sequences = [int(first) + at for at in range(count)]
+            else:
+                count = len(rows)
+                by_id = {row["id"]: int(row["sequence"]) for row in rows}
+                numbered = [entry for entry in unique if entry.id in by_id]
+                sequences = [by_id[entry.id] for entry in numbered]
+            if not exact and 0 < count < len(unique):
                 raise _StoredAndNewError
-            sequences = {row["id"]: int(row["sequence"]) for row in rows}
             stored = {
                 entry.id: inserted_record(
-                    scope, entry, sequences[entry.id], now=now, indexed=indexed, model=model
+                    scope, entry, sequence, now=now, indexed=indexed, model=model
                 )
-                for entry in unique
-                if entry.id in sequences
+                for entry, sequence in zip(numbered, sequences, strict=True)
             }
             inherited = inherited_tombstones(list(stored.values()), sources) if sources else []
             if inherited:
                 await self._inherit(driver, scope, inherited)
-            existing = [entry.id for entry in unique if entry.id not in sequences]
+            inserted = set(stored)
+            existing = [entry.id for entry in unique if entry.id not in inserted]
             if existing:  # a replay: read back what is stored
                 read, values = records_statement(self._tables, scope, existing)
                 read, names = to_positional(read)
                 found = await driver.fetch(read, *(values[name] for name in names))
                 stored.update((row["id"], record_from_row(row)) for row in found)
-        return stored, set(sequences)
+        return stored, inserted
 
     async def _lineage_sources(
         self, driver: Any, scope: MemoryIdentity, entries: Sequence[NewEntry]

@@ -164,6 +164,10 @@ async def values_every_row_of_a_batch_shares_are_stored_as_given(kit: Conformanc
     _check([r.sequence for r in stored] == [0, 1, 2], f"numbered in order: {stored}")
     alone = await store.put_entries(scope, [_new("s9", "one explicit", case, sequence=40)], now=now)
     _check(alone[0].sequence == 40, f"a lone row keeps its explicit sequence: {alone}")
+    next_two = await store.put_entries(
+        scope, [_new("s10", "after it", case), _new("s11", "and after that", case)], now=now
+    )
+    _check([r.sequence for r in next_two] == [41, 42], f"numbered past it: {next_two}")
     read = await store.get_entries(scope, ["s1", "s9"])
     _check(
         [(r.id, r.sequence, r.consent) for r in read] == [("s1", 0, consent), ("s9", 40, None)],

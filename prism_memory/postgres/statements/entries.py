@@ -70,7 +70,16 @@ class RowSql(TableSql):
         skipped row leave a gap, so the store rolls it back and runs :attr:`insert` instead."""
         return self._insert(lookup=False)
 
-    def _insert(self, *, lookup: bool) -> str:
+    @functools.cached_property
+    def insert_new_appended(self) -> str:
+        """:attr:`insert_new` for a batch without an explicit sequence, the usual case: each row
+        numbered one past the thread's top plus its ordinal, with no window over the batch (the
+        numbers the window of :attr:`insert_new` gives such a batch). Returns one row,
+        ``inserted, first``: how many rows it inserted and the first one's sequence (when it
+        inserted all of them, the rows hold ``first, first + 1, ...`` in input order)."""
+        return self._insert(lookup=False, explicit=False)
+
+    def _insert(self, *, lookup: bool, explicit: bool = True) -> str:
         scope = "tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread"
         before = "ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
         if lookup:
@@ -89,6 +98,24 @@ class RowSql(TableSql):
         else:
             existing = new_only = ""
             conflict = "ON CONFLICT (tenant_id, resource_id, thread_id, id) DO NOTHING "
+        if explicit:
+            numbered = (
+                # autos: how many new rows before this one take an automatic sequence
+                "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
+                f"FROM input i {new_only}WINDOW w AS ({before})), "
+                # an automatic sequence is one past the largest so far: the thread's top or an
+                # earlier explicit sequence, each plus the automatic rows in between
+                "numbered AS (SELECT f.*, coalesce(f.sequence, f.autos + 1 + "
+                "greatest(top.v, max(f.sequence - f.autos) OVER w)) AS seq FROM fresh f, top "
+                f"WINDOW w AS ({before})), "
+            )
+        else:  # every row automatic, none left out (no lookup): its ordinal past the top
+            numbered = "numbered AS (SELECT i.*, top.v + i.ord AS seq FROM input i, top), "
+        returned = (
+            "SELECT id, sequence FROM inserted"
+            if explicit
+            else "SELECT count(*) AS inserted, min(sequence) AS first FROM inserted"
+        )
         columns = ", ".join(
             f"coalesce(u.{column}, CAST(:all_{param} AS {kind})) AS {column}"
             if uniform
@@ -103,15 +130,8 @@ class RowSql(TableSql):
             f"WITH input AS (SELECT {columns}, u.ord FROM unnest({arrays}) WITH ORDINALITY "
             f"AS u({names}, ord)), "
             f"{existing}"
-            # autos: how many new rows before this one take an automatic sequence
-            "fresh AS (SELECT i.*, count(*) FILTER (WHERE i.sequence IS NULL) OVER w AS autos "
-            f"FROM input i {new_only}WINDOW w AS ({before})), "
             f"top AS (SELECT coalesce(max(sequence), -1) AS v FROM {self.entries} WHERE {scope}), "
-            # an automatic sequence is one past the largest so far: the thread's top or an earlier
-            # explicit sequence, each plus the automatic rows in between
-            "numbered AS (SELECT f.*, coalesce(f.sequence, f.autos + 1 + "
-            "greatest(top.v, max(f.sequence - f.autos) OVER w)) AS seq FROM fresh f, top "
-            f"WINDOW w AS ({before})), "
+            f"{numbered}"
             f"inserted AS (INSERT INTO {self.entries} (tenant_id, resource_id, thread_id, id, "
             "text, role, metadata, consent_explicit, consent_source, consent_scope, "
             "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
@@ -129,7 +149,7 @@ class RowSql(TableSql):
             f"FROM numbered n ORDER BY n.ord {conflict}RETURNING id, sequence), "
             f"cleared AS (DELETE FROM {self.invalidation} WHERE {scope} "
             "AND entry_id IN (SELECT id FROM inserted)) "
-            "SELECT id, sequence FROM inserted"
+            f"{returned}"
         )
 
     @functools.cached_property
