@@ -282,7 +282,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", default=os.environ.get("PRISM_BENCH_URL"))
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--remember-rows", type=int, default=3072)
+    parser.add_argument("--remember-rows", type=int, default=12288)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rss", default="", help="comma-separated row counts for peak RSS")
     parser.add_argument("--skip", default="", help="comma-separated: remember,import")
