@@ -170,8 +170,8 @@ class _EntryWrites(_VectorAdapter):
         rolled back) when that skipped some rows but not all."""
         sql = EntrySql.for_tables(self._tables)
         appended = not exact and all(entry.sequence is None for entry in unique)
-        chosen = sql.insert if exact else sql.insert_new
-        insert, names = to_positional(sql.insert_new_appended if appended else chosen)
+        statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
+        insert, names = to_positional(statement)
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
