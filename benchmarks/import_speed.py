@@ -99,6 +99,24 @@ async def hand_batches(
             )
 
 
+def server_cpu_seconds() -> float | None:
+    """CPU seconds used so far by this machine's PostgreSQL processes (``/proc``; the embedded
+    server's, or a local ``--url`` server's), ``None`` where ``/proc`` shows none."""
+    total, found = 0, False
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if not comm.read().startswith("postgres"):
+                    continue
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or one that ended meanwhile
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
 async def remember_batches(make: Any, thread: str, texts: list[str]) -> None:
     async with make(thread) as memory:
         for start in range(0, len(texts), 128):
@@ -131,6 +149,12 @@ async def remember_round(
         )
 
     figures: dict[str, list[float]] = {"prism 1": [], "hand 1": [], "prism 8": [], "hand 8": []}
+    # CPU milliseconds per 128-row batch, this process's and the server's: on a machine of few
+    # cores the two together bound the rate of 8 writers
+    cpu: dict[str, dict[str, list[float]]] = {
+        name: {"client": [], "server": []} for name in figures
+    }
+    batches = -(-len(texts) // 128)
     for text in texts:  # the stemmer's memo warm for both sides (whoever ran first paid it)
         tokenize(text)
     try:
@@ -139,6 +163,7 @@ async def remember_round(
             for kind in ("prism", "hand") if round_ % 2 == 0 else ("hand", "prism"):
                 for width in (1, 8):
                     chunks = [texts[k::width] for k in range(width)]
+                    client, server = time.process_time(), server_cpu_seconds()
                     start = time.perf_counter()
                     await asyncio.gather(
                         *(
@@ -149,10 +174,21 @@ async def remember_round(
                         )
                     )
                     figures[f"{kind} {width}"].append(len(texts) / (time.perf_counter() - start))
+                    used = cpu[f"{kind} {width}"]
+                    used["client"].append((time.process_time() - client) * 1000 / batches)
+                    after = server_cpu_seconds()
+                    if server is not None and after is not None:
+                        used["server"].append((after - server) * 1000 / batches)
     finally:
         await pool.close()
         await stores.close()
-    return {name: [round(v) for v in values] for name, values in figures.items()}
+    return {
+        **{name: [round(v) for v in values] for name, values in figures.items()},
+        "cpu_ms_per_batch": {
+            name: {side: [round(v, 2) for v in values] for side, values in sides.items()}
+            for name, sides in cpu.items()
+        },
+    }
 
 
 # ---- import vs binary COPY -----------------------------------------------------------------------
