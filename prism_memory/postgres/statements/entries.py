@@ -154,14 +154,12 @@ class RowSql(TableSql):
 
     @functools.cached_property
     def known_keys(self) -> str:
-        """Which ``(tenant, resource, thread, id)`` of the arrays exist (one primary-key probe
-        each); returns their ordinals (1-based)."""
+        """Which ``(tenant, resource, thread, id)`` of the arrays exist (one primary-key descent
+        each, :meth:`stored_key`); returns their ordinals (1-based)."""
         return (
             "SELECT k.ord FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[])) WITH ORDINALITY "
-            "AS k(tenant_id, resource_id, thread_id, id, ord) WHERE EXISTS (SELECT 1 FROM "
-            f"{self.entries} e WHERE e.tenant_id = k.tenant_id AND e.resource_id = k.resource_id "
-            "AND e.thread_id = k.thread_id AND e.id = k.id)"
+            f"AS k(tenant_id, resource_id, thread_id, id, ord) WHERE {self.stored_key('k')}"
         )
 
     @functools.cached_property

@@ -46,7 +46,7 @@ class ImportSql(TableSql):
     def import_insert(self) -> str:
         """The staged batch in one statement, run under :attr:`lock_threads`: :attr:`insert`'s
         rules for rows of many threads at once. Ids that exist are left out (one primary-key
-        probe per staged row); the new rows get their sequences per thread in staging order --
+        descent per staged row, :meth:`stored_key`); the new rows get their sequences per thread in staging order --
         an explicit one as given, otherwise one past the largest so far (the thread's, read on
         the ``(scope, sequence)`` index, or an earlier row's of the batch) -- and are inserted
         ``indexed`` where a vector came with them, else ``pending`` (unleased); tombstones an
@@ -61,8 +61,8 @@ class ImportSql(TableSql):
         same = " AND ".join(f"e.{c} = f.{c}" for c in key)
         return (
             f"WITH fresh AS (SELECT f.*, count(*) FILTER (WHERE f.sequence IS NULL) OVER w "
-            f"AS autos FROM {self.stage} f WHERE NOT EXISTS (SELECT 1 FROM {self.entries} e "
-            f"WHERE {same} AND e.id = f.id) WINDOW w AS ({before})), "
+            f"AS autos FROM {self.stage} f WHERE NOT {self.stored_key('f')} "
+            f"WINDOW w AS ({before})), "
             f"tops AS (SELECT f.tenant_id, f.resource_id, f.thread_id, coalesce((SELECT "
             f"max(e.sequence) FROM {self.entries} e WHERE {same}), -1) AS v "
             "FROM (SELECT DISTINCT tenant_id, resource_id, thread_id FROM fresh) f), "
