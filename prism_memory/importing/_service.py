@@ -8,7 +8,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from ..errors import (
     PrismMemoryError,
     ValidationError,
 )
+from ..lexical import tokenize
 from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
@@ -125,12 +126,26 @@ class ImportCheckpoint:
         os.replace(temporary, self.path)
 
 
+_Key = tuple[MemoryIdentity, str]
+"""An entry's thread and id."""
+
+
 @dataclass(slots=True)
 class _Batch:
-    rows: dict[tuple[MemoryIdentity, str], tuple[int, ImportRow]] = field(default_factory=dict)
+    rows: dict[_Key, tuple[int, ImportRow]] = field(default_factory=dict)
     scopes: set[MemoryIdentity] = field(default_factory=set)
     last: int = 0
     repeated: int = 0
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A batch ready to store (:meth:`_Importer.prepare`): the rows not stored yet, embedded
+    where the import could and tokenized, and how many vectors the import made for them."""
+
+    batch: _Batch
+    rows: list[ImportRow]
+    embedded: int
 
 
 class _Importer:
@@ -195,22 +210,29 @@ class _Importer:
             model = self.model
         return ImportRow(scope=scope, entry=entry, vector=vector, model=model)
 
-    async def write(self, batch: _Batch, report: ImportReport) -> int:
-        """Write ``batch`` (one all-or-nothing store call); return how many rows were new."""
-        if not batch.rows:
-            return 0
-        await self._check_lineage(batch)
+    async def prepare(self, batch: _Batch, in_flight: Container[_Key]) -> _Prepared:
+        """What writing ``batch`` needs that no earlier batch has to be committed for, done while
+        the previous batch -- whose keys are ``in_flight`` -- is stored: which of its ids are
+        stored already or about to be (what is stored is left as stored: not embedded, tokenized
+        nor staged again -- a re-import reads and checks the stream, then writes nothing), its
+        threads' models, the vectors of the rows that came without one, and every new row's
+        terms."""
         given = [row for _, row in batch.rows.values()]
-        # what is stored already is left as stored: not embedded, tokenized nor staged again (a
-        # re-import reads and checks the stream, then writes nothing)
+        if not given:
+            return _Prepared(batch, [], 0)
         stored = await self.store.known_keys([(row.scope, row.entry.id) for row in given])
-        rows = [row for row in given if (row.scope, row.entry.id) not in stored]
+        rows = [
+            row
+            for row in given
+            if (row.scope, row.entry.id) not in stored
+            and (row.scope, row.entry.id) not in in_flight
+        ]
         await self._check_models(batch, rows)
-        embedded = 0
+        vectors: dict[int, Vector] = {}
         missing = [at for at, row in enumerate(rows) if row.vector is None]
         if missing and self.embedder is not None:
             try:
-                vectors = await embed_batched(
+                made = await embed_batched(
                     self.embedder,
                     [rows[at].entry.text for at in missing],
                     batch_size=self.limits.embed_batch,
@@ -219,12 +241,29 @@ class _Importer:
             except PrismMemoryError as exc:  # stored pending instead: the worker retries them
                 logger.warning("embedding an import batch failed; stored pending: %s", exc)
             else:
-                for at, vector in zip(missing, vectors, strict=True):
-                    row = rows[at]
-                    rows[at] = ImportRow(
-                        scope=row.scope, entry=row.entry, vector=vector, model=self.model
-                    )
-                embedded = len(missing)
+                vectors = dict(zip(missing, made, strict=True))
+        ready: list[ImportRow] = []
+        for at, row in enumerate(rows):
+            ready.append(
+                ImportRow(
+                    scope=row.scope,
+                    entry=row.entry,
+                    vector=vectors.get(at, row.vector),
+                    model=self.model if at in vectors else row.model,
+                    terms=tuple(tokenize(row.entry.text)),
+                )
+            )
+            if at % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # the batch being stored waits on the event loop too
+        return _Prepared(batch, ready, len(vectors))
+
+    async def store_batch(self, prepared: _Prepared, report: ImportReport) -> int:
+        """Write a prepared batch (one all-or-nothing store call), after every earlier batch is
+        committed; return how many rows were new."""
+        batch, rows = prepared.batch, prepared.rows
+        if not batch.rows:
+            return 0
+        await self._check_lineage(batch)  # sources of earlier batches are stored by now
         try:
             inserted, pending = (
                 await self.store.import_rows(rows, now=self.clock()) if rows else (0, 0)
@@ -235,8 +274,8 @@ class _Importer:
             await self._check_lineage(batch)
             raise
         report.inserted += inserted
-        report.existing += len(given) - inserted + batch.repeated
-        report.embedded += embedded
+        report.existing += len(batch.rows) - inserted + batch.repeated
+        report.embedded += prepared.embedded
         report.pending += pending
         report.batches += 1
         return inserted
@@ -354,10 +393,17 @@ async def import_entries(
     state = ImportCheckpoint.load(checkpoint) if checkpoint is not None else None
     report = ImportReport()
     batch = _Batch()
-    writing: asyncio.Task[None] | None = None
+    writing: asyncio.Task[None] | None = None  # the latest batch handed over
+    earlier: asyncio.Task[None] | None = None  # the one before it
+    handed: _Batch | None = None  # the batch ``writing`` writes
 
-    async def commit(done: _Batch) -> None:
-        inserted = await importer.write(done, report)
+    async def commit(
+        done: _Batch, previous: asyncio.Task[None] | None, before: _Batch | None
+    ) -> None:
+        prepared = await importer.prepare(done, before.rows if before is not None else {})
+        if previous is not None:
+            await previous  # batches are stored in stream order, each after the one before
+        inserted = await importer.store_batch(prepared, report)
         if state is not None and done.last:
             state.done, state.inserted = done.last, state.inserted + inserted
             state.save()
@@ -367,12 +413,14 @@ async def import_entries(
                 await outcome
 
     async def hand_over() -> None:
-        """Write the batch while the next one is read (one write in flight; writes in order)."""
-        nonlocal batch, writing
-        if writing is not None:
-            await writing
-        writing = asyncio.create_task(commit(batch))
-        batch = _Batch()
+        """Prepare the batch while the previous one is stored and the next one read (two batches
+        in flight at most; stored in order)."""
+        nonlocal batch, writing, earlier, handed
+        for task in (earlier, writing if writing is not None and writing.done() else None):
+            if task is not None:
+                await task  # a failed batch raises here, before another one is prepared
+        earlier, writing = writing, asyncio.create_task(commit(batch, writing, handed))
+        handed, batch = batch, _Batch()
 
     line = 0
     try:
@@ -405,14 +453,17 @@ async def import_entries(
             elif line % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a sync source never yields: let the write progress
         await hand_over()
-        if writing is not None:
-            await writing
+        for task in (earlier, writing):
+            if task is not None:
+                await task
     except BaseException as exc:
-        if writing is not None and not writing.done():
-            if isinstance(exc, asyncio.CancelledError):
-                writing.cancel()
-            # the batch in flight was valid: let it commit (and checkpoint) before raising
+        for task in (earlier, writing):
+            if task is None:
+                continue
+            if isinstance(exc, asyncio.CancelledError) and not task.done():
+                task.cancel()
+            # the batches in flight were valid: let them commit (and checkpoint) first
             with contextlib.suppress(BaseException):
-                await writing
+                await task
         raise
     return report

@@ -287,7 +287,7 @@ def stage_records(rows: Sequence[ImportRow]) -> list[tuple[Any, ...]]:
     for ord_, row in enumerate(rows):
         entry = row.entry
         consent = _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
-        words = tokenize(entry.text)
+        words = row.terms if row.terms is not None else tokenize(entry.text)
         records.append(
             (
                 row.scope.tenant_id,

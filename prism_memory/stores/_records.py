@@ -78,6 +78,9 @@ class ImportRow:
     vector: Vector | None
     model: str | None
     """The vector's model (``None`` exactly when :attr:`vector` is)."""
+    terms: tuple[str, ...] | None = None
+    """:func:`~prism_memory.lexical.tokenize` of the entry's text, when the import has it already
+    (it tokenizes a batch while the previous one is written); ``None``: the store tokenizes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -323,6 +323,29 @@ async def import_keeps_stream_order_across_kinds(kit: ConformanceKit) -> None:
     _check(order == [("cello", 0), ("bees", 1), ("rows", 2)], f"stream order: {order}")
 
 
+async def import_stores_a_repeat_of_the_batch_in_flight_once(kit: ConformanceKit) -> None:
+    """An entry repeated in the next batch -- prepared (its stored ids looked up, embedded) while
+    the batch before is still being written -- is stored once; the thread's sequences follow the
+    stream with no gap, and the report counts the repeat as existing."""
+    case = _Case(kit)
+    texts = ["Ada plays the cello", "Ada keeps bees", "Ada rows", "Ada sings", "Ada reads"]
+    ids = ["cello", "bees", "cello", "rows", "rows", "sings", "bees", "reads"]
+    lines = [_line(case, "t-1", texts[["cello", "bees", "rows", "sings", "reads"].index(i)], id=i)
+             for i in ids]  # fmt: skip
+    report = await import_entries(kit.vector_store, lines, embedder=kit.embedder, batch_size=2)
+    _check(
+        (report.inserted, report.existing, report.embedded) == (5, 3, 5),
+        f"each entry stored and embedded once: {report}",
+    )
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="t-1")
+    listed = await kit.vector_store.list_by_thread(scope, after=None, limit=10)
+    order = [(r.id, r.sequence, r.status) for r in listed]
+    expected = [
+        (i, at, "indexed") for at, i in enumerate(["cello", "bees", "rows", "sings", "reads"])
+    ]
+    _check(order == expected, f"stream order, no gap: {order}")
+
+
 async def import_checks_the_threads_model(kit: ConformanceKit) -> None:
     """Vectors of another model than the one a thread's stored vectors hold are refused with
     :class:`EmbeddingModelMismatchError` -- given with the entries or made by the import's
@@ -423,6 +446,9 @@ IMPORT_CHECKS = {
         import_inherits_the_exclusions_of_its_sources
     ),
     "import_keeps_stream_order_across_kinds": import_keeps_stream_order_across_kinds,
+    "import_stores_a_repeat_of_the_batch_in_flight_once": (
+        import_stores_a_repeat_of_the_batch_in_flight_once
+    ),
     "import_checks_the_threads_model": import_checks_the_threads_model,
     "import_races_with_forget_never_resurrect": import_races_with_forget_never_resurrect,
     "import_keeps_the_rules_of_remember": import_keeps_the_rules_of_remember,
