@@ -50,8 +50,10 @@ MAX_SCOPES_PER_BATCH = 1000
 """A batch closes early once it holds this many threads: the PostgreSQL write takes one advisory
 lock per thread (the lock ``remember()`` takes), and the server's lock table is finite."""
 
-_YIELD_EVERY = 64
-"""Entries read between two yields to the event loop (so the batch being written progresses)."""
+_YIELD_EVERY = 16
+"""Entries read (or prepared) between two yields to the event loop, so the batch being written
+gets each reply of the server soon: at 64 a reply waited ~2 ms for the reader, and 60k rows took
+5.5-5.8 s instead of 4.6-4.8."""
 _SCOPE_CACHE = 65_536
 """How many thread identities the import keeps made (then it starts over: memory stays bounded)."""
 
