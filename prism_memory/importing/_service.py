@@ -418,9 +418,10 @@ async def import_entries(
         """Prepare the batch while the previous one is stored and the next one read (two batches
         in flight at most; stored in order)."""
         nonlocal batch, writing, earlier, handed
-        for task in (earlier, writing if writing is not None and writing.done() else None):
-            if task is not None:
-                await task  # a failed batch raises here, before another one is prepared
+        if earlier is not None:
+            await earlier
+        if writing is not None and writing.done():
+            await writing  # a failed batch raises here, before another one is prepared
         earlier, writing = writing, asyncio.create_task(commit(batch, writing, handed))
         handed, batch = batch, _Batch()
 
