@@ -1,7 +1,7 @@
 """The shape of remember's insert on PostgreSQL: its cost per batch must not grow with the thread.
 
-The exact insert (:attr:`EntrySql.insert`) looks the batch's ids up first, in a probe whose plan
-the planner picks; on a table without statistics -- a new install, or a thread far above the
+The exact insert (:attr:`EntrySql.insert`) looked the batch's ids up first, in a probe whose plan
+the planner picked; on a table without statistics -- a new install, or a thread far above the
 average size -- it walked the thread's whole ``(scope, sequence)`` range, filtering every row
 against the batch (measured: 8 ms for the second 128-row batch of a thread, 36 ms for the
 twenty-third). :attr:`EntrySql.insert_new`, the form the store runs first, probes the primary key
@@ -14,6 +14,11 @@ sequence)`` one, so each probe walked the key's whole thread (measured: 97 ms fo
 batch in 90-row threads, a 100k-row import at 0.26x of ``COPY``). Both now ask for the first
 stored key at or after the probed one (:meth:`TableSql.stored_key`), which only the primary key
 can answer without a sort.
+
+The same held for every lookup of a thread's ids by ``id = ANY(...)``: the exact insert's, a
+replay's read-back of its stored rows (and ``get_entries``), ``known_ids``, and the check of a
+derived entry's lineage sources each walked the whole thread (3,000 rows filtered out for ten
+ids). They now descend the primary key once per id (:meth:`TableSql.stored_of_ids`).
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import pytest
 from sqlalchemy import text
 
 from prism_memory.models import MemoryIdentity
-from prism_memory.postgres.rows import STAGE_COLUMNS, insert_params, stage_records
-from prism_memory.postgres.statements import EntrySql, to_positional
+from prism_memory.postgres.rows import STAGE_COLUMNS, insert_params, scope_params, stage_records
+from prism_memory.postgres.statements import EntrySql, RowSql, to_positional
 from prism_memory.stores.base import ImportRow, NewEntry
 
 pytestmark = pytest.mark.postgres
@@ -185,4 +190,89 @@ async def test_the_import_insert_descends_the_primary_key_once_per_staged_row(
     read, filtered = _reads(plan, store.tables.names.entries)
     assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"
     # the insert node's rows, one descent per staged row and the thread's largest sequence
+    assert read <= 2 * len(batch) + 1, f"rows read from the entries table: {read}"
+
+
+async def _plan(stores: Any, statement: str, values: dict[str, Any]) -> Any:
+    """``EXPLAIN ANALYZE`` of ``statement`` with ``values``, in a transaction rolled back after."""
+    positional, order = to_positional(statement)
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        await driver.execute("BEGIN")
+        try:
+            return await driver.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(values[n] for n in order)
+            )
+        finally:
+            await driver.execute("ROLLBACK")
+
+
+_STORED = [f"e{k}" for k in range(0, ROWS, 300)]  # ten ids spread over the thread
+
+
+async def test_reading_stored_records_back_descends_the_primary_key_once_per_id(
+    make_postgres_stores,
+):
+    """A replay reads its stored rows back (:attr:`RowSql.records`, also ``get_entries``), and
+    ``known_ids`` asks which exist: each once walked the thread."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    await _big_thread(stores)
+    found = await store.get_entries(SCOPE, [*_STORED, "missing"])
+    assert sorted(r.id for r in found) == sorted(_STORED)
+
+    assert await store.known_ids(SCOPE, [*_STORED, "missing"]) == set(_STORED)
+
+    ids = [*_STORED, "missing", _STORED[0]]  # an unknown id and a repeat read nothing more
+    sql = RowSql.for_tables(store.tables)
+    for statement in (sql.records, sql.known_ids):  # a replay's read-back, get_entries, known_ids
+        plan = await _plan(stores, statement, {**scope_params(SCOPE), "ids": ids})
+        read, filtered = _reads(plan, store.tables.names.entries)
+        assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"
+        assert read <= len(ids), f"rows read from the entries table for {len(ids)} ids: {read}"
+
+
+async def test_checking_lineage_sources_descends_the_primary_key_once_per_source(
+    make_postgres_stores,
+):
+    """Remembering a derived entry looks its sources up (:attr:`EntrySql.lineage_sources`)."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    await _big_thread(stores)
+    ids = [*_STORED, "missing"]
+    sql = EntrySql.for_tables(store.tables)
+    plan = await _plan(stores, sql.lineage_sources, {**scope_params(SCOPE), "ids": ids})
+    read, filtered = _reads(plan, store.tables.names.entries)
+    assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"
+    assert read <= len(ids), f"rows read from the entries table for {len(ids)} sources: {read}"
+
+
+async def test_the_exact_insert_descends_the_primary_key_once_per_row(make_postgres_stores):
+    """A batch of stored and new ids is written again with :attr:`EntrySql.insert`, whose
+    lookup of the stored ids once walked the thread."""
+    stores = await make_postgres_stores(dimension=4)
+    store = stores.vector_store
+    entries = await _big_thread(stores)
+    batch = [_new(f"n{k}") for k in range(64)] + [_new(i) for i in _STORED]
+    params = insert_params(SCOPE, batch, now=NOW, lease=None, vectors=None, model=None)
+    sql = EntrySql.for_tables(store.tables)
+    positional, order = to_positional(sql.insert)
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        await driver.execute("BEGIN")
+        try:  # EXPLAIN ANALYZE runs the insert: rolled back afterwards
+            plan = await driver.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(params[n] for n in order)
+            )
+            added = await driver.fetch(
+                f"SELECT id, sequence FROM {entries} WHERE sequence >= {ROWS} ORDER BY sequence"
+            )
+        finally:
+            await driver.execute("ROLLBACK")
+    assert [(row["id"], row["sequence"]) for row in added] == [
+        (f"n{k}", ROWS + k) for k in range(64)
+    ], "the new rows went in after the thread's, in input order, without a gap"
+    read, filtered = _reads(plan, store.tables.names.entries)
+    assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"
+    # the insert node's rows, one descent per row and the thread's largest sequence
     assert read <= 2 * len(batch) + 1, f"rows read from the entries table: {read}"

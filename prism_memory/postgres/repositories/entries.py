@@ -59,11 +59,9 @@ class EntryRepository(_Repository):
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
-        # ``= ANY(array)``: one statement (prepared once) whatever the number of ids
-        stmt = self._record_select().where(
-            self._scoped(scope), _in_array(self.tables.entries.c.id, wanted)
-        )
-        rows = (await self.session.execute(stmt)).mappings()
+        # one primary-key descent per id, whatever the statistics (RowSql.records)
+        params = {**scope_params(scope), "ids": wanted}
+        rows = (await self.session.execute(text(self.sql.records), params)).mappings()
         found = {row["id"]: record_from_row(row) for row in rows}
         return [found[i] for i in wanted if i in found]
 
@@ -72,9 +70,8 @@ class EntryRepository(_Repository):
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return set()
-        e = self.tables.entries
-        stmt = select(e.c.id).where(self._scoped(scope), _in_array(e.c.id, wanted))
-        return set((await self.session.execute(stmt)).scalars())
+        params = {**scope_params(scope), "ids": wanted}
+        return set((await self.session.execute(text(self.sql.known_ids), params)).scalars())
 
     async def set_consent(
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent

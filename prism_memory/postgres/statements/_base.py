@@ -14,6 +14,9 @@ from ..tables import Names, PrismTables
 
 __all__ = ["TableSql", "quote", "to_positional"]
 
+_KEY = ("tenant_id", "resource_id", "thread_id", "id")
+"""The entries table's primary key."""
+
 
 def quote(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
@@ -50,26 +53,54 @@ class TableSql:
             for name in RECORD_COLUMNS
         )
 
-    def stored_key(self, outer: str) -> str:
-        """``EXISTS``: the entry whose key is ``outer``'s ``(tenant_id, resource_id, thread_id,
-        id)`` is stored -- one descent of the primary key for each outer row, whatever the
-        statistics.
+    def first_stored(self, key: str, columns: str) -> str:
+        """A subquery: ``columns`` of the first stored entry at or after ``key`` (the SQL of a
+        ``tenant_id, resource_id, thread_id, id``: :meth:`key_of`, :meth:`thread_key`) in the
+        primary key's order -- one descent of the primary key, whatever the statistics.
 
-        A plain correlated probe (``WHERE e.tenant_id = k.tenant_id AND ... AND e.id = k.id``)
-        leaves the index to the planner, which estimates the thread's three equalities at one row
-        for *both* B-trees that lead with them, and on that tie took the ``(scope, sequence)`` one:
-        it walked the whole thread's range, fetching every row to test its id, for each probed
-        key (measured: 0.1 ms a key in 90-row threads, and growing with the thread). This form
-        asks for the first stored key at or after ``outer``'s, in the primary key's order: only
-        the primary key yields that without sorting the rest of the table, so no estimate can
-        make another plan look cheaper; the key is stored when that first one is it."""
-        key = ("tenant_id", "resource_id", "thread_id", "id")
-        mine = ", ".join(f"e.{column}" for column in key)
-        theirs = ", ".join(f"{outer}.{column}" for column in key)
+        A plain probe (``WHERE e.tenant_id = ... AND e.id = ...``, or ``e.id = ANY(...)``) leaves
+        the index to the planner, which estimates the thread's three equalities at one row for
+        *both* B-trees that lead with them, and took the ``(scope, sequence)`` one: it walked the
+        whole thread's range, fetching every row to test its id, for each probed key (measured:
+        0.1 ms a key in 90-row threads, and growing with the thread). Only the primary key yields
+        this order without sorting the rest of the table, so no estimate can make another plan
+        look cheaper. The key is stored when the row found has it (:meth:`is_key`)."""
+        mine = self.key_of("e")
         return (
-            f"EXISTS (SELECT 1 FROM (SELECT {mine} FROM {self.entries} e WHERE ROW({mine}) >= "
-            f"ROW({theirs}) ORDER BY {mine} LIMIT 1) AS e WHERE ROW({mine}) = ROW({theirs}))"
+            f"(SELECT {columns} FROM {self.entries} e WHERE ROW({mine}) >= ROW({key}) "
+            f"ORDER BY {mine} LIMIT 1)"
         )
+
+    def stored_key(self, key: str) -> str:
+        """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`) is stored."""
+        found = self.first_stored(key, self.key_of("e"))
+        return f"EXISTS (SELECT 1 FROM {found} AS e WHERE {self.is_key('e', key)})"
+
+    def stored_of_ids(self, columns: str) -> str:
+        """``FROM ... WHERE ...``: the stored entries of the thread's ``:ids`` (``:tenant``,
+        ``:resource``, ``:thread``), each id once, as ``e`` with ``columns`` (the primary key's
+        among them) -- one :meth:`first_stored` descent per distinct id."""
+        key = self.thread_key("k.id")
+        return (
+            "FROM (SELECT DISTINCT id FROM unnest(CAST(:ids AS text[])) AS u(id)) AS k "
+            f"CROSS JOIN LATERAL {self.first_stored(key, columns)} AS e "
+            f"WHERE {self.is_key('e', key)}"
+        )
+
+    @staticmethod
+    def key_of(alias: str) -> str:
+        """The primary key's columns of ``alias``, in order."""
+        return ", ".join(f"{alias}.{column}" for column in _KEY)
+
+    @staticmethod
+    def thread_key(entry_id: str) -> str:
+        """The key of the entry ``entry_id`` (SQL) of the bound thread (``:tenant`` ...)."""
+        return f"CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), {entry_id}"
+
+    @classmethod
+    def is_key(cls, alias: str, key: str) -> str:
+        """``alias``'s primary key equals ``key``."""
+        return f"ROW({cls.key_of(alias)}) = ROW({key})"
 
     @functools.cached_property
     def any_width(self) -> str:

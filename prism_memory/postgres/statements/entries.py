@@ -27,12 +27,13 @@ class RowSql(TableSql):
 
     @functools.cached_property
     def records(self) -> str:
-        """The records of ``:ids`` in the thread (primary key)."""
-        return (
-            f"SELECT {self.columns()} FROM {self.entries} e WHERE e.tenant_id = :tenant "
-            "AND e.resource_id = :resource AND e.thread_id = :thread "
-            "AND e.id = ANY(CAST(:ids AS text[]))"
-        )
+        """The records of ``:ids`` in the thread, each once (:meth:`stored_of_ids`)."""
+        return f"SELECT {self.columns()} {self.stored_of_ids('e.*')}"
+
+    @functools.cached_property
+    def known_ids(self) -> str:
+        """Those of ``:ids`` the thread holds, each once (:meth:`stored_of_ids`)."""
+        return f"SELECT e.id {self.stored_of_ids(self.key_of('e'))}"
 
     @functools.cached_property
     def lock_thread(self) -> str:
@@ -53,11 +54,10 @@ class RowSql(TableSql):
         (leased where ``leased``); tombstones an earlier, forgotten entry of the same id left behind
         are deleted. Returns ``id, sequence`` of the inserted rows.
 
-        The existing ids are looked up first, in one probe for the batch -- a probe whose plan the
-        planner chooses: on a table without statistics (new, or a thread far above the average
-        size) it may walk the thread's whole ``(scope, sequence)`` range instead of the primary key,
-        a cost that grows with the thread. The store therefore tries :attr:`insert_new` first and
-        runs this form only for a batch that mixes stored and new ids.
+        The existing ids are looked up first, one descent of the primary key per row
+        (:meth:`stored_key`). Speculative insertion (``ON CONFLICT``) costs less than that lookup,
+        so the store tries :attr:`insert_new` first and runs this form only for a batch that mixes
+        stored and new ids.
         """
         return self._insert(lookup=True)
 
@@ -83,12 +83,10 @@ class RowSql(TableSql):
         scope = "tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread"
         before = "ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
         if lookup:
-            # the ids that exist: one lookup for the batch, on the primary key (before a table
-            # is first analysed the planner may walk the thread's (scope, sequence) range once
-            # instead; a correlated NOT EXISTS against the table walked it once per row)
+            # the ids that exist: one descent of the primary key per row (stored_key)
             existing = (
-                f"existing AS (SELECT id FROM {self.entries} WHERE {scope} "
-                "AND id = ANY(CAST(:ids AS text[]))), "
+                "existing AS (SELECT i.id FROM unnest(CAST(:ids AS text[])) AS i(id) "
+                f"WHERE {self.stored_key(self.thread_key('i.id'))}), "
             )
             new_only = "WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
             # no ON CONFLICT: under the lock ``existing`` is exact, and a speculative insertion
@@ -159,7 +157,8 @@ class RowSql(TableSql):
         return (
             "SELECT k.ord FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[])) WITH ORDINALITY "
-            f"AS k(tenant_id, resource_id, thread_id, id, ord) WHERE {self.stored_key('k')}"
+            "AS k(tenant_id, resource_id, thread_id, id, ord) "
+            f"WHERE {self.stored_key(self.key_of('k'))}"
         )
 
     @functools.cached_property

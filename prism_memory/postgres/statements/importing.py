@@ -61,7 +61,7 @@ class ImportSql(TableSql):
         same = " AND ".join(f"e.{c} = f.{c}" for c in key)
         return (
             f"WITH fresh AS (SELECT f.*, count(*) FILTER (WHERE f.sequence IS NULL) OVER w "
-            f"AS autos FROM {self.stage} f WHERE NOT {self.stored_key('f')} "
+            f"AS autos FROM {self.stage} f WHERE NOT {self.stored_key(self.key_of('f'))} "
             f"WINDOW w AS ({before})), "
             f"tops AS (SELECT f.tenant_id, f.resource_id, f.thread_id, coalesce((SELECT "
             f"max(e.sequence) FROM {self.entries} e WHERE {same}), -1) AS v "

@@ -29,13 +29,13 @@ class LineageSql(TableSql):
     @functools.cached_property
     def lineage_sources(self) -> str:
         """Those of ``:ids`` that exist as entries of the thread, each with its tombstones (one row
-        per tombstone; ``cause_id`` null for none), by primary key."""
+        per tombstone; ``cause_id`` null for none), each id once (:meth:`stored_of_ids`)."""
+        key = self.key_of("e")
         return (
-            f"SELECT e.id, t.cause_id, t.reason, t.created_at FROM {self.entries} e "
-            f"LEFT JOIN {self.invalidation} t ON t.tenant_id = e.tenant_id "
-            "AND t.resource_id = e.resource_id AND t.thread_id = e.thread_id AND t.entry_id = e.id "
-            "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
-            "AND e.id = ANY(CAST(:ids AS text[]))"
+            f"SELECT e.id, t.cause_id, t.reason, t.created_at FROM (SELECT {key} "
+            f"{self.stored_of_ids(key)}) AS e LEFT JOIN {self.invalidation} t "
+            "ON t.tenant_id = e.tenant_id AND t.resource_id = e.resource_id "
+            "AND t.thread_id = e.thread_id AND t.entry_id = e.id"
         )
 
     @functools.cached_property
