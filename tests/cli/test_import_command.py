@@ -1,5 +1,6 @@
-"""``prism-memory import``: a subprocess killed with SIGKILL midway, then run again, leaves exactly
-the rows of the file, each once; importing the file again changes nothing."""
+"""``prism-memory import``: a subprocess killed with SIGKILL midway through a 100,000-row file, then
+run again, leaves exactly the rows of the file, each once; importing the file again changes
+nothing."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from prism_memory.postgres._engine import create_engine
 
 pytestmark = pytest.mark.postgres
 
-ROWS = 20_000
-THREADS = 300
+ROWS = 100_000
+THREADS = 1_000
+KILL_AFTER = 30_000
+"""Rows the checkpoint must count done before the import is killed."""
 
 
 def _command(path: Path, url: str, schema: str) -> list[str]:
@@ -79,7 +82,7 @@ def test_a_killed_import_resumes_and_leaves_each_row_once(postgres_url, schema, 
                 done = json.loads(state.read_text(encoding="utf-8"))["done"]
             except ValueError:  # read between the write and the rename: try again
                 done = 0
-            if done >= 3000:
+            if done >= KILL_AFTER:
                 break
         time.sleep(0.05)
     assert process.poll() is None, "the import finished before it could be killed"
@@ -87,7 +90,7 @@ def test_a_killed_import_resumes_and_leaves_each_row_once(postgres_url, schema, 
     process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
     partial = _rows(postgres_url, schema)
-    assert 3000 <= len(partial) < ROWS  # killed midway: some batches written, not all
+    assert KILL_AFTER <= len(partial) < ROWS  # killed midway: some batches written, not all
     assert state.exists()
 
     rerun = subprocess.run(
@@ -105,8 +108,12 @@ def test_a_killed_import_resumes_and_leaves_each_row_once(postgres_url, schema, 
     assert len(stored) == ROWS
     assert {row_id for _, row_id, _ in stored} == {f"r{i}" for i in range(ROWS)}
     # each thread holds its rows once, in file order, numbered without a gap or a repeat
+    threads: dict[str, list[tuple[str, int]]] = {}
+    for thread_id, row_id, sequence in stored:  # ordered by thread, then sequence
+        threads.setdefault(thread_id, []).append((row_id, sequence))
+    assert len(threads) == THREADS
     for thread in range(THREADS):
-        mine = [(row_id, seq) for t, row_id, seq in stored if t == f"t{thread:03d}"]
+        mine = threads[f"t{thread:03d}"]
         expected = [f"r{i}" for i in range(thread, ROWS, THREADS)]
         assert [row_id for row_id, _ in mine] == expected
         assert [seq for _, seq in mine] == list(range(len(expected)))
