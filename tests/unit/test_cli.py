@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -91,3 +93,16 @@ def test_the_url_comes_from_the_environment(
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "worker" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("module", ["prism_memory", "prism_memory.cli"])
+def test_both_module_entry_points_run_the_commands(module: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "worker" in done.stdout
