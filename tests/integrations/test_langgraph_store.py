@@ -25,6 +25,7 @@ from langgraph.store.base import InvalidNamespaceError, PutOp
 
 from prism_memory import HashEmbedder, InMemoryVectorStore
 from prism_memory.integrations.langgraph import PrismStore
+from prism_memory.integrations.langgraph._mapping import is_indexed
 
 pytestmark = pytest.mark.postgres
 
@@ -191,20 +192,21 @@ async def test_concurrent_writes_of_one_key_end_as_the_last_call(make_store) -> 
         assert await store.aget(("test",), "other") is None
 
 
-class _RacedVectorStore(InMemoryVectorStore):
-    """An in-memory vector store where ``racer`` (once armed) writes first: it runs right before
-    the first insert into ``thread``, after the PrismStore writing there has read the key."""
+class _Racer:
+    """Arms ``vector_store`` (of either backend) so that ``racer`` runs right before its first
+    insert into ``thread``, after the PrismStore writing there has read the key."""
 
-    def __init__(self, thread: str) -> None:
-        super().__init__()
-        self.thread = thread
+    def __init__(self, vector_store: Any, thread: str) -> None:
         self.racer: Callable[[], Awaitable[Any]] | None = None
+        put_entries = vector_store.put_entries
 
-    async def put_entries(self, scope, entries, **options):
-        if scope.thread_id == self.thread and self.racer is not None:
-            racer, self.racer = self.racer, None
-            await racer()
-        return await super().put_entries(scope, entries, **options)
+        async def raced(scope: Any, entries: Any, **options: Any) -> Any:
+            if scope.thread_id == thread and self.racer is not None:
+                racer, self.racer = self.racer, None
+                await racer()
+            return await put_entries(scope, entries, **options)
+
+        vector_store.put_entries = raced
 
 
 async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies() -> None:
@@ -216,12 +218,13 @@ async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies()
     def by_function(texts: list[str]) -> list[list[float]]:
         return [hashing.embed_one(text).tolist() for text in texts]
 
-    shared = _RacedVectorStore("t")
+    shared = InMemoryVectorStore()
+    race = _Racer(shared, "t")
     other = PrismStore(index={"dims": 32, "embed": by_function}, vector_store=shared)
     store = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
-    shared.racer = lambda: other.aput(("t",), "k", {"text": "pears"})
+    race.racer = lambda: other.aput(("t",), "k", {"text": "pears"})
     await store.aput(("t",), "k", {"text": "pears"})
-    assert shared.racer is None  # the other writer did win the insert
+    assert race.racer is None  # the other writer did win the insert
     async with await store.memory(("t",)) as memory:
         record = await memory.get("k")
     assert record.text == '{"text": "pears"}'
@@ -510,3 +513,34 @@ async def test_a_store_handed_a_postgres_vector_store(make_postgres_stores) -> N
         assert await store.alist_namespaces() == [("t",)]
     finally:
         await stores.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"])
+@pytest.mark.parametrize("index_first", [False, True])
+async def test_a_put_that_loses_the_insert_race_keeps_its_own_indexing(
+    request: pytest.FixtureRequest, backend: str, index_first: bool
+) -> None:
+    """Another writer inserts the key between this put's read and its insert, indexed the other
+    way (``index=False`` against indexed): the item ends as this put wrote it -- its text, and
+    indexed exactly when this put asked for it."""
+    if backend == "memory":
+        shared: Any = InMemoryVectorStore()
+    else:
+        make_postgres_stores = request.getfixturevalue("make_postgres_stores")
+        shared = (await make_postgres_stores(dimension=32)).vector_store
+    race = _Racer(shared, "t")
+    hashing = HashEmbedder(dimensions=32)
+    other = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
+    store = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
+    first: Any = None if index_first else False  # None: the store's default fields
+    race.racer = lambda: other.aput(("t",), "k", {"text": "apples"}, index=first)
+    await store.aput(("t",), "k", {"text": "pears"}, index=False if index_first else None)
+    assert race.racer is None  # the other writer did win the insert
+    async with await store.memory(("t",)) as memory:
+        record = await memory.get("k")
+    assert record.text == '{"text": "pears"}'
+    assert is_indexed(record) is not index_first
+    assert (record.embedding_model == "hash-v1-32") is not index_first
+    found = await store.asearch(("t",), query="pears")
+    assert [item.key for item in found] == ["k"]
+    assert (found[0].score is not None) is not index_first

@@ -131,7 +131,7 @@ class PutWriter:
             fresh.append((entry, vector))
         if fresh:
             await self._register(store, thread, now)
-            await self._insert(store, scope, fresh, now)
+            await self._insert(store, scope, namespace_of(thread), fresh, now)
 
     async def _replace_text(
         self,
@@ -162,27 +162,54 @@ class PutWriter:
         self,
         store: VectorStore,
         scope: MemoryIdentity,
+        namespace: tuple[str, ...],
         fresh: list[tuple[NewEntry, Vector | None]],
         now: datetime,
     ) -> None:
-        """Insert the ``fresh`` items, the indexed and the unindexed ones in one write each; an
+        """Insert the ``fresh`` items, the indexed and the unindexed ones in one write each. An
         item another writer inserted first (not among the rows the write inserted) is given this
-        put's text instead, as an overwrite would."""
+        put's text instead, as an overwrite would; one it stored indexed the other way is forgotten
+        and inserted again, as an overwrite that changes between indexed and not is."""
         for indexed in (True, False):
             group = [(entry, v) for entry, v in fresh if (v is not None) == indexed]
             if not group:
                 continue
-            entries = [entry for entry, _ in group]
-            stored = await store.put_entries(
-                scope,
-                entries,
-                now=now,
-                vectors=[self._zero() if v is None else v for _, v in group],
-                model=self._model if indexed else None,
-            )
-            for entry, vector in group:
-                if entry.id not in stored.inserted:  # another writer inserted the key first
+            other_way = await self._put(store, scope, group, now, indexed=indexed)
+            if other_way:
+                await self._forget(namespace, [entry.id for entry, _ in other_way])
+                # inserted first again meanwhile: given this put's text, whatever its indexing
+                for entry, vector in await self._put(store, scope, other_way, now, indexed=indexed):
                     await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+
+    async def _put(
+        self,
+        store: VectorStore,
+        scope: MemoryIdentity,
+        group: list[tuple[NewEntry, Vector | None]],
+        now: datetime,
+        *,
+        indexed: bool,
+    ) -> list[tuple[NewEntry, Vector | None]]:
+        """One write of ``group`` (all ``indexed``, or all not); an item another writer inserted
+        first, indexed the same way, is given this put's text. Returns the items it inserted
+        indexed the other way, untouched."""
+        stored = await store.put_entries(
+            scope,
+            [entry for entry, _ in group],
+            now=now,
+            vectors=[self._zero() if v is None else v for _, v in group],
+            model=self._model if indexed else None,
+        )
+        by_id = {record.id: record for record in stored}
+        other_way: list[tuple[NewEntry, Vector | None]] = []
+        for entry, vector in group:
+            if entry.id in stored.inserted:
+                continue
+            if is_indexed(by_id[entry.id]) != indexed:
+                other_way.append((entry, vector))
+            else:
+                await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+        return other_way
 
     async def _register(self, store: VectorStore, thread: str, now: datetime) -> None:
         """Record ``thread`` in the namespace catalog (once; the catalog only grows)."""
