@@ -213,8 +213,9 @@ _STORED = [f"e{k}" for k in range(0, ROWS, 300)]  # ten ids spread over the thre
 async def test_reading_stored_records_back_descends_the_primary_key_once_per_id(
     make_postgres_stores,
 ):
-    """A replay reads its stored rows back (:attr:`RowSql.records`, also ``get_entries``), and
-    ``known_ids`` asks which exist: each once walked the thread."""
+    """A replay reads its stored rows back (:attr:`RowSql.records`, also ``get_entries``),
+    ``known_ids`` asks which exist, and a watcher polls ``index_status``: each walked the
+    thread."""
     stores = await make_postgres_stores(dimension=4)
     store = stores.vector_store
     await _big_thread(stores)
@@ -222,10 +223,13 @@ async def test_reading_stored_records_back_descends_the_primary_key_once_per_id(
     assert sorted(r.id for r in found) == sorted(_STORED)
 
     assert await store.known_ids(SCOPE, [*_STORED, "missing"]) == set(_STORED)
+    statuses = await store.index_status(SCOPE, [*_STORED, "missing"])
+    assert statuses == dict.fromkeys(_STORED, ("pending", None))
 
     ids = [*_STORED, "missing", _STORED[0]]  # an unknown id and a repeat read nothing more
     sql = RowSql.for_tables(store.tables)
-    for statement in (sql.records, sql.known_ids):  # a replay's read-back, get_entries, known_ids
+    # a replay's read-back and get_entries, known_ids, and the status a watcher polls
+    for statement in (sql.records, sql.known_ids, sql.index_status):
         plan = await _plan(stores, statement, {**scope_params(SCOPE), "ids": ids})
         read, filtered = _reads(plan, store.tables.names.entries)
         assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, text, update
+from sqlalchemy import text, update
 
 from ...models import IndexStatus, MemoryIdentity, Vector
 from ...stores.base import ClaimedEntry
@@ -126,15 +126,10 @@ class IndexingRepository(_Repository):
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        t = self.tables.entries
-        stmt = select(t.c.id, t.c.status, t.c.last_error).where(
-            t.c.tenant_id == scope.tenant_id,
-            t.c.resource_id == scope.resource_id,
-            t.c.thread_id == scope.thread_id,
-            # one array parameter, however many ids are watched (no bind-parameter limit)
-            _in_array(t.c.id, wanted),
-        )
-        return {row.id: (row.status, row.last_error) for row in await self.session.execute(stmt)}
+        # one array parameter however many ids are watched, one primary-key descent per id
+        params = {**scope_params(scope), "ids": wanted}
+        rows = await self.session.execute(text(self.sql.index_status), params)
+        return {row.id: (row.status, row.last_error) for row in rows}
 
     async def store_vectors(
         self,

@@ -36,6 +36,13 @@ class RowSql(TableSql):
         return f"SELECT e.id {self.stored_of_ids(self.key_of('e'))}"
 
     @functools.cached_property
+    def index_status(self) -> str:
+        """``id, status, last_error`` of those of ``:ids`` the thread holds, each once
+        (:meth:`stored_of_ids`)."""
+        found = self.stored_of_ids(f"{self.key_of('e')}, e.status, e.last_error")
+        return f"SELECT e.id, e.status, e.last_error {found}"
+
+    @functools.cached_property
     def lock_thread(self) -> str:
         """Serialise the writers of one thread until the transaction ends (sequence assignment).
         No table: a transaction-scoped advisory lock on the hash of the thread's key."""
