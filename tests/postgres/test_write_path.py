@@ -95,6 +95,30 @@ def _reads(plan: Any, table: str) -> tuple[int, int]:
     return read, filtered
 
 
+async def _explained(
+    stores: Any, statement: str, values: dict[str, Any], then: str | None = None
+) -> tuple[Any, list[Any]]:
+    """``EXPLAIN ANALYZE`` of ``statement`` with ``values`` and the rows of ``then`` read after
+    it, in a transaction rolled back afterwards (EXPLAIN ANALYZE runs a write)."""
+    positional, order = to_positional(statement)
+    async with stores.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        await driver.execute("BEGIN")
+        try:
+            plan = await driver.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(values[n] for n in order)
+            )
+            return plan, [] if then is None else list(await driver.fetch(then))
+        finally:
+            await driver.execute("ROLLBACK")
+
+
+async def _plan(stores: Any, statement: str, values: dict[str, Any]) -> Any:
+    """``EXPLAIN ANALYZE`` of ``statement`` with ``values``, rolled back."""
+    plan, _ = await _explained(stores, statement, values)
+    return plan
+
+
 async def test_a_batch_into_a_big_thread_of_an_unanalysed_table_reads_no_range(
     make_postgres_stores,
 ):
@@ -105,19 +129,13 @@ async def test_a_batch_into_a_big_thread_of_an_unanalysed_table_reads_no_range(
     batch = [_new(f"n{k}") for k in range(128)]
     vectors = list(np.eye(4, dtype=np.float32)[np.arange(128) % 4])
     params = insert_params(SCOPE, batch, now=NOW, lease=None, vectors=vectors, model="m")
-    positional, order = to_positional(EntrySql.for_tables(store.tables).insert_new)
-    async with stores.engine.connect() as conn:
-        driver = (await conn.get_raw_connection()).driver_connection
-        await driver.execute("BEGIN")
-        try:  # EXPLAIN ANALYZE runs the insert: rolled back afterwards
-            plan = await driver.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(params[n] for n in order)
-            )
-            inserted = await driver.fetchval(
-                f"SELECT count(*) FROM {entries} WHERE sequence >= 3000 AND id LIKE 'n%'"
-            )
-        finally:
-            await driver.execute("ROLLBACK")
+    plan, counted = await _explained(
+        stores,
+        EntrySql.for_tables(store.tables).insert_new,
+        params,
+        then=f"SELECT count(*) FROM {entries} WHERE sequence >= 3000 AND id LIKE 'n%'",
+    )
+    inserted = counted[0][0]
     nodes = _nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
     assert inserted == 128, "the batch went in, numbered after the thread's rows"
     on_entries = [n for n in nodes if n.get("Relation Name") == names.entries]
@@ -193,20 +211,6 @@ async def test_the_import_insert_descends_the_primary_key_once_per_staged_row(
     assert read <= 2 * len(batch) + 1, f"rows read from the entries table: {read}"
 
 
-async def _plan(stores: Any, statement: str, values: dict[str, Any]) -> Any:
-    """``EXPLAIN ANALYZE`` of ``statement`` with ``values``, in a transaction rolled back after."""
-    positional, order = to_positional(statement)
-    async with stores.engine.connect() as conn:
-        driver = (await conn.get_raw_connection()).driver_connection
-        await driver.execute("BEGIN")
-        try:
-            return await driver.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(values[n] for n in order)
-            )
-        finally:
-            await driver.execute("ROLLBACK")
-
-
 _STORED = [f"e{k}" for k in range(0, ROWS, 300)]  # ten ids spread over the thread
 
 
@@ -259,20 +263,12 @@ async def test_the_exact_insert_descends_the_primary_key_once_per_row(make_postg
     entries = await _big_thread(stores)
     batch = [_new(f"n{k}") for k in range(64)] + [_new(i) for i in _STORED]
     params = insert_params(SCOPE, batch, now=NOW, lease=None, vectors=None, model=None)
-    sql = EntrySql.for_tables(store.tables)
-    positional, order = to_positional(sql.insert)
-    async with stores.engine.connect() as conn:
-        driver = (await conn.get_raw_connection()).driver_connection
-        await driver.execute("BEGIN")
-        try:  # EXPLAIN ANALYZE runs the insert: rolled back afterwards
-            plan = await driver.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {positional}", *(params[n] for n in order)
-            )
-            added = await driver.fetch(
-                f"SELECT id, sequence FROM {entries} WHERE sequence >= {ROWS} ORDER BY sequence"
-            )
-        finally:
-            await driver.execute("ROLLBACK")
+    plan, added = await _explained(
+        stores,
+        EntrySql.for_tables(store.tables).insert,
+        params,
+        then=f"SELECT id, sequence FROM {entries} WHERE sequence >= {ROWS} ORDER BY sequence",
+    )
     assert [(row["id"], row["sequence"]) for row in added] == [
         (f"n{k}", ROWS + k) for k in range(64)
     ], "the new rows went in after the thread's, in input order, without a gap"
