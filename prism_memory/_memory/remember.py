@@ -55,11 +55,13 @@ class RememberService:
         """See :meth:`Memory.remember <prism_memory.memory.Memory.remember>`."""
         ctx = self._ctx
         scope = ctx.identity
-        items = self._entry_list(entries)
         now = ctx.clock()
         prepared: dict[str, NewEntry] = {}
         hooked = ctx.importance_from is not None
-        for position, item in enumerate(items):
+        # each input parsed and prepared in turn: its parsed form is dropped at once, so a batch
+        # in flight holds only the prepared entries (fewer objects for the garbage collector)
+        for position, raw in enumerate(self._entry_list(entries)):
+            item = parse(MemoryEntry, raw, "memory entry")
             entry = self._prepare(item, now, position)
             if hooked and item.importance is None and item.reflection is not None:
                 entry = replace(entry, importance=await self._importance(item))
@@ -174,7 +176,7 @@ class RememberService:
             logger.debug("the store refused the vectors; storing pending: %s", exc)
             return None
 
-    def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[MemoryEntry]:
+    def _entry_list(self, entries: EntryInput | Sequence[EntryInput]) -> list[EntryInput]:
         if isinstance(entries, MemoryEntry | Mapping):
             raw: list[EntryInput] = [entries]
         elif isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
@@ -186,7 +188,7 @@ class RememberService:
         cap = self._ctx.limits.remember_batch
         if len(raw) > cap:
             raise CapExceededError(f"{len(raw)} entries in one call, over the cap {cap}")
-        return [parse(MemoryEntry, item, "memory entry") for item in raw]
+        return raw
 
     def _prepare(self, entry: MemoryEntry, now: datetime, position: int) -> NewEntry:
         """``entry`` redacted, checked against the caps and given its id (:func:`prepare_entry`);

@@ -3,10 +3,11 @@ claiming, and ``wait=True`` resolves from the worker's own completions."""
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, create_memory
-from prism_memory.models import MemoryIdentity
+from prism_memory.models import MemoryEntry, MemoryIdentity
 from prism_memory.stores.base import NewEntry
 
 SCOPE = {"tenant_id": "t", "resource_id": "r", "thread_id": "th"}
@@ -71,3 +72,30 @@ async def test_rows_of_a_remember_are_leased_to_its_worker_only():
             scope, limit=1000, worker_id="someone-else", lease_seconds=60, now=NOW
         )
         assert {c.id for c in other} == {f"e{i}" for i in range(128, 200)}
+
+
+class LiveInputsStore(InMemoryVectorStore):
+    """Counts the parsed inputs (:class:`MemoryEntry`) alive when the rows are written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive: list[int] = []
+
+    async def put_entries(self, *args, **kwargs):
+        self.alive.append(sum(isinstance(o, MemoryEntry) for o in gc.get_objects()))
+        return await super().put_entries(*args, **kwargs)
+
+
+async def test_a_batch_in_flight_holds_its_prepared_entries_not_its_parsed_inputs():
+    # each input is parsed and prepared in turn and its parsed form dropped at once: 128 entries
+    # in flight would otherwise be 3 more objects each for the garbage collector to walk, and 8
+    # writers at once pay for that in full collections (benchmarks/import_speed.py)
+    store = LiveInputsStore()
+    async with create_memory(
+        **SCOPE, embedder=HashEmbedder(dimensions=16), vector_store=store
+    ) as m:
+        before = sum(isinstance(o, MemoryEntry) for o in gc.get_objects())
+        await m.remember([{"text": f"entry {i}"} for i in range(128)], wait=True)
+        await m.remember([{"text": f"again {i}"} for i in range(128)])
+    assert len(store.alive) == 2
+    assert [count - before <= 1 for count in store.alive] == [True, True]
