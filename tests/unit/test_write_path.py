@@ -74,6 +74,12 @@ async def test_rows_of_a_remember_are_leased_to_its_worker_only():
         assert {c.id for c in other} == {f"e{i}" for i in range(128, 200)}
 
 
+def _parsed_inputs() -> int:
+    # `type(o) is`, not isinstance: isinstance on every live object reads `__class__` off lazy
+    # module attributes too (torch's deprecated `reduce_op` warns when touched)
+    return sum(type(o) is MemoryEntry for o in gc.get_objects())
+
+
 class LiveInputsStore(InMemoryVectorStore):
     """Counts the parsed inputs (:class:`MemoryEntry`) alive when the rows are written."""
 
@@ -82,7 +88,7 @@ class LiveInputsStore(InMemoryVectorStore):
         self.alive: list[int] = []
 
     async def put_entries(self, *args, **kwargs):
-        self.alive.append(sum(isinstance(o, MemoryEntry) for o in gc.get_objects()))
+        self.alive.append(_parsed_inputs())
         return await super().put_entries(*args, **kwargs)
 
 
@@ -94,7 +100,7 @@ async def test_a_batch_in_flight_holds_its_prepared_entries_not_its_parsed_input
     async with create_memory(
         **SCOPE, embedder=HashEmbedder(dimensions=16), vector_store=store
     ) as m:
-        before = sum(isinstance(o, MemoryEntry) for o in gc.get_objects())
+        before = _parsed_inputs()
         await m.remember([{"text": f"entry {i}"} for i in range(128)], wait=True)
         await m.remember([{"text": f"again {i}"} for i in range(128)])
     assert len(store.alive) == 2
