@@ -158,7 +158,7 @@ class Memory:
             on_invalidate=on_invalidate,
         )
         self._session = session = IndexingSession(ctx)
-        models = ModelGuard(ctx)
+        self._models = models = ModelGuard(ctx)
         self._working = WorkingService(ctx)
         self._remember = RememberService(ctx, session, models)
         self._recall = RecallService(ctx, session, models)
@@ -179,6 +179,7 @@ class Memory:
         return self._session.queue
 
     async def __aenter__(self) -> Memory:
+        await self._models.check_width()
         await self._session.enter()
         return self
 

@@ -14,6 +14,8 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 from ..embedding import Embedder, embed_batched
 from ..errors import (
     ConfigurationError,
+    DimensionMismatchError,
+    EmbedderError,
     EmbeddingModelMismatchError,
     PrismMemoryError,
     ValidationError,
@@ -120,8 +122,18 @@ class MemoryContext:
         )
 
     async def embed_one(self, text: str, label: str) -> Vector:
-        """One vector for ``text``; :class:`ValidationError` (named ``label``) if none came."""
-        vectors = await embed_batched(self.embedder, [text], batch_size=1)
+        """One vector for ``text``; :class:`ValidationError` (named ``label``) if none came, and
+        :class:`EmbedderError` (the embedder's own error as its cause) if the embedder failed."""
+        try:
+            vectors = await embed_batched(self.embedder, [text], batch_size=1)
+        except PrismMemoryError:
+            raise
+        except Exception as exc:
+            # the embedder's own message may quote the text: name only the error's type
+            raise EmbedderError(
+                f"{label}: the embedder failed ({type(exc).__name__}); its error is the cause",
+                transient=True,
+            ) from exc
         if vectors.shape[0] != 1:
             raise ValidationError(f"{label}: embedder returned no vector")
         return cast("Vector", vectors[0])
@@ -130,13 +142,16 @@ class MemoryContext:
 class ModelGuard:
     """Keeps vectors of two embedding models apart: on every write, and in what recall ranks."""
 
-    __slots__ = ("_checked", "_ctx")
+    __slots__ = ("_checked", "_ctx", "_width_checked")
 
     def __init__(self, ctx: MemoryContext) -> None:
         self._ctx = ctx
         self._checked = False
         """Whether this memory's thread was seen to hold no other model's vectors; a memory
         checks once, not on every write."""
+        self._width_checked = False
+        """Whether the store was seen to hold vectors of this memory's width (a store keeps the
+        width it holds, so once is enough)."""
 
     def forget_check(self) -> None:
         """Ask the store again at the next :meth:`check_write` (a rebuild does)."""
@@ -158,9 +173,25 @@ class ModelGuard:
                 "rebuild_index(switch_model=True) (docs/operations.md, 'Switching models')"
             )
 
+    async def check_width(self) -> None:
+        """Refuse an embedder whose width differs from the vectors the store already holds (a
+        store keeps one width: its vectors could never be stored, and would wait for ever)."""
+        if self._width_checked:
+            return
+        width, held = self._ctx.embedder.dimensions, await self._ctx.vector_store.vector_width()
+        if held is not None and held != width:
+            raise DimensionMismatchError(
+                f"the vector store holds vectors of width {held}, this memory's embedder makes "
+                f"{width}: nothing was written. A store (one table) keeps one width: use an "
+                "embedder of that width, or another store"
+            )
+        self._width_checked = held is not None  # an empty store is asked again next time
+
     async def check_write(self, scope: MemoryIdentity, *, switch_model: bool = False) -> None:
-        """Refuse to add vectors of this memory's model to a thread whose rows hold another
-        model's (rows without a recorded model do not count); ``switch_model`` allows it."""
+        """Refuse to add vectors of another width than the store's (:meth:`check_width`), or of
+        this memory's model to a thread whose rows hold another model's (rows without a recorded
+        model do not count); ``switch_model`` allows the latter."""
+        await self.check_width()
         model = self._ctx.embedding_model
         if model is None or switch_model or self._checked:
             return

@@ -172,7 +172,14 @@ class RememberService:
             return await ctx.vector_store.put_entries(
                 scope, entries, now=now, vectors=vectors, model=ctx.embedding_model
             )
-        except (InvalidVectorError, DimensionMismatchError) as exc:  # checked before any write
+        except DimensionMismatchError as exc:  # checked before any write: nothing was written
+            # the store holds another width (fixed since this memory checked): the queue could
+            # never store these rows either, so the caller hears it now
+            raise DimensionMismatchError(
+                f"the vector store refused vectors of width {ctx.embedder.dimensions} ({exc}): "
+                "nothing was written"
+            ) from exc
+        except InvalidVectorError as exc:  # checked before any write
             logger.debug("the store refused the vectors; storing pending: %s", exc)
             return None
 

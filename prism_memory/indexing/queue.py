@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from ..embedding import Embedder, embedder_model
-from ..errors import PrismMemoryError
+from ..errors import InvalidVectorError, PrismMemoryError
 from ..models import IndexingReport, MemoryIdentity, Vector
 from ..stores.base import ClaimedEntry, EntryLease, VectorStore
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
@@ -384,9 +384,16 @@ class IndexingQueue:
                 done.extend(await self._rows.embed(claimed[start : start + self._batch_size]))
             indexed = 0
             if done:
-                indexed = await self._store.complete_indexing(
-                    done, worker_id=self.worker_id, now=self._clock(), model=self._model
-                )
+                try:
+                    indexed = await self._store.complete_indexing(
+                        done, worker_id=self.worker_id, now=self._clock(), model=self._model
+                    )
+                except InvalidVectorError as exc:
+                    # the store refused these vectors (a width other than the one it holds):
+                    # retrying cannot help, so the rows fail and their watchers are answered
+                    # instead of the rows staying pending -- and `wait=True` waiting -- for ever
+                    await self._rows.refused([item for item, _ in done], exc)
+                    return 0
                 self._count(done, indexed)
             return indexed
         finally:

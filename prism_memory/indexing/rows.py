@@ -78,6 +78,11 @@ class RowEmbedder:
                 await self._fail(item, item_exc)
         return done
 
+    async def refused(self, items: Sequence[ClaimedEntry], exc: InvalidVectorError) -> None:
+        """The store refused the vectors of ``items``: each is marked ``failed`` (no retry)."""
+        for item in items:
+            await self._fail(item, exc)
+
     async def _embed(self, texts: list[str]) -> Vector:
         return await embed_batched(
             self.embedder, texts, batch_size=self.batch_size, dimensions=self.embedder.dimensions

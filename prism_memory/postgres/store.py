@@ -107,6 +107,10 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         """The pinned width of ``embedding`` (``vector(N)``), or ``None`` when unpinned."""
         return self._dimension
 
+    async def vector_width(self) -> int | None:
+        """The pinned width, else the width of a stored vector (``None`` while there is none)."""
+        return self._width if self._width is not None else await self._read_width()
+
     async def close(self) -> None:
         """Dispose of the engine if this store created it (a host's engine is left alone)."""
         await self._dispose()

@@ -144,6 +144,13 @@ class VectorStore(abc.ABC):
     def dimension(self) -> int | None:
         """The pinned vector width, or ``None`` when the store accepts any (consistent) width."""
 
+    async def vector_width(self) -> int | None:
+        """The width of the vectors this store holds: the pinned :attr:`dimension`, else the
+        width of the first vector stored (``None`` while it holds none). A memory whose embedder
+        has another width is refused before it writes. The default answers :attr:`dimension`;
+        an unpinned adapter overrides it."""
+        return self.dimension
+
     # ---- entries ---------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -72,6 +72,10 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         """The pinned width given at construction (``None``: the first vector stored fixes it)."""
         return self._dimension
 
+    async def vector_width(self) -> int | None:
+        """The pinned width, else the width of the first vector stored (``None`` before it)."""
+        return self._width
+
     # ---- entries ---------------------------------------------------------------------------
 
     async def put_entries(

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import numpy as np
 
-from ..embedding import embedder_model
-from ..errors import DimensionMismatchError, IndexingError, InvalidVectorError
+from ..embedding import HashEmbedder, embedder_model
+from ..errors import DimensionMismatchError, EmbedderError, IndexingError, InvalidVectorError
 from ..models import MemoryConsent, MemoryIdentity
 from ..stores.base import NewEntry
 from ._fixtures import FlakyEmbedder
@@ -236,8 +236,40 @@ async def remember_wait_with_failing_embedder_stores_pending(kit: ConformanceKit
     )
     status = await failing.index_status(["x1"])
     _check(status == {"x1": "failed"}, f"the row is stored and its failure recorded: {status}")
+    await _raises(EmbedderError, failing.recall("chillies"), "recall with a failing embedder")
     await memory.aclose()
     await failing.aclose()
+
+
+async def an_embedder_of_another_width_is_refused_before_it_writes(kit: ConformanceKit) -> None:
+    """A memory whose embedder is wider than the vectors the store holds is refused before it
+    writes -- by ``create_memory`` when the store is pinned, else when it opens and when it
+    writes -- with :class:`DimensionMismatchError`: nothing is stored and nothing waits for ever
+    (``remember(wait=True)`` used to wait on rows no store could index)."""
+    case = _Case(kit)
+    writer = case.memory()
+    await writer.remember({"id": "w", "text": "Ada keeps bees"}, wait=True)
+    width = kit.embedder.dimensions
+    held = await kit.vector_store.vector_width()
+    _check(held == width, f"vector_width() is the width of the vectors held: {held}")
+    wider = HashEmbedder(dimensions=width + 16)
+    try:
+        other = case.memory(thread="thread-2", embedder=wider)
+    except DimensionMismatchError:
+        _check(kit.vector_store.dimension == width, "create_memory refuses for a pinned store")
+    else:
+        await _raises(DimensionMismatchError, other.__aenter__(), "opening the memory")
+        for wait in (True, False):
+            await _raises(
+                DimensionMismatchError,
+                asyncio.wait_for(other.remember({"id": "x", "text": "bees"}, wait=wait), 30),
+                f"remember(wait={wait})",
+            )
+        await other.aclose()
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-2")
+    stored = await kit.vector_store.get_entries(scope, ["x"])
+    _check(stored == [], f"nothing was written: {stored}")
+    await writer.aclose()
 
 
 WRITE_CHECKS = {
@@ -248,6 +280,7 @@ WRITE_CHECKS = {
         values_every_row_of_a_batch_shares_are_stored_as_given,
         remember_wait_embeds_before_the_write,
         remember_wait_with_failing_embedder_stores_pending,
+        an_embedder_of_another_width_is_refused_before_it_writes,
     )
 }
 """The write-path checks by name."""
