@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -42,6 +42,30 @@ def fake_embeddings() -> CharacterEmbeddings:
 
 
 MakeStore = Callable[..., AbstractAsyncContextManager[PrismStore]]
+
+
+class Racer:
+    """Arms ``vector_store`` (of either backend) so that ``racer`` runs right before its first
+    ``method`` call (default ``put_entries``) on ``thread``: after the PrismStore writing there
+    has read the key, before it writes."""
+
+    def __init__(self, vector_store: Any, thread: str, method: str = "put_entries") -> None:
+        self.racer: Callable[[], Awaitable[Any]] | None = None
+        original = getattr(vector_store, method)
+
+        async def raced(scope: Any, *args: Any, **options: Any) -> Any:
+            if scope.thread_id == thread and self.racer is not None:
+                racer, self.racer = self.racer, None
+                await racer()
+            return await original(scope, *args, **options)
+
+        setattr(vector_store, method, raced)
+
+
+@pytest.fixture
+def arm_race() -> type[Racer]:
+    """:class:`Racer`: ``race = arm_race(vector_store, thread)``, then ``race.racer = ...``."""
+    return Racer
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ checks there that does not apply, and why:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -192,24 +191,7 @@ async def test_concurrent_writes_of_one_key_end_as_the_last_call(make_store) -> 
         assert await store.aget(("test",), "other") is None
 
 
-class _Racer:
-    """Arms ``vector_store`` (of either backend) so that ``racer`` runs right before its first
-    insert into ``thread``, after the PrismStore writing there has read the key."""
-
-    def __init__(self, vector_store: Any, thread: str) -> None:
-        self.racer: Callable[[], Awaitable[Any]] | None = None
-        put_entries = vector_store.put_entries
-
-        async def raced(scope: Any, entries: Any, **options: Any) -> Any:
-            if scope.thread_id == thread and self.racer is not None:
-                racer, self.racer = self.racer, None
-                await racer()
-            return await put_entries(scope, entries, **options)
-
-        vector_store.put_entries = raced
-
-
-async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies() -> None:
+async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies(arm_race) -> None:
     """Another writer inserts the key between this put's read and its insert, with the very same
     value: the put is applied as an overwrite of that row (its text, vector and model), not taken
     for the row it inserted itself because the texts agree."""
@@ -219,7 +201,7 @@ async def test_a_put_that_loses_the_insert_race_to_the_same_text_still_applies()
         return [hashing.embed_one(text).tolist() for text in texts]
 
     shared = InMemoryVectorStore()
-    race = _Racer(shared, "t")
+    race = arm_race(shared, "t")
     other = PrismStore(index={"dims": 32, "embed": by_function}, vector_store=shared)
     store = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
     race.racer = lambda: other.aput(("t",), "k", {"text": "pears"})
@@ -518,7 +500,7 @@ async def test_a_store_handed_a_postgres_vector_store(make_postgres_stores) -> N
 @pytest.mark.parametrize("backend", ["memory", "postgres"])
 @pytest.mark.parametrize("index_first", [False, True])
 async def test_a_put_that_loses_the_insert_race_keeps_its_own_indexing(
-    request: pytest.FixtureRequest, backend: str, index_first: bool
+    request: pytest.FixtureRequest, arm_race: Any, backend: str, index_first: bool
 ) -> None:
     """Another writer inserts the key between this put's read and its insert, indexed the other
     way (``index=False`` against indexed): the item ends as this put wrote it -- its text, and
@@ -528,7 +510,7 @@ async def test_a_put_that_loses_the_insert_race_keeps_its_own_indexing(
     else:
         make_postgres_stores = request.getfixturevalue("make_postgres_stores")
         shared = (await make_postgres_stores(dimension=32)).vector_store
-    race = _Racer(shared, "t")
+    race = arm_race(shared, "t")
     hashing = HashEmbedder(dimensions=32)
     other = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)
     store = PrismStore(index={"dims": 32, "embed": hashing}, vector_store=shared)

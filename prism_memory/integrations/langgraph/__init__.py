@@ -18,7 +18,11 @@ How LangGraph's model maps onto prism_memory's
 * An **item** is one semantic-memory entry of that thread: its ``id`` is the item's key, its text
   is the value as JSON (so export and recall show it), its vector is the embedding of the fields
   ``IndexConfig.fields`` (or ``index=[...]`` on the put) picks out, joined by newlines; the entry's
-  ``created_at`` and ``written_at`` are the item's ``created_at`` and ``updated_at``.
+  ``created_at`` and ``written_at`` are the item's ``created_at`` and ``updated_at``. A value must
+  be JSON (else :class:`~prism_memory.ValidationError`) within ``Limits.payload_bytes`` (else
+  :class:`~prism_memory.CapExceededError`), and is scrubbed by the store's ``secrets`` and
+  ``redactor`` before it is embedded or stored; an entry whose text is not a JSON object reads as
+  ``{"text": <its text>}``.
 * **Governance** uses prism_memory's own calls on :meth:`PrismStore.memory`, a
   :class:`~prism_memory.Memory` of the namespace's thread: ``set_consent(key, visible=False)``
   revokes an item, ``forget(ids=[key], hold=True)`` holds it, ``export_memory``, ``apply_retention``

@@ -80,10 +80,21 @@ def new_entry(
     )
 
 
+def value_of(record: MemoryRecord) -> dict[str, Any]:
+    """The value ``record`` stores: its text read as a JSON object, or -- for an entry not written
+    as one (e.g. ``remember({"id": "p", "text": "plain"})`` through :meth:`PrismStore.memory`) --
+    ``{"text": <the entry's text>}``, so one foreign entry never breaks a read or a search."""
+    try:
+        value = json.loads(record.text)
+    except (ValueError, RecursionError):
+        value = None
+    return value if isinstance(value, dict) else {"text": record.text}
+
+
 def item_of(record: MemoryRecord, namespace: tuple[str, ...]) -> Item:
-    """The LangGraph item ``record`` stores."""
+    """The LangGraph item ``record`` stores (its value: :func:`value_of`)."""
     return Item(
-        value=json.loads(record.text),
+        value=value_of(record),
         key=record.id,
         namespace=namespace,
         created_at=record.created_at,

@@ -23,8 +23,10 @@ from langgraph.store.base import (
 
 from ...embedding import embedder_model
 from ...errors import ConfigurationError, ValidationError
+from ...limits import Limits
 from ...memory import Memory, create_memory
 from ...models import MemoryConsent, MemoryIdentity, Vector, check_key, parse
+from ...redaction import Redactor, Scrubber
 from ...stores.base import VectorStore
 from ...stores.memory import InMemoryVectorStore
 from ..langchain import run_sync
@@ -43,7 +45,10 @@ class PrismStore(BaseStore):
     :class:`~prism_memory.InMemoryVectorStore`; for PostgreSQL use :meth:`from_conn_string`, or
     hand it ``create_postgres_vector_store(...)``). ``consent`` is the consent new items carry
     (default: none explicit, as ``remember()`` without one; ``export_memory`` exports only
-    explicitly consented entries). The docstring of :mod:`prism_memory.integrations.langgraph` says
+    explicitly consented entries). ``redactor`` and ``secrets`` scrub every value before it is
+    embedded or stored, and ``limits`` caps it (``Limits.payload_bytes``: the value's JSON text),
+    as :func:`~prism_memory.create_memory` takes them (defaults: no scrubbing, 64 KiB); the
+    :meth:`memory` handle gets the same three unless given its own. The docstring of :mod:`prism_memory.integrations.langgraph` says
     how namespaces, items and governance map.
     """
 
@@ -57,9 +62,16 @@ class PrismStore(BaseStore):
         resource_id: str = "langgraph",
         vector_store: VectorStore | None = None,
         consent: MemoryConsent | Mapping[str, Any] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        redactor: Redactor | None = None,
+        secrets: Iterable[str] | None = None,
     ) -> None:
         tenant = check_key(tenant_id, "tenant_id")
         parsed = None if consent is None else parse(MemoryConsent, consent, "consent")
+        self._limits = parse(Limits, limits if limits is not None else {}, "limits")
+        self._secrets = None if secrets is None else list(secrets)
+        self._redactor = redactor
+        scrubber = Scrubber(redactor, self._secrets)
         self._owner = Owner(tenant, check_key(resource_id, "resource_id"))
         self.index_config = None if index is None else cast("IndexConfig", dict(index))
         fields: Paths | None = None
@@ -83,6 +95,8 @@ class PrismStore(BaseStore):
             dims=dims,
             fields=fields,
             consent=parsed,
+            scrubber=scrubber,
+            limits=self._limits,
             memory=self.memory,
         )
         self._vectors: VectorStore | None = (
@@ -109,11 +123,15 @@ class PrismStore(BaseStore):
         schema: str = "prism_memory",
         table: str = "semantic_memory",
         consent: MemoryConsent | Mapping[str, Any] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        redactor: Redactor | None = None,
+        secrets: Iterable[str] | None = None,
     ) -> AsyncIterator[PrismStore]:
         """A store on the PostgreSQL at ``conn_string`` (``postgresql://`` or
         ``postgresql+asyncpg://``), closed when the block exits; ``await store.setup()`` runs
         prism_memory's migrations once (a store used before them raises
-        :class:`~prism_memory.ConfigurationError`). ``index["dims"]`` pins the vector width."""
+        :class:`~prism_memory.ConfigurationError`). ``index["dims"]`` pins the vector width;
+        ``consent``, ``limits``, ``redactor`` and ``secrets`` are as for :class:`PrismStore`."""
         from ...postgres import create_postgres_vector_store
 
         dims = None if index is None else index.get("dims")
@@ -132,7 +150,15 @@ class PrismStore(BaseStore):
                 )
             return opened[0]
 
-        store = cls(index=index, tenant_id=tenant_id, resource_id=resource_id, consent=consent)
+        store = cls(
+            index=index,
+            tenant_id=tenant_id,
+            resource_id=resource_id,
+            consent=consent,
+            limits=limits,
+            redactor=redactor,
+            secrets=secrets,
+        )
         store._vectors = None
         store._open = open_store
         store._loop = asyncio.get_running_loop()
@@ -171,8 +197,12 @@ class PrismStore(BaseStore):
         """A :class:`~prism_memory.Memory` of ``namespace``'s thread, for prism_memory's governance
         calls on its items (their ids are the items' keys): ``set_consent``, ``forget``
         (``hold=True`` for a legal hold), ``export_memory``, ``apply_retention``, ``recall``.
-        ``options`` go to :func:`~prism_memory.create_memory`. Use it as ``async with``."""
+        ``options`` go to :func:`~prism_memory.create_memory` (``limits``, ``redactor`` and
+        ``secrets`` default to the store's). Use it as ``async with``."""
         scope = self.scope(namespace)
+        options.setdefault("limits", self._limits)
+        options.setdefault("redactor", self._redactor)
+        options.setdefault("secrets", self._secrets)
         return create_memory(
             tenant_id=scope.tenant_id,
             resource_id=scope.resource_id,

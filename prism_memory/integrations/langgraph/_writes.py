@@ -1,8 +1,11 @@
 """The puts of a batch: checked and embedded all at once, then applied thread by thread.
 
-A put of a new key inserts an entry; a put over an existing item gives it new text (a governance
-text change, so its consent and place are kept) or, when the item changes between indexed and not,
-forgets and re-inserts it; a put of ``None`` forgets the item unless it is under legal hold.
+Every value is checked as JSON, scrubbed (the store's ``redactor`` and ``secrets``) and held to
+the payload cap before anything is embedded or written. A put of a new key inserts an entry; a put
+over an existing item gives it new text (a governance text change, so its consent and place are
+kept) or, when the item changes between indexed and not, forgets and re-inserts it; a put of
+``None`` forgets the item unless it is under legal hold. A put that finds its item deleted by
+another writer after reading it inserts it afresh (it is ordered after that delete).
 """
 
 from __future__ import annotations
@@ -15,10 +18,19 @@ import numpy as np
 from langgraph.store.base import PutOp
 
 from ...embedding import Embedder, assert_finite_vector, embed_batched
-from ...errors import AccessDeniedError, ValidationError
+from ...errors import (
+    AccessDeniedError,
+    CapExceededError,
+    ConflictError,
+    NotFoundError,
+    ValidationError,
+)
+from ...limits import Limits
 from ...memory import Memory
 from ...models import MemoryConsent, MemoryIdentity, MemoryRecord, Vector, check_json, check_key
+from ...redaction import Scrubber
 from ...stores.base import GovernanceChange, NewEntry, VectorStore
+from ...working import canonical_json
 from ._embedding import Paths, texts_of
 from ._mapping import (
     CATALOG_THREAD,
@@ -32,11 +44,13 @@ from ._mapping import (
 
 Key = tuple[tuple[str, ...], str]
 """A put's ``(namespace, key)``."""
+_ATTEMPTS = 8
+"""How often one put retries when other writers keep deleting and inserting its key under it."""
 
 
 class PutWriter:
-    """Applies a batch's puts for one store: its owner, embedder, consent and indexed fields, and
-    the namespaces it has already recorded in its catalog.
+    """Applies a batch's puts for one store: its owner, embedder, consent, indexed fields, scrubber
+    and caps, and the namespaces it has already recorded in its catalog.
 
     ``memory`` opens the :class:`~prism_memory.Memory` of a namespace (the store's own
     :meth:`~prism_memory.integrations.langgraph.PrismStore.memory`), through which items are
@@ -52,6 +66,8 @@ class PutWriter:
         dims: int,
         fields: Paths | None,
         consent: MemoryConsent | None,
+        scrubber: Scrubber,
+        limits: Limits,
         memory: Callable[[tuple[str, ...]], Awaitable[Memory]],
     ) -> None:
         self._owner = owner
@@ -60,13 +76,16 @@ class PutWriter:
         self._dims = dims
         self._fields = fields
         self._consent = consent
+        self._scrubber = scrubber
+        self._limits = limits
         self._memory = memory
         self._known: set[str] = set()
 
     async def apply(self, store: VectorStore, puts: list[PutOp], now: datetime) -> None:
-        """Apply ``puts`` (one per key): every put is checked and embedded, and no held item is
-        overwritten, before anything is written."""
-        bodies = _bodies(puts)
+        """Apply ``puts`` (one per key): every put is checked, scrubbed, capped and embedded, and
+        no held item is overwritten, before anything is written."""
+        puts = [self._scrubbed(op) for op in puts]
+        bodies = self._bodies(puts)
         vectors = await self._vectors([op for op in puts if op.value is not None])
         by_thread: dict[str, list[PutOp]] = {}
         for op in puts:
@@ -80,6 +99,40 @@ class PutWriter:
                 raise AccessDeniedError("an item under legal hold cannot be overwritten")
         for thread, ops in by_thread.items():
             await self._apply_thread(store, thread, ops, existing[thread], bodies, vectors, now)
+
+    def _scrubbed(self, op: PutOp) -> PutOp:
+        """``op`` with its value checked as JSON and scrubbed (what is embedded and stored)."""
+        check_key(op.key, "key")
+        if op.value is None:
+            return op
+        if not isinstance(op.value, Mapping):
+            raise ValidationError("a LangGraph item's value must be a dict")
+        check_json(op.value, "value", json_only=True)
+        if not self._scrubber.active:
+            return op
+        value = self._scrubber.value(op.value)
+        check_json(value, "value", json_only=True)  # what the redactor returned
+        return op._replace(value=value)
+
+    def _bodies(self, puts: list[PutOp]) -> dict[Key, str]:
+        """The JSON text of each written value, held to the payload cap every entry keeps (text
+        plus metadata, as :func:`~prism_memory.entries.prepare_entry` counts it)."""
+        bodies: dict[Key, str] = {}
+        for op in puts:
+            if op.value is None:
+                continue
+            try:
+                body = json.dumps(op.value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):  # e.g. a mapping that is not a dict, a huge integer
+                raise ValidationError("value holds a value that is not JSON") from None
+            metadata = {} if texts_of(op, self._fields) else UNINDEXED
+            payload = len(body.encode()) + len(canonical_json(metadata).encode())
+            if payload > self._limits.payload_bytes:
+                raise CapExceededError(
+                    f"value payload is {payload} bytes, over the cap {self._limits.payload_bytes}"
+                )
+            bodies[(op.namespace, op.key)] = body
+        return bodies
 
     async def _vectors(self, writes: list[PutOp]) -> dict[Key, Vector]:
         """The vectors of the ``writes`` that have text to embed, in one batched embedding."""
@@ -117,7 +170,8 @@ class PutWriter:
             vector = vectors.get(key)
             record = old.get(op.key)
             if record is not None and is_indexed(record) == (vector is not None):
-                await self._replace_text(store, scope, op.key, bodies[key], vector, now)
+                entry = self._fresh(op.key, bodies[key], vector, now)
+                await self._overwrite(store, scope, entry, vector, now, _ATTEMPTS)
                 continue
             if record is not None:  # the item changes between indexed and not: re-insert it
                 await self._forget(op.namespace, [op.key])
@@ -132,6 +186,32 @@ class PutWriter:
         if fresh:
             await self._register(store, thread, now)
             await self._insert(store, scope, namespace_of(thread), fresh, now)
+
+    def _fresh(self, key: str, text: str, vector: Vector | None, now: datetime) -> NewEntry:
+        """A new item as this store inserts it: its consent, written now."""
+        metadata = {} if vector is not None else dict(UNINDEXED)
+        return new_entry(key, text, metadata=metadata, consent=self._consent, occurred_at=now)
+
+    async def _overwrite(
+        self,
+        store: VectorStore,
+        scope: MemoryIdentity,
+        entry: NewEntry,
+        vector: Vector | None,
+        now: datetime,
+        attempts: int,
+    ) -> None:
+        """Give the existing item ``entry.id`` this put's text; one another writer deleted since
+        it was read is inserted afresh as ``entry`` (the put is then ordered after the delete)."""
+        if attempts <= 0:
+            raise ConflictError("other writers kept replacing this item; the put changed nothing")
+        try:
+            await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+        except NotFoundError:
+            await self._register(store, scope.thread_id, now)
+            await self._insert(
+                store, scope, namespace_of(scope.thread_id), [(entry, vector)], now, attempts - 1
+            )
 
     async def _replace_text(
         self,
@@ -165,6 +245,7 @@ class PutWriter:
         namespace: tuple[str, ...],
         fresh: list[tuple[NewEntry, Vector | None]],
         now: datetime,
+        attempts: int = _ATTEMPTS,
     ) -> None:
         """Insert the ``fresh`` items, the indexed and the unindexed ones in one write each. An
         item another writer inserted first (not among the rows the write inserted) is given this
@@ -174,12 +255,13 @@ class PutWriter:
             group = [(entry, v) for entry, v in fresh if (v is not None) == indexed]
             if not group:
                 continue
-            other_way = await self._put(store, scope, group, now, indexed=indexed)
+            other_way = await self._put(store, scope, group, now, attempts, indexed=indexed)
             if other_way:
                 await self._forget(namespace, [entry.id for entry, _ in other_way])
                 # inserted first again meanwhile: given this put's text, whatever its indexing
-                for entry, vector in await self._put(store, scope, other_way, now, indexed=indexed):
-                    await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+                again = await self._put(store, scope, other_way, now, attempts, indexed=indexed)
+                for entry, vector in again:
+                    await self._overwrite(store, scope, entry, vector, now, attempts - 1)
 
     async def _put(
         self,
@@ -187,12 +269,13 @@ class PutWriter:
         scope: MemoryIdentity,
         group: list[tuple[NewEntry, Vector | None]],
         now: datetime,
+        attempts: int,
         *,
         indexed: bool,
     ) -> list[tuple[NewEntry, Vector | None]]:
         """One write of ``group`` (all ``indexed``, or all not); an item another writer inserted
         first, indexed the same way, is given this put's text. Returns the items it inserted
-        indexed the other way, untouched."""
+        indexed the other way (or deleted since), untouched."""
         stored = await store.put_entries(
             scope,
             [entry for entry, _ in group],
@@ -205,10 +288,11 @@ class PutWriter:
         for entry, vector in group:
             if entry.id in stored.inserted:
                 continue
-            if is_indexed(by_id[entry.id]) != indexed:
+            found = by_id.get(entry.id)  # None: another writer deleted it again meanwhile
+            if found is None or is_indexed(found) != indexed:
                 other_way.append((entry, vector))
             else:
-                await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+                await self._overwrite(store, scope, entry, vector, now, attempts - 1)
         return other_way
 
     async def _register(self, store: VectorStore, thread: str, now: datetime) -> None:
@@ -219,18 +303,3 @@ class PutWriter:
         zero = assert_finite_vector(self._zero())
         await store.put_entries(self._owner.scope(CATALOG_THREAD), [entry], now=now, vectors=[zero])
         self._known.add(thread)
-
-
-def _bodies(puts: list[PutOp]) -> dict[Key, str]:
-    """Check every put's key and value; the JSON text of each written value."""
-    bodies: dict[Key, str] = {}
-    for op in puts:
-        check_key(op.key, "key")
-    for op in puts:
-        if op.value is None:
-            continue
-        if not isinstance(op.value, Mapping):
-            raise ValidationError("a LangGraph item's value must be a dict")
-        check_json(op.value, "value")
-        bodies[(op.namespace, op.key)] = json.dumps(op.value, ensure_ascii=False, sort_keys=True)
-    return bodies
