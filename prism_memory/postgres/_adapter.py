@@ -33,7 +33,7 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from ..embedding import assert_finite_vector
 from ..models import Vector
-from ._engine import KeptConnections
+from ._engine import POOLED_BEGIN, KeptConnections, Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
 from .repositories import EntryRepository
 from .statements import EntrySql, to_positional
@@ -53,8 +53,10 @@ class _Adapter:
         *,
         owns_engine: bool,
         engine_sets_plans: bool = False,
+        pooling: Pooling = "session",
     ) -> None:
         self._engine = engine
+        self._pooling: Pooling = pooling
         self._tables = tables
         self._owns_engine = owns_engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
@@ -68,6 +70,12 @@ class _Adapter:
     def engine(self) -> AsyncEngine:
         """The engine this adapter runs on."""
         return self._engine
+
+    @property
+    def pooling(self) -> Pooling:
+        """``"transaction"`` when this adapter runs behind a transaction-mode pooler (every
+        statement inside a transaction, nothing prepared for reuse, no ``LISTEN``)."""
+        return self._pooling
 
     @property
     def tables(self) -> PrismTables:
@@ -95,7 +103,7 @@ class _Adapter:
             with wrap_db_errors(action):
                 driver: Any = None
                 try:
-                    async with self._driver() as driver:
+                    async with self._driver() as driver, self._alone(driver):
                         return list(await driver.fetch(positional, *args))
                 except Exception as exc:  # _driver has dropped a lost connection already
                     if driver is None or not _connection_lost(exc, driver):
@@ -118,7 +126,7 @@ class _Adapter:
         positional, names = to_positional(statement)
         args = [params[name] for name in names]
         with wrap_db_errors(action):
-            async with self._driver() as driver:
+            async with self._driver() as driver, self._alone(driver):
                 if count:
                     status = await driver.execute(positional, *args)
                     return [int(status.rsplit(" ", 1)[-1])]
@@ -148,6 +156,14 @@ class _Adapter:
             await greenlet_spawn(pooled.close)
         else:
             await self._kept.give(pooled)
+
+    def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
+        """Around a statement that runs outside any transaction of ours: nothing, or behind a
+        transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
+        prepared on one server connection could otherwise be bound and run on another."""
+        if self._pooling == "transaction":
+            return self._transaction(driver, POOLED_BEGIN)
+        return contextlib.nullcontext()
 
     @staticmethod
     @asynccontextmanager

@@ -8,11 +8,13 @@ asyncpg type codec for ``vector`` (``format="binary"``) that encodes numpy array
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
+import uuid
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 from sqlalchemy import event
@@ -29,17 +31,42 @@ __all__ = [
     "IDLE_PING_SECONDS",
     "KEEP_SECONDS",
     "KEPT_CONNECTIONS",
+    "POOLED_BEGIN",
+    "POOLING_ENV",
+    "POOLING_PARAMETER",
     "SERVER_SETTINGS",
     "KeptConnections",
+    "Pooling",
     "create_engine",
     "decode_vector",
     "encode_vector",
     "encode_vectors",
     "install_vector_codec",
     "normalize_url",
+    "pooling_of",
     "register_vector_codec",
+    "resolve_pooling",
     "sets_plans",
+    "transaction_pooled",
 ]
+
+Pooling = Literal["session", "transaction"]
+"""How the URL reaches PostgreSQL: ``"session"`` -- directly, or through a pooler in session mode
+(a server connection stays with its client) -- or ``"transaction"``, through a pooler in
+transaction mode (PgBouncer's ``pool_mode = transaction``, the "pooled connection string" of managed
+services): a client holds a server connection only for one transaction. See :func:`create_engine`."""
+
+POOLING_ENV = "PRISM_MEMORY_POOLING"
+"""The environment variable naming the pooling mode when no ``pooling=`` argument does."""
+
+POOLING_PARAMETER = "prism_pooling"
+"""The URL query parameter naming the pooling mode (``…/db?prism_pooling=transaction``); it is
+taken out of the URL before it reaches the driver."""
+
+POOLED_BEGIN = "BEGIN; SET LOCAL max_parallel_workers_per_gather = 0"
+"""In transaction pooling, how a statement that would run alone begins its own transaction: the one
+server setting of :data:`SERVER_SETTINGS` that still matters there (no statement is prepared for
+reuse, so ``plan_cache_mode`` does not) is set in it, in the same round trip."""
 
 SERVER_SETTINGS = {
     "application_name": "prism_memory",
@@ -51,11 +78,62 @@ SERVER_SETTINGS = {
     # than it saves (measured with the benchmarks' per-thread recall).
     "max_parallel_workers_per_gather": "0",
 }
+VECTOR_TYPE_SCHEMA = (
+    "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+    "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1"
+)
+"""The schema of pgvector's ``vector`` type, read once per new connection (here, below the
+statements package, whose rows module needs this codec)."""
 _HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"
 _LAST_USED = "prism_memory_last_used"
 _KEPT_SINCE = "prism_memory_kept_since"
 _PLANNED_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
+_TRANSACTION_POOLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def transaction_pooled(engine: AsyncEngine) -> bool:
+    """Whether :func:`create_engine` made ``engine`` for a transaction-mode pooler."""
+    return engine.sync_engine in _TRANSACTION_POOLED
+
+
+def pooling_of(engine: AsyncEngine, pooling: Pooling | None) -> Pooling:
+    """The pooling mode a store on ``engine`` runs in: ``pooling`` when given, else the mode
+    :func:`create_engine` made the engine for, else :data:`POOLING_ENV`, else ``"session"``."""
+    if pooling is not None:
+        return _checked_pooling(pooling, "pooling")
+    if transaction_pooled(engine):
+        return "transaction"
+    return _checked_pooling(os.environ.get(POOLING_ENV) or "session", POOLING_ENV)
+
+
+def _checked_pooling(value: str, where: str) -> Pooling:
+    if value not in ("session", "transaction"):
+        raise ConfigurationError(f"{where} must be 'session' or 'transaction'")
+    return cast("Pooling", value)
+
+
+def resolve_pooling(url: str | URL, pooling: Pooling | None) -> tuple[str, Pooling]:
+    """``url`` without :data:`POOLING_PARAMETER`, and the pooling mode: the ``pooling`` argument,
+    else the URL's parameter, else :data:`POOLING_ENV`, else ``"session"``."""
+    parsed = make_url(normalize_url(url))
+    named = parsed.query.get(POOLING_PARAMETER)
+    if isinstance(named, tuple):
+        raise ConfigurationError(f"the URL names {POOLING_PARAMETER} more than once")
+    parsed = parsed.difference_update_query([POOLING_PARAMETER])
+    if pooling is not None:
+        mode = _checked_pooling(pooling, "pooling")
+    elif named is not None:
+        mode = _checked_pooling(named, f"the URL's {POOLING_PARAMETER}")
+    else:
+        mode = _checked_pooling(os.environ.get(POOLING_ENV) or "session", POOLING_ENV)
+    return parsed.render_as_string(hide_password=False), mode
+
+
+def _statement_name() -> str:
+    """A name no other statement on any server connection has (SQLAlchemy's prepared statements
+    behind a transaction pooler: one transaction may land on a connection another client used)."""
+    return f"__prism_{uuid.uuid4().hex}__"
 
 
 def sets_plans(engine: AsyncEngine) -> bool:
@@ -105,15 +183,15 @@ def decode_vector(data: bytes) -> Vector:
 async def register_vector_codec(connection: Any) -> bool:
     """Register pgvector's binary ``vector`` codec (numpy ``float32`` in and out) on an asyncpg
     connection; ``False`` when the database has no ``vector`` type."""
-    schema = await connection.fetchval(
-        "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
-        "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1"
-    )
-    if schema is None:
-        return False
-    await connection.set_type_codec(
-        "vector", schema=schema, encoder=encode_vector, decoder=decode_vector, format="binary"
-    )
+    # in one transaction: behind a transaction pooler, a statement outside one may be prepared on
+    # one server connection and run on another
+    async with connection.transaction():
+        schema = await connection.fetchval(VECTOR_TYPE_SCHEMA)
+        if schema is None:
+            return False
+        await connection.set_type_codec(
+            "vector", schema=schema, encoder=encode_vector, decoder=decode_vector, format="binary"
+        )
     return True
 
 
@@ -302,16 +380,30 @@ def normalize_url(url: str | URL) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, pooled: bool = True, pooling: Pooling | None = None, **kwargs: Any
+) -> AsyncEngine:
     """An asyncpg engine for ``url`` with the binary vector codec and custom plans for searches.
 
     ``pooled=False`` uses ``NullPool`` (one connection per checkout; for tests and one-off runs);
     a pooled engine reuses its most recently used connection first (``pool_use_lifo``).
     Pooled connections are pinged on checkout only after :data:`IDLE_PING_SECONDS` idle (pass
     ``pool_pre_ping=True`` to ping on every checkout instead).
+
+    ``pooling="transaction"`` (or ``?prism_pooling=transaction`` in the URL, or the
+    :data:`POOLING_ENV` variable) makes the engine for a transaction-mode pooler: no start-up
+    parameter but ``application_name`` (a pooler refuses the others), no statement prepared for
+    reuse (asyncpg's ``statement_cache_size=0``, SQLAlchemy's ``prepared_statement_cache_size=0``
+    with a unique name per statement), and the stores run every statement inside a transaction.
     """
+    url, mode = resolve_pooling(url, pooling)
     connect_args = dict(kwargs.pop("connect_args", None) or {})
-    server_settings = {**SERVER_SETTINGS, **(connect_args.get("server_settings") or {})}
+    settings = SERVER_SETTINGS if mode == "session" else {"application_name": "prism_memory"}
+    server_settings = {**settings, **(connect_args.get("server_settings") or {})}
+    if mode == "transaction":
+        connect_args.setdefault("statement_cache_size", 0)
+        connect_args.setdefault("prepared_statement_cache_size", 0)
+        connect_args.setdefault("prepared_statement_name_func", _statement_name)
     options: dict[str, Any] = {
         "connect_args": {**connect_args, "server_settings": server_settings},
         **kwargs,
@@ -325,9 +417,11 @@ def create_engine(url: str | URL, *, pooled: bool = True, **kwargs: Any) -> Asyn
         # are warm (sequential recall p50 5-15 % lower than round-robin over the pool in
         # benchmarks/speed.py), and connections left idle can be closed by the server's timeouts
         options.setdefault("pool_use_lifo", True)
-    engine = create_async_engine(normalize_url(url), **options)
+    engine = create_async_engine(url, **options)
     install_vector_codec(engine)
     _PLANNED_ENGINES.add(engine.sync_engine)
+    if mode == "transaction":
+        _TRANSACTION_POOLED.add(engine.sync_engine)
     if pooled and not options.get("pool_pre_ping"):
         install_idle_ping(engine)
     return engine

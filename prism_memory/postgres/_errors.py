@@ -18,7 +18,7 @@ from ..errors import (
     ValidationError,
 )
 
-__all__ = ["server_terminated", "sqlstate_of", "translate", "wrap_db_errors"]
+__all__ = ["pooler_refusal", "server_terminated", "sqlstate_of", "translate", "wrap_db_errors"]
 
 _MISSING_OBJECT = {
     "42P01",  # undefined_table
@@ -94,8 +94,31 @@ def _terminated_message(action: str, code: str) -> str:
     )
 
 
+_REFUSED_PARAMETER = re.compile(r"unsupported startup parameter: ([A-Za-z0-9_.]+)")
+
+_POOLER_HINT = (
+    "behind a transaction-mode pooler (PgBouncer and the like) open the stores with "
+    "pooling='transaction' (docs/postgres.md, 'Behind a connection pooler')"
+)
+
+
+def pooler_refusal(exc: BaseException) -> str | None:
+    """The startup parameter a connection pooler refused, when that is what ``exc`` says."""
+    for current in _chain(exc):
+        found = _REFUSED_PARAMETER.search(str(current))
+        if found is not None:
+            return found.group(1)
+    return None
+
+
 def translate(exc: BaseException, action: str) -> PrismMemoryError:
     """The :class:`PrismMemoryError` that stands for driver error ``exc``."""
+    refused = pooler_refusal(exc)
+    if refused is not None:
+        return ConfigurationError(
+            f"{action} failed: the connection pooler refused the startup parameter "
+            f"{refused!r}; {_POOLER_HINT}"
+        )
     terminated = server_terminated(exc)
     if terminated is not None:
         return StorageError(_terminated_message(action, terminated))
@@ -107,6 +130,9 @@ def translate(exc: BaseException, action: str) -> PrismMemoryError:
     message = f"{action} failed: {detail}" if detail else f"{action} failed"
     if code == "23505":
         return ConflictError(message)
+    if code == "26000" and "prepared statement" in detail:
+        # a statement prepared on one server connection, run on another: a transaction pooler
+        return StorageError(f"{message}; {_POOLER_HINT}")
     if code in _MISSING_OBJECT:
         return ConfigurationError(
             f"{message} (is the schema migrated? run the prism_memory Alembic revisions, "

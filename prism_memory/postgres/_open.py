@@ -13,12 +13,25 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError
-from ._engine import create_engine, install_vector_codec
+from ._engine import Pooling, create_engine, install_vector_codec, normalize_url, pooling_of
 from ._errors import wrap_db_errors
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 
-__all__ = ["open_engine"]
+__all__ = ["Opened", "open_engine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What :func:`open_engine` hands the store factories."""
+
+    engine: AsyncEngine
+    owned: bool
+    """Whether the engine was made here (from a URL), so the stores dispose of it."""
+    tables: PrismTables
+    dimension: int | None
+    """The effective width: the requested one, or the table's own pin."""
+    pooling: Pooling
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +101,10 @@ async def open_engine(
     dimension: int | None,
     skip_migrations: bool,
     engine_options: Mapping[str, Any] | None = None,
-) -> tuple[AsyncEngine, bool, PrismTables, int | None]:
+    *,
+    pooling: Pooling | None = None,
+    direct_url: str | URL | None = None,
+) -> Opened:
     from . import migrate
 
     names = names_for(schema, table)
@@ -105,17 +121,30 @@ async def open_engine(
     else:
         assert url is not None
         try:
-            engine = create_engine(url, **_engine_options(engine_options))
+            engine = create_engine(url, pooling=pooling, **_engine_options(engine_options))
         except (TypeError, ValueError, ArgumentError) as exc:
             raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
         owned = True
     try:
+        mode = pooling_of(engine, pooling)
         before = await _schema_state(engine, names)
         if names.entries in before.tables:
             # Fail closed before any revision runs: a drifted request changes nothing.
             _reconcile_dimension(dimension, before.pinned, names)
         if not skip_migrations:
-            await migrate.upgrade(engine, schema=schema, table=table, dimension=dimension)
+            if direct_url is not None:
+                await migrate.upgrade(
+                    normalize_url(direct_url), schema=schema, table=table, dimension=dimension
+                )
+            elif mode == "session":
+                await migrate.upgrade(engine, schema=schema, table=table, dimension=dimension)
+            elif before.version != migrate.head_revision():
+                raise ConfigurationError(
+                    "the prism_memory migrations cannot run through a transaction pooler (they "
+                    "hold a session lock and build indexes CONCURRENTLY): pass direct_url= (a URL "
+                    "that bypasses the pooler), or run `prism-memory migrate upgrade head` on "
+                    "one and open the stores with skip_migrations=True"
+                )
         after = await _schema_state(engine, names)
         missing = sorted(set(names.tables) - after.tables)
         if after.version_table:
@@ -136,7 +165,7 @@ async def open_engine(
         if owned:
             await engine.dispose()
         raise
-    return engine, owned, tables, effective
+    return Opened(engine, owned, tables, effective, mode)
 
 
 def _engine_options(options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -116,7 +116,10 @@ class _EntryWrites(_VectorAdapter):
                 width = self._width
                 if vectors is not None:
                     if width is None:  # unpinned: the width of the vectors stored so far
-                        width = await driver.fetchval(EntrySql.for_tables(self._tables).any_width)
+                        async with self._alone(driver):
+                            width = await driver.fetchval(
+                                EntrySql.for_tables(self._tables).any_width
+                            )
                     checked = _finite_rows(vectors, len(unique), width)
                     if checked is not None:
                         width = checked[0].shape[0]
@@ -327,7 +330,8 @@ class _EntryWrites(_VectorAdapter):
                 if widths:
                     width = self._width
                     if width is None:  # unpinned: the width of the vectors stored so far
-                        width = await driver.fetchval(sql.any_width)
+                        async with self._alone(driver):
+                            width = await driver.fetchval(sql.any_width)
                     (given,) = widths
                     if width is not None and given != width:
                         raise DimensionMismatchError(

@@ -45,7 +45,7 @@ from ..stores.base import (
     expand_walk,
 )
 from ._adapter import _Adapter
-from ._engine import sets_plans
+from ._engine import Pooling, sets_plans
 from ._errors import wrap_db_errors
 from ._ledger import _IndexingLedger
 from ._open import open_engine
@@ -88,9 +88,14 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         dimension: int | None,
         owns_engine: bool,
         engine_sets_plans: bool = False,
+        pooling: Pooling = "session",
     ) -> None:
         super().__init__(
-            engine, tables, owns_engine=owns_engine, engine_sets_plans=engine_sets_plans
+            engine,
+            tables,
+            owns_engine=owns_engine,
+            engine_sets_plans=engine_sets_plans,
+            pooling=pooling,
         )
         self._dimension = dimension
         self._width = dimension
@@ -431,6 +436,8 @@ async def create_postgres_memory_stores(
     dimension: int | None = None,
     skip_migrations: bool = False,
     engine_options: Mapping[str, Any] | None = None,
+    pooling: Pooling | None = None,
+    direct_url: str | URL | None = None,
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -449,20 +456,45 @@ async def create_postgres_memory_stores(
     size the pool to the recalls you run at once — the default pool holds 5 connections, and
     connections beyond it are opened and closed under load. prism_memory's own server settings
     stay unless ``connect_args["server_settings"]`` names them.
+
+    ``pooling="transaction"`` runs the stores behind a transaction-mode pooler such as PgBouncer
+    (also ``?prism_pooling=transaction`` in ``url``, or ``PRISM_MEMORY_POOLING=transaction``):
+    no start-up parameter a pooler refuses, nothing prepared for reuse, every statement inside a
+    transaction. A host's ``engine`` must then be made with the driver settings
+    docs/postgres.md names. The migrations cannot run through such a pooler: pass ``direct_url``
+    (a URL that bypasses it; the migrations alone use it), or migrate beforehand -- a schema
+    already at head opens without. See docs/postgres.md, "Behind a connection pooler".
     """
-    bound, owned, tables, effective = await open_engine(
-        url, engine, schema, table, dimension, skip_migrations, engine_options
+    opened = await open_engine(
+        url,
+        engine,
+        schema,
+        table,
+        dimension,
+        skip_migrations,
+        engine_options,
+        pooling=pooling,
+        direct_url=direct_url,
     )
-    planned = sets_plans(bound)
+    planned = sets_plans(opened.engine)
     return PostgresMemoryStores(
         vector_store=PostgresVectorStore(
-            bound, tables, dimension=effective, owns_engine=False, engine_sets_plans=planned
+            opened.engine,
+            opened.tables,
+            dimension=opened.dimension,
+            owns_engine=False,
+            engine_sets_plans=planned,
+            pooling=opened.pooling,
         ),
         working_store=PostgresWorkingStore(
-            bound, tables, owns_engine=False, engine_sets_plans=planned
+            opened.engine,
+            opened.tables,
+            owns_engine=False,
+            engine_sets_plans=planned,
+            pooling=opened.pooling,
         ),
-        engine=bound,
-        owns_engine=owned,
+        engine=opened.engine,
+        owns_engine=opened.owned,
     )
 
 
@@ -475,16 +507,27 @@ async def create_postgres_vector_store(
     dimension: int | None = None,
     skip_migrations: bool = False,
     engine_options: Mapping[str, Any] | None = None,
+    pooling: Pooling | None = None,
+    direct_url: str | URL | None = None,
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
-    bound, owned, tables, effective = await open_engine(
-        url, engine, schema, table, dimension, skip_migrations, engine_options
+    opened = await open_engine(
+        url,
+        engine,
+        schema,
+        table,
+        dimension,
+        skip_migrations,
+        engine_options,
+        pooling=pooling,
+        direct_url=direct_url,
     )
     return PostgresVectorStore(
-        bound,
-        tables,
-        dimension=effective,
-        owns_engine=owned,
-        engine_sets_plans=sets_plans(bound),
+        opened.engine,
+        opened.tables,
+        dimension=opened.dimension,
+        owns_engine=opened.owned,
+        engine_sets_plans=sets_plans(opened.engine),
+        pooling=opened.pooling,
     )

@@ -12,11 +12,12 @@ from prism_memory.postgres._engine import create_engine
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
 
 
-@pytest.fixture(params=["memory", "postgres", "postgres-pooled"])
+@pytest.fixture(params=["memory", "postgres", "postgres-pooled", "postgres-pgbouncer"])
 async def kit(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceKit]:
     """The stores of one backend. ``postgres`` opens a fresh schema on a ``NullPool`` engine;
     ``postgres-pooled`` reopens that schema on a pooled engine as the URL factory makes it, where
-    the stores keep connections between operations (``KeptConnections``)."""
+    the stores keep connections between operations (``KeptConnections``); ``postgres-pgbouncer``
+    reopens it through a real PgBouncer in transaction mode (``pooling="transaction"``)."""
     embedder = HashEmbedder(dimensions=64)
     if request.param == "memory":
         yield ConformanceKit(embedder, InMemoryVectorStore(), InMemoryWorkingStore())
@@ -26,7 +27,11 @@ async def kit(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceKit]:
     if request.param == "postgres":
         yield ConformanceKit(embedder, stores.vector_store, stores.working_store)
         return
-    engine = create_engine(request.getfixturevalue("postgres_url"))
+    if request.param == "postgres-pgbouncer":
+        url, pooling = request.getfixturevalue("pgbouncer_url"), "transaction"
+    else:
+        url, pooling = request.getfixturevalue("postgres_url"), "session"
+    engine = create_engine(url, pooling=pooling)
     pooled = await create_postgres_memory_stores(
         engine=engine, schema=stores.vector_store.tables.names.schema, dimension=64
     )

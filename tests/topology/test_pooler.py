@@ -1,0 +1,113 @@
+"""prism_memory behind a real PgBouncer in ``pool_mode = transaction`` (issue 36).
+
+The pooler is Debian's ``pgbouncer`` with no ``ignore_startup_parameters`` beyond its defaults,
+in front of the test database (``tests/topology_fixtures.py``). The migrations run on the direct
+URL, the memories on the pooled one, as a managed database's "pooled connection string" is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from prism_memory import HashEmbedder, IndexingPolicy, create_memory
+from prism_memory.errors import ConfigurationError
+from prism_memory.postgres import create_postgres_memory_stores
+from prism_memory.postgres import migrate as prism_migrate
+
+pytestmark = pytest.mark.postgres
+
+WIDTH = 64
+TOPICS = ("apples", "bicycles", "cellos", "dinghies", "easels", "ferns", "gliders", "harps")
+FAST = IndexingPolicy(
+    retry_base_seconds=0.02, retry_max_seconds=0.1, busy_poll_seconds=0.01, idle_poll_seconds=0.05
+)
+
+
+@pytest.fixture
+async def schema(postgres_url: str, make_postgres_stores) -> str:
+    """A schema migrated to head on the direct URL (dropped at teardown)."""
+    name = f"pm_pool_{uuid.uuid4().hex[:12]}"
+    stores = await make_postgres_stores(schema=name, dimension=WIDTH)
+    await stores.close()
+    return name
+
+
+async def test_a_pooler_refusing_a_startup_parameter_is_named(pgbouncer_url, schema):
+    with pytest.raises(ConfigurationError) as caught:
+        await create_postgres_memory_stores(pgbouncer_url, schema=schema, dimension=WIDTH)
+    message = str(caught.value)
+    assert "refused the startup parameter" in message
+    assert "pooling='transaction'" in message
+    assert "terminated" not in message
+
+
+async def test_migrations_through_a_transaction_pooler_are_refused(pgbouncer_url):
+    fresh = f"pm_pool_{uuid.uuid4().hex[:12]}"
+    with pytest.raises(ConfigurationError, match="direct_url="):
+        await create_postgres_memory_stores(
+            pgbouncer_url, schema=fresh, dimension=WIDTH, pooling="transaction"
+        )
+
+
+async def test_direct_url_runs_the_migrations(pgbouncer_url, postgres_url, make_postgres_stores):
+    fresh = f"pm_pool_{uuid.uuid4().hex[:12]}"
+    stores = await create_postgres_memory_stores(
+        pgbouncer_url, schema=fresh, dimension=WIDTH, pooling="transaction", direct_url=postgres_url
+    )
+    try:
+        assert await prism_migrate.current_revision(postgres_url, schema=fresh) == (
+            prism_migrate.head_revision()
+        )
+    finally:
+        await stores.close()
+        # dropped with the fixture's schemas
+        (await make_postgres_stores(schema=fresh, dimension=WIDTH)).vector_store  # noqa: B018
+
+
+@pytest.mark.parametrize("how", ["argument", "url"])
+async def test_twelve_memories_at_once_remember_and_recall(pgbouncer_url, schema, how):
+    """The flow that failed 34 times in 36: 12 memories at once, remember(wait=True) then recall,
+    three rounds, each memory on its own pooled engine."""
+    url = pgbouncer_url + ("&" if "?" in pgbouncer_url else "?") + "prism_pooling=transaction"
+    options = {"pooling": "transaction"} if how == "argument" else {}
+    opened = [
+        await create_postgres_memory_stores(
+            pgbouncer_url if how == "argument" else url, schema=schema, dimension=WIDTH, **options
+        )
+        for _ in range(12)
+    ]
+    try:
+
+        async def one(i: int, stores, round_: int) -> list[str]:
+            async with create_memory(
+                tenant_id="t",
+                resource_id=f"r{i}",
+                thread_id=f"thread-{i}",
+                embedder=HashEmbedder(dimensions=WIDTH),
+                vector_store=stores.vector_store,
+                working_store=stores.working_store,
+                indexing=FAST,
+            ) as memory:
+                await memory.remember(
+                    [
+                        {"id": f"e{round_}-{k}", "text": f"{member} {round_}"}
+                        for k, member in enumerate(TOPICS)
+                    ],
+                    wait=True,
+                )
+                await memory.update_working({"round": round_})
+                hits = (await memory.recall(TOPICS[3], top_k=3)).hits
+                return [hit.id for hit in hits]
+
+        for round_ in range(3):
+            results = await asyncio.gather(
+                *(one(i, stores, round_) for i, stores in enumerate(opened))
+            )
+            for found in results:
+                assert found[0].endswith("-3"), found
+    finally:
+        for stores in opened:
+            await stores.close()
