@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EmbeddingModelMismatchError
+from ..errors import ConfigurationError
 from ..importing import (
     MAX_LINE_BYTES,
     ImportLineError,
@@ -122,6 +122,11 @@ async def import_messages_never_repeat_values(kit: ConformanceKit) -> None:
             {"model": f"{MARKER}-other"},
         ),
         ("a model that is not the embedder's", [], {"model": MARKER, "embedder": named}),
+        (
+            "an embedder whose model is too long",
+            [],
+            {"embedder": _NamedEmbedder(kit.embedder, MARKER * 40)},
+        ),
         ("an unknown field", [_line(case, "t-1", "d", **{MARKER: 1})], {}),
         ("a reserved metadata key", [_line(case, "t-1", "e", metadata={f"_{MARKER}": 1})], {}),
         (
@@ -137,7 +142,7 @@ async def import_messages_never_repeat_values(kit: ConformanceKit) -> None:
     for what, lines, options in attempts:
         try:
             report = await import_entries(store, lines, **options)
-        except (ImportLineError, EmbeddingModelMismatchError) as refused:
+        except (ImportLineError, ConfigurationError) as refused:
             shown = _messages(refused)
             _check(not any(MARKER in message for message in shown), f"{what}: {shown}")
         else:
