@@ -92,8 +92,8 @@ def embedder_model(embedder: object) -> str | None:
         or not model.isprintable()
     ):
         raise ConfigurationError(
-            f"embedder.model must be None or a non-empty printable string of at most "
-            f"{_MAX_MODEL} characters; got {model!r}"
+            "embedder.model must be None or a non-empty printable string of at most "
+            f"{_MAX_MODEL} characters"  # never the value: a model name may be a secret
         )
     return model
 

@@ -56,11 +56,20 @@ def import_command(
     secret: Annotated[
         list[str] | None, typer.Option("--secret", help="a literal to redact (repeatable)")
     ] = None,
+    max_line_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-line-bytes",
+            help="refuse a longer line (default 8 MiB for jsonl, 64 MiB for export and mem0)",
+        ),
+    ] = None,
 ) -> None:
     """Import entries of many tenants, resources and threads; resumes after a kill.
 
-    The number of entries done is saved in the --state file after every batch; running the same
-    command again continues from there. Importing a file twice changes nothing. See
+    The number of entries done is saved in the --state file after every batch, with the file's
+    identity and the target (server, database, schema, table); running the same command again
+    continues from there. A state file left by an import of another file or into another target
+    is set aside: the import starts from the first entry. Importing a file twice changes nothing. See
     docs/importing.md for the formats and how each maps onto tenant / resource / thread.
     """
     from ..importing._command import default_state_path, run_import
@@ -89,11 +98,17 @@ def import_command(
                 resource_index=resource_index,
                 batch_size=batch_size,
                 state=state,
+                max_line_bytes=max_line_bytes,
                 secrets=secret or (),
                 on_progress=advance,
             )
 
     report = resumable(run(), state)
+    if report.restarted:
+        console.print(
+            "the state file belonged to an import of another file or into another target: "
+            "it was set aside and this import started from the first entry"
+        )
     console.print(
         f"imported {report.inserted} new entries ({report.pending} pending, "
         f"{report.embedded} embedded); {report.existing} already stored; "

@@ -11,22 +11,33 @@ database; ``prism-memory import`` runs them from the command line. See docs/impo
 
 from __future__ import annotations
 
+from ._checkpoint import ImportCheckpoint
 from ._entry import ImportEntry
 from ._service import (
     DEFAULT_IMPORT_BATCH,
     MAX_IMPORT_BATCH,
     MAX_SCOPES_PER_BATCH,
-    ImportCheckpoint,
     ImportLineError,
     ImportReport,
     import_entries,
 )
-from .readers import read_export, read_jsonl, read_langgraph_store, read_mem0
+from .readers import (
+    MAX_DOCUMENT_BYTES,
+    MAX_LINE_BYTES,
+    FileEntries,
+    read_export,
+    read_jsonl,
+    read_langgraph_store,
+    read_mem0,
+)
 
 __all__ = [
     "DEFAULT_IMPORT_BATCH",
+    "MAX_DOCUMENT_BYTES",
     "MAX_IMPORT_BATCH",
+    "MAX_LINE_BYTES",
     "MAX_SCOPES_PER_BATCH",
+    "FileEntries",
     "ImportCheckpoint",
     "ImportEntry",
     "ImportLineError",

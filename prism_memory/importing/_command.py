@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +28,25 @@ def default_state_path(source: str, fmt: str) -> Path:
     return Path(source + ".import-state.json")
 
 
+def _langgraph_source(url: str, tenant: str, resource_index: int) -> str:
+    """What names a LangGraph database in a checkpoint: its server and database (no user name,
+    no password) and a digest of the mapping's options."""
+    from sqlalchemy.engine import make_url
+
+    where = make_url(url)
+    options = json.dumps([tenant, resource_index]).encode()
+    return json.dumps(
+        {
+            "reader": "langgraph",
+            "server": f"{where.host or where.query.get('host') or ''}:{where.port or ''}",
+            "database": where.database,
+            "options": hashlib.sha256(options).hexdigest()[:32],
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
 def _reader(
     fmt: str,
     source: str,
@@ -34,15 +55,17 @@ def _reader(
     consent: MemoryConsent | None,
     resource_index: int,
     model: str | None,
+    max_line_bytes: int | None,
 ) -> Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]]:
     if fmt in ("mem0", "langgraph") and not tenant:
         raise ConfigurationError(f"--tenant is required for --format {fmt} (it has no tenants)")
+    limit: dict[str, int] = {} if max_line_bytes is None else {"max_line_bytes": max_line_bytes}
     if fmt == "jsonl":
-        return read_jsonl(source)
+        return read_jsonl(source, **limit)
     if fmt == "export":
-        return read_export(source)
+        return read_export(source, **limit)
     if fmt == "mem0":
-        return read_mem0(source, tenant_id=str(tenant), consent=consent)
+        return read_mem0(source, tenant_id=str(tenant), consent=consent, **limit)
     if fmt == "langgraph":
         return read_langgraph_store(
             source,
@@ -69,11 +92,14 @@ async def run_import(
     resource_index: int,
     batch_size: int,
     state: Path,
+    max_line_bytes: int | None = None,
     secrets: Iterable[str],
     on_progress: Callable[[ImportReport], None],
 ) -> ImportReport:
     """Open the stores (running the revisions), import ``source`` in batches with a checkpoint at
-    ``state`` and analyse the table at the end."""
+    ``state`` (naming the source and the target; one left by another import is set aside) and
+    analyse the table at the end. ``max_line_bytes`` (default: the reader's) refuses longer
+    lines."""
     from ..postgres import create_postgres_memory_stores
 
     if fmt != "langgraph" and not Path(source).is_file():  # noqa: ASYNC240 - one stat, at start
@@ -84,7 +110,16 @@ async def run_import(
         else parse(MemoryConsent, {"scope": consent_scope}, "--consent-scope")
     )
     stream = _reader(
-        fmt, source, tenant=tenant, consent=consent, resource_index=resource_index, model=model
+        fmt,
+        source,
+        tenant=tenant,
+        consent=consent,
+        resource_index=resource_index,
+        model=model,
+        max_line_bytes=max_line_bytes,
+    )
+    source_id = (
+        _langgraph_source(source, str(tenant), resource_index) if fmt == "langgraph" else None
     )
     stores = await create_postgres_memory_stores(
         url, schema=schema, table=table, dimension=dimension
@@ -101,6 +136,7 @@ async def run_import(
                 secrets=secrets,
                 batch_size=batch_size,
                 checkpoint=state,
+                source_id=source_id,
                 on_progress=on_progress,
             )
     finally:

@@ -9,7 +9,7 @@ from pydantic import field_validator
 
 from ..models import MemoryEntry, check_key
 
-__all__ = ["ImportEntry"]
+__all__ = ["ImportEntry", "Located"]
 
 
 class ImportEntry(MemoryEntry):
@@ -35,3 +35,17 @@ class ImportEntry(MemoryEntry):
         if value is not None and (not value.strip() or len(value) > 256):
             raise ValueError("embedding_model must be a non-empty string of at most 256 characters")
         return value
+
+
+class Located(dict[str, Any]):
+    """An entry a reader took from a file, with where it stands there: ``line`` the physical line
+    it starts on (blank lines counted) and ``where`` how messages name it (``"line 4"``, or
+    ``"line 1, entry 3"`` inside a JSON document or array). :func:`import_entries` names a refused
+    entry by them instead of its position in the stream. A plain ``dict`` otherwise."""
+
+    __slots__ = ("line", "where")
+
+    def __init__(self, fields: dict[str, Any], line: int, where: str) -> None:
+        super().__init__(fields)
+        self.line = line
+        self.where = where

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from collections.abc import AsyncIterable, Awaitable, Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
@@ -28,7 +26,8 @@ from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
 from ..stores.base import ImportRow, VectorStore
-from ._entry import ImportEntry
+from ._checkpoint import ImportCheckpoint, import_target
+from ._entry import ImportEntry, Located
 
 __all__ = [
     "DEFAULT_IMPORT_BATCH",
@@ -64,9 +63,11 @@ ProgressHook = Callable[["ImportReport"], Awaitable[None] | None]
 
 
 class ImportLineError(ValidationError):
-    """An entry of the stream is refused; ``line`` is its 1-based position in the stream (the
-    line of a JSONL file). Nothing of its batch was written; earlier batches stay (and the
-    checkpoint, if any, lets a rerun resume after them)."""
+    """An entry of the stream is refused; ``line`` is the physical line of the file it was read
+    from (blank lines counted; the line a JSON document or array holding it starts on), or, for a
+    stream no reader of :mod:`prism_memory.importing` made, its 1-based position in the stream.
+    The message names the line (or entry) and the rule, never a value. Nothing of its batch was
+    written; earlier batches stay (and the checkpoint, if any, lets a rerun resume after them)."""
 
     def __init__(self, message: str, *, line: int) -> None:
         super().__init__(message)
@@ -91,53 +92,27 @@ class ImportReport:
     """Vectors the import's embedder made."""
     batches: int = 0
     """Batches written (one transaction each)."""
-
-
-@dataclass(slots=True)
-class ImportCheckpoint:
-    """A resumable import's state, in a small JSON file written after every committed batch:
-    how many entries of the stream are done. A rerun with the same file skips them; a kill between
-    a commit and the file's update only makes the rerun write that batch again, which changes
-    nothing (existing ids are left as stored)."""
-
-    path: Path
-    done: int = 0
-    inserted: int = field(default=0)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> ImportCheckpoint:
-        """The checkpoint at ``path``, or a fresh one (nothing done) when there is no file."""
-        where = Path(path)
-        try:
-            raw = json.loads(where.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return cls(where)
-        except (OSError, ValueError) as exc:
-            raise ConfigurationError("the import checkpoint file is unreadable") from exc
-        done, inserted = raw.get("done"), raw.get("inserted", 0)
-        if not isinstance(done, int) or isinstance(done, bool) or done < 0:
-            raise ConfigurationError("the import checkpoint file holds no valid 'done' count")
-        return cls(where, done=done, inserted=int(inserted))
-
-    def save(self) -> None:
-        """Write the state atomically (a temporary file renamed over the old one)."""
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(
-            json.dumps({"done": self.done, "inserted": self.inserted}), encoding="utf-8"
-        )
-        os.replace(temporary, self.path)
+    restarted: bool = False
+    """The checkpoint file was left by an import of another source or into another target: it
+    was set aside, and this import started from the first entry."""
 
 
 _Key = tuple[MemoryIdentity, str]
 """An entry's thread and id."""
+_Place = tuple[int, int, str]
+"""Where an entry stands: its position in the stream, the number :attr:`ImportLineError.line`
+gives, and how messages name it (``"line 4"``, ``"entry 4"``)."""
 
 
 @dataclass(slots=True)
 class _Batch:
-    rows: dict[_Key, tuple[int, ImportRow]] = field(default_factory=dict)
+    rows: dict[_Key, tuple[_Place, ImportRow]] = field(default_factory=dict)
     scopes: set[MemoryIdentity] = field(default_factory=set)
     last: int = 0
     repeated: int = 0
+    now: datetime | None = None
+    """The default ``occurred_at`` of the batch's entries (one clock reading, as one
+    ``remember()`` call takes): a line repeated without one is the same content."""
 
 
 @dataclass(slots=True)
@@ -176,7 +151,7 @@ class _Importer:
             width, made_by = check_embedder(embedder)
             if model is not None and made_by is not None and model != made_by:
                 raise EmbeddingModelMismatchError(
-                    f"model {model!r} is not the embedder's model {made_by!r}"
+                    "model is not the embedder's model: leave model unset, or pass the embedder's"
                 )
             if self.width is not None and self.width != width:
                 raise DimensionMismatchError(
@@ -206,8 +181,8 @@ class _Importer:
                 self.model, self.model_fixed = given.embedding_model, True
             if given.embedding_model not in (None, self.model):
                 raise EmbeddingModelMismatchError(
-                    f"the vector was made by {given.embedding_model!r}, this import's vectors "
-                    f"by {self.model!r}"
+                    "embedding_model is not the model of this import's vectors (model=, the "
+                    "embedder's model, or the first vector's embedding_model)"
                 )
             model = self.model
         return ImportRow(scope=scope, entry=entry, vector=vector, model=model)
@@ -299,12 +274,11 @@ class _Importer:
         )
         held = await self.store.embedding_models_of(fresh) if fresh else {}
         for scope, models in held.items():
-            foreign = sorted(models - {self.model})
-            if foreign:
-                line = min(line for (s, _), (line, _) in batch.rows.items() if s == scope)
+            if models - {self.model}:
+                where = min(place for (s, _), (place, _) in batch.rows.items() if s == scope)[2]
                 raise EmbeddingModelMismatchError(
-                    f"entry {line}: its thread's vectors were made by {foreign}, this import's "
-                    f"by {self.model!r}: nothing of its batch was written. Import with that "
+                    f"{where}: its thread's vectors were made by another model than this "
+                    "import's: nothing of its batch was written. Import with the thread's "
                     "model, or re-embed the thread with rebuild_index(switch_model=True) "
                     "(docs/operations.md, 'Switching models')"
                 )
@@ -315,20 +289,21 @@ class _Importer:
     async def _check_lineage(self, batch: _Batch) -> None:
         """Lineage sources must be entries of the same thread: in this batch, or stored (an
         earlier batch of the import included)."""
-        outside: dict[MemoryIdentity, dict[str, int]] = {}
-        for (scope, _), (line, row) in batch.rows.items():
+        outside: dict[MemoryIdentity, dict[str, _Place]] = {}
+        for (scope, _), (place, row) in batch.rows.items():
             lineage = row.entry.lineage
             for source in lineage.source_ids if lineage is not None else ():
                 if (scope, source) not in batch.rows:
-                    outside.setdefault(scope, {}).setdefault(source, line)
+                    outside.setdefault(scope, {}).setdefault(source, place)
         for scope, sources in outside.items():
             known = await self.store.known_ids(scope, list(sources))
-            unknown = [line for source, line in sources.items() if source not in known]
+            unknown = [place for source, place in sources.items() if source not in known]
             if unknown:
+                _, line, where = min(unknown)
                 raise ImportLineError(
-                    f"entry {min(unknown)}: lineage names an entry unknown in its thread "
+                    f"{where}: lineage names an entry unknown in its thread "
                     "(sources must come earlier in the import, or be stored)",
-                    line=min(unknown),
+                    line=line,
                 )
 
 
@@ -354,6 +329,7 @@ async def import_entries(
     limits: Limits | Mapping[str, Any] | None = None,
     batch_size: int = DEFAULT_IMPORT_BATCH,
     checkpoint: str | os.PathLike[str] | None = None,
+    source_id: str | None = None,
     on_progress: ProgressHook | None = None,
     clock: Callable[[], datetime] | None = None,
 ) -> ImportReport:
@@ -373,8 +349,13 @@ async def import_entries(
     or when it fails -- stored ``pending`` for the indexing worker. A refused entry raises
     :class:`ImportLineError` naming its position; nothing of its batch is written (each batch is
     one all-or-nothing :meth:`~prism_memory.stores.base.VectorStore.import_rows`). With
-    ``checkpoint`` (a file path) the number of entries done is recorded after every batch and a
-    rerun skips them: a killed import resumes where it stopped. ``on_progress`` is called with the
+    ``checkpoint`` (a file path) the number of entries done is recorded after every batch, with
+    what names the source (``source_id``, else the ``source_id`` of a reader's iterator: the
+    file's identity) and the target (:func:`import_target`: the PostgreSQL database, schema and
+    table, never a credential), and a rerun of the same source into the same target skips them:
+    a killed import resumes where it stopped. A checkpoint left by another source or target is
+    set aside with a warning and the import starts from the first entry
+    (:attr:`ImportReport.restarted`), which re-reads but rewrites nothing stored. ``on_progress`` is called with the
     running :class:`ImportReport` after each batch. ``importance_from`` hooks do not run: an entry's
     importance is the given one (clamped) or 1.0.
     """
@@ -392,8 +373,21 @@ async def import_entries(
         limits=parse(Limits, limits if limits is not None else {}, "limits"),
         clock=clock or (lambda: datetime.now(UTC)),
     )
-    state = ImportCheckpoint.load(checkpoint) if checkpoint is not None else None
     report = ImportReport()
+    state = None
+    if checkpoint is not None:
+        state = ImportCheckpoint.load(checkpoint)
+        named = source_id if source_id is not None else getattr(source, "source_id", None)
+        here = (named if isinstance(named, str) else None, import_target(store))
+        if state.done and not state.resumes(*here):
+            logger.warning(
+                "the import checkpoint %s was left by an import of another source or into "
+                "another target: set aside, this import starts from the first entry",
+                state.path,
+            )
+            report.restarted = True
+            state = ImportCheckpoint(state.path)
+        state.source, state.target = here
     batch = _Batch()
     writing: asyncio.Task[None] | None = None  # the latest batch handed over
     earlier: asyncio.Task[None] | None = None  # the one before it
@@ -425,35 +419,41 @@ async def import_entries(
         earlier, writing = writing, asyncio.create_task(commit(batch, writing, handed))
         handed, batch = batch, _Batch()
 
-    line = 0
+    position = 0
     try:
         async for item in _items(source):
-            line += 1
+            position += 1
             report.read += 1
-            if state is not None and line <= state.done:
+            if state is not None and position <= state.done:
                 report.skipped += 1
                 continue
+            if isinstance(item, Located):
+                place = (position, item.line, item.where)
+            else:
+                place = (position, position, f"entry {position}")
+            if batch.now is None:
+                batch.now = importer.clock()
             try:
-                row = importer.row(item, importer.clock())
+                row = importer.row(item, batch.now)
             except PrismMemoryError as exc:
-                raise ImportLineError(f"entry {line}: {exc}", line=line) from exc
+                raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
             key = (row.scope, row.entry.id)
             previous = batch.rows.get(key)
             if previous is not None:
                 if previous[1].entry != row.entry:
                     raise ImportLineError(
-                        f"entry {line}: id {row.entry.id!r} appears twice in its thread with "
-                        "different content",
-                        line=line,
+                        f"{place[2]}: its id appears earlier in its thread, with different "
+                        f"content ({previous[0][2]})",
+                        line=place[1],
                     )
                 batch.repeated += 1
             else:
-                batch.rows[key] = (line, row)
+                batch.rows[key] = (place, row)
                 batch.scopes.add(row.scope)
-            batch.last = line
+            batch.last = position
             if len(batch.rows) >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
                 await hand_over()
-            elif line % _YIELD_EVERY == 0:
+            elif position % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a sync source never yields: let the write progress
         await hand_over()
         for task in (earlier, writing):

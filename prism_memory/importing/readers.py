@@ -1,5 +1,7 @@
 """Readers that turn files and other systems' stores into the entries
-:func:`~prism_memory.importing.import_entries` takes, streamed (nothing is read whole).
+:func:`~prism_memory.importing.import_entries` takes, streamed: files are read in chunks, each
+entry carries its physical line (which names it when it is refused), and no line over the
+reader's ``max_line_bytes`` is held whole.
 
 Each maps the source onto tenant / resource / thread as docs/importing.md states:
 
@@ -24,11 +26,24 @@ from typing import IO, Any
 
 from ..models import MemoryConsent
 from ..working import canonical_json
+from ._entry import Located
+from ._lines import (
+    MAX_DOCUMENT_BYTES,
+    MAX_LINE_BYTES,
+    FileEntries,
+    check_limit,
+    file_identity,
+    json_lines,
+    located,
+)
 from ._service import ImportLineError
 
 __all__ = [
     "LANGGRAPH_TEXT_FIELDS",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_LINE_BYTES",
     "MEM0_THREAD",
+    "FileEntries",
     "read_export",
     "read_jsonl",
     "read_langgraph_store",
@@ -45,92 +60,93 @@ as canonical JSON."""
 _EXPORT_ONLY = ("created_at",)
 
 
-def _lines(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[int, Any]]:
-    """``(line number, decoded JSON)`` of each non-blank line (JSONL) -- or, when the first line is
-    not a JSON document on its own (a pretty-printed file), ``(1, the whole file decoded)``."""
-    handle = open(source, encoding="utf-8") if isinstance(source, str | os.PathLike) else source  # noqa: SIM115
-    try:
-        first = True
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                decoded = json.loads(line)
-            except ValueError as exc:
-                if not first:
-                    raise ImportLineError(f"line {number}: not valid JSON", line=number) from exc
-                try:
-                    decoded = json.loads(line + handle.read())
-                except ValueError:
-                    raise ImportLineError(f"line {number}: not valid JSON", line=number) from exc
-                yield 1, decoded
-                return
-            first = False
-            yield number, decoded
-    finally:
-        if handle is not source:
-            handle.close()
+def read_jsonl(
+    source: str | os.PathLike[str] | IO[str], *, max_line_bytes: int = MAX_LINE_BYTES
+) -> FileEntries:
+    """The entries of a JSONL file in prism_memory's import format, one object per line.
+
+    Each carries its physical line (blank lines counted), which names it when it is refused; a
+    line over ``max_line_bytes`` (default :data:`MAX_LINE_BYTES`, 8 MiB) is refused with
+    :class:`ImportLineError` once that many bytes of it are read, never read whole. The iterator's
+    ``source_id`` names the file in an import's checkpoint."""
+    limit = check_limit(max_line_bytes)
+
+    def entries() -> Iterator[dict[str, Any]]:
+        for number, item, whole in json_lines(source, limit):
+            if not isinstance(item, dict):
+                raise ImportLineError(f"line {number}: not a JSON object", line=number)
+            yield located(item, number, 1 if whole else None)
+
+    return FileEntries(entries(), lambda: file_identity(source, "jsonl"))
 
 
-def read_jsonl(source: str | os.PathLike[str] | IO[str]) -> Iterator[dict[str, Any]]:
-    """The entries of a JSONL file in prism_memory's import format, one object per line."""
-    for number, item in _lines(source):
-        if not isinstance(item, dict):
-            raise ImportLineError(f"line {number}: not a JSON object", line=number)
-        yield item
-
-
-def read_export(source: str | os.PathLike[str] | IO[str]) -> Iterator[dict[str, Any]]:
+def read_export(
+    source: str | os.PathLike[str] | IO[str], *, max_line_bytes: int = MAX_DOCUMENT_BYTES
+) -> FileEntries:
     """The entries of saved exports: what ``prism-memory export`` writes (one exported entry per
     line), or ``export_memory()`` pages saved as JSON (``{"entries": [...], ...}``: one page per
     line, a file holding one page, or a JSON array of pages). Each exported entry keeps its tenant,
-    resource, thread, id, sequence, consent and lineage; ``created_at`` becomes the import's."""
-    for number, item in _lines(source):
-        if isinstance(item, dict) and "entries" not in item:  # one exported entry
-            item = {"entries": [item]}
-        pages = item if isinstance(item, list) else [item]
-        for page in pages:
-            if not isinstance(page, dict) or not isinstance(page.get("entries"), list):
-                raise ImportLineError(f"line {number}: not an export page", line=number)
-            for entry in page["entries"]:
-                if not isinstance(entry, dict):
-                    raise ImportLineError(
-                        f"line {number}: an exported entry is not an object", line=number
-                    )
-                yield {key: value for key, value in entry.items() if key not in _EXPORT_ONLY}
+    resource, thread, id, sequence, consent and lineage; ``created_at`` becomes the import's.
+    A line (or a file holding one JSON document) over ``max_line_bytes`` (default
+    :data:`MAX_DOCUMENT_BYTES`, 64 MiB) is refused with :class:`ImportLineError`."""
+    limit = check_limit(max_line_bytes)
+
+    def entries() -> Iterator[dict[str, Any]]:
+        for number, item, whole in json_lines(source, limit):
+            single = isinstance(item, dict) and "entries" not in item and not whole
+            if isinstance(item, dict) and "entries" not in item:  # one exported entry
+                item = {"entries": [item]}
+            pages = item if isinstance(item, list) else [item]
+            position = 0
+            for page in pages:
+                if not isinstance(page, dict) or not isinstance(page.get("entries"), list):
+                    raise ImportLineError(f"line {number}: not an export page", line=number)
+                for entry in page["entries"]:
+                    position += 1
+                    at = located({}, number, None if single else position)
+                    if not isinstance(entry, dict):
+                        raise ImportLineError(
+                            f"{at.where}: an exported entry is not an object", line=number
+                        )
+                    fields = {key: value for key, value in entry.items() if key not in _EXPORT_ONLY}
+                    yield Located(fields, number, at.where)
+
+    return FileEntries(entries(), lambda: file_identity(source, "export"))
 
 
-def _aware(raw: object, number: int) -> datetime | None:
+def _aware(raw: object, at: Located) -> datetime | None:
     """An ISO timestamp as an aware datetime (a naive one is taken as UTC)."""
     if raw is None or raw == "":
         return None
     if isinstance(raw, datetime):
         moment = raw
-    elif isinstance(raw, str):
-        try:
-            moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise ImportLineError(
-                f"line {number}: created_at is not an ISO timestamp", line=number
-            ) from exc
     else:
-        raise ImportLineError(f"line {number}: created_at is not an ISO timestamp", line=number)
+        try:
+            moment = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+            if not isinstance(raw, str):
+                raise TypeError
+        except (TypeError, ValueError):
+            raise ImportLineError(
+                f"{at.where}: created_at is not an ISO timestamp", line=at.line
+            ) from None  # the parser's message repeats the value
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _mem0_items(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[int, Any]]:
-    """A mem0 export is a JSON array, a ``{"results": [...]}`` document or JSONL; a memory's
-    number is its line (JSONL) or its position in the array."""
-    for number, item in _lines(source):
+def _mem0_items(
+    source: str | os.PathLike[str] | IO[str], limit: int
+) -> Iterator[tuple[Located, Any]]:
+    """A mem0 export is a JSON array, a ``{"results": [...]}`` document or JSONL; each memory
+    comes with where it stands (its line, and its position in an array or document)."""
+    for number, item, whole in json_lines(source, limit):
         if isinstance(item, dict) and isinstance(item.get("results"), list):
             items: Sequence[Any] = item["results"]
         elif isinstance(item, list):
             items = item
         else:
-            yield number, item
+            yield located({}, number, 1 if whole else None), item
             continue
         for position, memory in enumerate(items, start=1):
-            yield (number if len(items) == 1 else position), memory
+            yield located({}, number, position), memory
 
 
 def read_mem0(
@@ -138,42 +154,60 @@ def read_mem0(
     *,
     tenant_id: str,
     consent: MemoryConsent | None = None,
-) -> Iterator[dict[str, Any]]:
+    max_line_bytes: int = MAX_DOCUMENT_BYTES,
+) -> FileEntries:
     """mem0's exported memories as import entries.
 
     Mapping: ``tenant_id`` is given (mem0 has none); the resource is the memory's ``user_id``, else
     its ``agent_id``; the thread is its ``run_id``, else :data:`MEM0_THREAD`; the id is mem0's
     ``id`` (so re-importing changes nothing), the text its ``memory``, ``occurred_at`` its
-    ``created_at`` (naive times are UTC); the metadata is mem0's plus ``mem0_hash``,
-    ``mem0_agent_id`` and ``mem0_updated_at`` when present. ``consent`` applies to every memory
-    (unset: the default consent, thread-scoped -- pass ``MemoryConsent(scope="user")`` for
-    memories recalled resource-wide).
+    ``created_at`` (naive times are UTC); the metadata is mem0's (a JSON object, or absent) plus
+    ``mem0_hash``, ``mem0_agent_id`` and ``mem0_updated_at`` when present. ``consent`` applies to
+    every memory (unset: the default consent, thread-scoped -- pass
+    ``MemoryConsent(scope="user")`` for memories recalled resource-wide). A memory that is not
+    such an object is refused with :class:`ImportLineError` naming its line; so is a line (or a
+    file holding one JSON document) over ``max_line_bytes`` (default :data:`MAX_DOCUMENT_BYTES`,
+    64 MiB).
     """
-    for number, memory in _mem0_items(source):
-        if not isinstance(memory, dict):
-            raise ImportLineError(f"line {number}: a mem0 memory is not an object", line=number)
-        resource = memory.get("user_id") or memory.get("agent_id")
-        if not resource:
-            raise ImportLineError(
-                f"line {number}: the memory names no user_id nor agent_id", line=number
-            )
-        metadata = dict(memory.get("metadata") or {})
-        for key in ("hash", "agent_id", "updated_at"):
-            if memory.get(key) and not (key == "agent_id" and resource == memory.get(key)):
-                metadata[f"mem0_{key}"] = memory[key]
-        entry: dict[str, Any] = {
-            "tenant_id": tenant_id,
-            "resource_id": str(resource),
-            "thread_id": str(memory.get("run_id") or MEM0_THREAD),
-            "text": memory.get("memory"),
-            "metadata": metadata,
-            "occurred_at": _aware(memory.get("created_at"), number),
-        }
-        if memory.get("id") is not None:
-            entry["id"] = str(memory["id"])
-        if consent is not None:
-            entry["consent"] = consent
-        yield entry
+    limit = check_limit(max_line_bytes)
+
+    def entries() -> Iterator[dict[str, Any]]:
+        for at, memory in _mem0_items(source, limit):
+            yield Located(_mem0_entry(memory, at, tenant_id, consent), at.line, at.where)
+
+    return FileEntries(
+        entries(), lambda: file_identity(source, "mem0", tenant_id=tenant_id, consent=consent)
+    )
+
+
+def _mem0_entry(
+    memory: object, at: Located, tenant_id: str, consent: MemoryConsent | None
+) -> dict[str, Any]:
+    if not isinstance(memory, dict):
+        raise ImportLineError(f"{at.where}: a mem0 memory is not an object", line=at.line)
+    resource = memory.get("user_id") or memory.get("agent_id")
+    if not resource:
+        raise ImportLineError(f"{at.where}: the memory names no user_id nor agent_id", line=at.line)
+    given = memory.get("metadata")
+    if given is not None and not isinstance(given, dict):
+        raise ImportLineError(f"{at.where}: metadata is not a JSON object", line=at.line)
+    metadata = dict(given or {})
+    for key in ("hash", "agent_id", "updated_at"):
+        if memory.get(key) and not (key == "agent_id" and resource == memory.get(key)):
+            metadata[f"mem0_{key}"] = memory[key]
+    entry: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "resource_id": str(resource),
+        "thread_id": str(memory.get("run_id") or MEM0_THREAD),
+        "text": memory.get("memory"),
+        "metadata": metadata,
+        "occurred_at": _aware(memory.get("created_at"), at),
+    }
+    if memory.get("id") is not None:
+        entry["id"] = str(memory["id"])
+    if consent is not None:
+        entry["consent"] = consent
+    return entry
 
 
 async def read_langgraph_store(
@@ -239,7 +273,7 @@ def _langgraph_entry(
     resource_index: int,
     embedding_model: str | None,
     consent: MemoryConsent | None,
-) -> dict[str, Any]:
+) -> Located:
     namespace = str(row["prefix"]).split(".")
     try:
         resource = namespace[resource_index]
@@ -250,7 +284,10 @@ def _langgraph_entry(
     rest = [part for at, part in enumerate(namespace) if at != resource_index % len(namespace)]
     value = row["value"]
     if isinstance(value, str):
-        value = json.loads(value)
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ImportLineError(f"item {number}: its value is not JSON", line=number) from None
     if not isinstance(value, dict):
         raise ImportLineError(f"item {number}: its value is not a JSON object", line=number)
     text = next(
@@ -271,4 +308,4 @@ def _langgraph_entry(
         entry["embedding_model"] = embedding_model
     if consent is not None:
         entry["consent"] = consent
-    return entry
+    return Located(entry, number, f"item {number}")

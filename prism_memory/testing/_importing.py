@@ -20,6 +20,7 @@ from ..errors import (
 from ..importing import ImportLineError, import_entries
 from ..models import MemoryConsent, MemoryIdentity
 from ._conformance_agents import _NamedEmbedder
+from ._importing_sources import IMPORT_SOURCE_CHECKS
 from ._support import ConformanceKit, _Case, _check, _ids, _raises, _write_refused_or_done
 
 __all__ = ["IMPORT_CHECKS", "IMPORT_RACES", "race_import_against_forget"]
@@ -458,4 +459,5 @@ IMPORT_CHECKS = {
     "import_and_remember_interleave_without_colliding": (
         import_and_remember_interleave_without_colliding
     ),
+    **IMPORT_SOURCE_CHECKS,
 }

@@ -37,6 +37,35 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PRISM_MEMORY_DATABASE_URL"}
 
 
+def _drop(url: str, schema: str) -> None:
+    async def drop() -> None:
+        engine = create_engine(url, pooled=False)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(drop())
+
+
+def _kill_once_done(process: subprocess.Popen[bytes], state: Path, enough: int) -> None:
+    """SIGKILL ``process`` once its checkpoint counts ``enough`` entries done."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        if state.exists():
+            try:
+                done = json.loads(state.read_text(encoding="utf-8"))["done"]
+            except ValueError:  # read between the write and the rename: try again
+                done = 0
+            if done >= enough:
+                break
+        time.sleep(0.02)
+    assert process.poll() is None, "the import finished before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
 def _rows(url: str, schema: str) -> list[tuple[str, str, int]]:
     async def read() -> list[tuple[str, str, int]]:
         engine = create_engine(url, pooled=False)
@@ -149,7 +178,70 @@ def test_a_bad_line_is_named_and_nothing_of_its_batch_is_written(postgres_url, s
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.splitlines()[-1].startswith("error: entry 6:"), done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: line 6:"), done.stderr
     assert "secret-ish" not in done.stderr
     # batches of four: lines 1-4 are in, nothing of lines 5-7
     assert [row_id for _, row_id, _ in _rows(postgres_url, schema)] == ["r1", "r2", "r3", "r4"]
+
+
+def test_a_checkpoint_of_another_schema_is_set_aside(postgres_url, schema, tmp_path):
+    """Killed while importing into schema A, the same file imported into schema B lands whole in
+    B: the checkpoint names its target, so A's progress skips nothing in B."""
+    rows = 8_000
+    path = tmp_path / "history.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"tenant_id": "acme", "resource_id": "u", "thread_id": f"t{i % 40}",
+                 "id": f"r{i}", "text": f"message {i}"}
+            ) + "\n"
+            for i in range(rows)
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    state = Path(str(path) + ".import-state.json")
+    into_a = subprocess.Popen(
+        _command(path, postgres_url, schema),
+        env=_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _kill_once_done(into_a, state, 2_000)
+    assert 2_000 <= len(_rows(postgres_url, schema)) < rows
+    other = f"{schema}_b"
+    try:
+        into_b = subprocess.run(
+            _command(path, postgres_url, other),
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert into_b.returncode == 0, into_b.stderr
+        said = " ".join(into_b.stdout.split())  # the console wraps long lines
+        assert "set aside" in said
+        assert f"imported {rows} new entries" in said
+        assert "; 0 skipped by the checkpoint" in said
+        assert {row_id for _, row_id, _ in _rows(postgres_url, other)} == {
+            f"r{i}" for i in range(rows)
+        }
+    finally:
+        _drop(postgres_url, other)
+
+
+def test_a_line_over_the_limit_is_named(postgres_url, schema, tmp_path):
+    path = tmp_path / "long.jsonl"
+    line = {"tenant_id": "acme", "resource_id": "u", "thread_id": "t", "id": "r1", "text": "x"}
+    path.write_text(json.dumps(line) + "\n\n" + json.dumps({**line, "text": "y" * 300}) + "\n")
+    done = subprocess.run(
+        [*_command(path, postgres_url, schema), "--max-line-bytes", "200"],
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith("error: line 3:"), done.stderr
+    assert "line limit" in done.stderr
