@@ -86,8 +86,28 @@ def worker(
     embedder: VectorEmbedder = "",
     batch_size: Annotated[int, typer.Option("--batch-size", help="texts per embedder call")] = 32,
     poll_seconds: Annotated[
-        float, typer.Option("--poll-seconds", help="fallback poll when no NOTIFY arrives")
-    ] = 10.0,
+        float | None,
+        typer.Option(
+            "--poll-seconds",
+            help="fallback poll when no NOTIFY arrives (default 10; 1 when it cannot LISTEN)",
+        ),
+    ] = None,
+    pooling: Annotated[
+        str | None,
+        typer.Option(
+            "--pooling",
+            help="'transaction' behind a transaction-mode pooler such as PgBouncer (default: "
+            "the URL's prism_pooling, else $PRISM_MEMORY_POOLING, else 'session')",
+        ),
+    ] = None,
+    listen_url: Annotated[
+        str | None,
+        typer.Option(
+            "--listen-url",
+            envvar="PRISM_MEMORY_LISTEN_URL",
+            help="behind a transaction pooler: a URL that bypasses it, for LISTEN (else it polls)",
+        ),
+    ] = None,
     lease_seconds: Annotated[
         float, typer.Option("--lease-seconds", help="how long a claimed row stays leased")
     ] = 60.0,
@@ -102,6 +122,7 @@ def worker(
     from ..errors import DimensionMismatchError
     from ..indexing import IndexingPolicy
     from ..postgres import create_postgres_vector_store
+    from ..postgres._engine import checked_pooling
     from ..postgres.worker import IndexingWorker
 
     logging.basicConfig(
@@ -115,7 +136,11 @@ def worker(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         store = await create_postgres_vector_store(
-            url, schema=schema, table=table, skip_migrations=True
+            url,
+            schema=schema,
+            table=table,
+            skip_migrations=True,
+            pooling=checked_pooling(pooling),
         )
         try:
             chosen = load_embedder(embedder, store.dimension)
@@ -124,13 +149,17 @@ def worker(
                     f"the embedder is {chosen.dimensions} wide but {schema}.{table} is pinned to "
                     f"vector({store.dimension})"
                 )
+            poll = poll_seconds
+            if poll is None and (listen_url is not None or store.pooling == "session"):
+                poll = 10.0  # the fallback of a worker that listens
             service = IndexingWorker(
                 store,
                 chosen,
                 batch_size=batch_size,
-                poll_seconds=poll_seconds,
+                poll_seconds=poll,
                 policy=IndexingPolicy(lease_seconds=lease_seconds),
                 status_file=status_file,
+                listen_url=listen_url,
             )
             await service.run(stop)
         finally:

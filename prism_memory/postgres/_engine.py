@@ -37,6 +37,7 @@ __all__ = [
     "SERVER_SETTINGS",
     "KeptConnections",
     "Pooling",
+    "checked_pooling",
     "create_engine",
     "decode_vector",
     "encode_vector",
@@ -111,6 +112,11 @@ def _checked_pooling(value: str, where: str) -> Pooling:
     if value not in ("session", "transaction"):
         raise ConfigurationError(f"{where} must be 'session' or 'transaction'")
     return cast("Pooling", value)
+
+
+def checked_pooling(value: str | None) -> Pooling | None:
+    """``value`` (a command-line option) as a pooling mode; ``None`` stays ``None``."""
+    return None if value is None else _checked_pooling(value, "--pooling")
 
 
 def resolve_pooling(url: str | URL, pooling: Pooling | None) -> tuple[str, Pooling]:

@@ -9,7 +9,10 @@ One :class:`IndexingWorker` embeds every tenant's pending rows of one ``schema``
 * **wakes on new work** -- it ``LISTEN``\\s on ``prism_memory_pending`` (revision
   ``prism_memory_0007`` notifies on every statement that leaves rows pending) and otherwise polls
   only every ``poll_seconds`` (for due retries); a lost LISTEN connection is re-opened (with
-  backoff) and followed by a look for work, since notifications sent meanwhile are gone;
+  backoff) and followed by a look for work, since notifications sent meanwhile are gone. Behind a
+  transaction pooler (a store opened with ``pooling="transaction"``), where ``LISTEN`` cannot
+  work, it listens on ``listen_url`` (a URL that bypasses the pooler) when given, else it polls
+  every ``poll_seconds`` (:data:`POLL_SECONDS_WITHOUT_LISTEN` by default);
 * **stops gracefully** -- :meth:`IndexingWorker.stop` lets the batch in hand finish and releases
   every lease the worker still holds;
 * logs one line per batch and keeps :class:`WorkerCounts`.
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..embedding import Embedder, embedder_model
 from ..errors import EmbeddingModelMismatchError
@@ -40,11 +44,18 @@ from ..indexing import (
     QueueObserver,
 )
 from ..stores.base import ClaimedEntry
+from ._engine import create_engine
 from .repositories import IndexingRepository
 from .statements import EntrySql
 from .store import PostgresVectorStore
 
-__all__ = ["NOTIFY_CHANNEL", "IndexingWorker", "WorkerCounts"]
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "POLL_SECONDS",
+    "POLL_SECONDS_WITHOUT_LISTEN",
+    "IndexingWorker",
+    "WorkerCounts",
+]
 
 logger = logging.getLogger("prism_memory.worker")
 
@@ -52,6 +63,13 @@ NOTIFY_CHANNEL = "prism_memory_pending"
 """The channel revision ``prism_memory_0007`` notifies; the payload is ``<schema>.<table>``."""
 
 _TENANTS_PER_ROUND = 1000
+
+POLL_SECONDS = 30.0
+"""How often a listening worker looks for due work anyway (retries whose backoff ended)."""
+
+POLL_SECONDS_WITHOUT_LISTEN = 1.0
+"""How often a worker that cannot ``LISTEN`` (behind a transaction pooler, no ``listen_url``)
+looks for work: its only way to see new rows."""
 
 
 @dataclass(slots=True)
@@ -127,12 +145,18 @@ class IndexingWorker:
         embedder: Embedder,
         *,
         batch_size: int = 32,
-        poll_seconds: float = 30.0,
+        poll_seconds: float | None = None,
         policy: IndexingPolicy | None = None,
         name: str = "prism-worker",
         status_file: str | Path | None = None,
+        listen_url: str | None = None,
     ) -> None:
         base = policy or IndexingPolicy()
+        self._listen_url = listen_url
+        self.listening = listen_url is not None or store.pooling == "session"
+        """Whether the worker wakes on ``NOTIFY`` (else it only polls)."""
+        if poll_seconds is None:
+            poll_seconds = POLL_SECONDS if self.listening else POLL_SECONDS_WITHOUT_LISTEN
         self._lease_seconds = base.lease_seconds
         self.store = store
         self.counts = WorkerCounts()
@@ -152,6 +176,7 @@ class IndexingWorker:
         names = store.tables.names
         self._payload = f"{names.schema}.{names.entries}"
         self._listener: Any = None
+        self._listen_engine: AsyncEngine | None = None
         self._relisten_task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -191,7 +216,12 @@ class IndexingWorker:
             self._queue.wake()
 
     async def _listen(self) -> None:
-        connection = await self.store.engine.connect()
+        engine = self.store.engine
+        if self._listen_url is not None:
+            if self._listen_engine is None:
+                self._listen_engine = create_engine(self._listen_url, pooled=False)
+            engine = self._listen_engine
+        connection = await engine.connect()
         try:
             raw: Any = await connection.get_raw_connection()
             driver = raw.driver_connection
@@ -253,10 +283,17 @@ class IndexingWorker:
         indexing task."""
         self._stopping = False
         await self.check_model()
-        await self._listen()
-        logger.info(
-            "worker %s listening on %s for %s", self.worker_id, NOTIFY_CHANNEL, self._payload
-        )
+        if self.listening:
+            await self._listen()
+            logger.info(
+                "worker %s listening on %s for %s", self.worker_id, NOTIFY_CHANNEL, self._payload
+            )
+        else:
+            logger.info(
+                "worker %s polling for %s (behind a transaction pooler: no LISTEN)",
+                self.worker_id,
+                self._payload,
+            )
         await self._queue.start()
 
     async def stop(self) -> None:
@@ -275,6 +312,9 @@ class IndexingWorker:
                 raw.driver_connection.remove_termination_listener(self._listener_lost)
                 await raw.driver_connection.remove_listener(NOTIFY_CHANNEL, self._notified)
             await connection.close()
+        if self._listen_engine is not None:
+            engine, self._listen_engine = self._listen_engine, None
+            await engine.dispose()
         self.write_status()
         logger.info(
             "worker %s stopped: %d batches, %d indexed, %d failed",

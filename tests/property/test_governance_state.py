@@ -523,8 +523,11 @@ def _run_in_memory(machine: type[Any], profile: settings) -> None:
     _in_thread(body)
 
 
-def _run_on_postgres(machine: type[Any], postgres_url: str, prefix: str) -> None:
-    """Run ``machine`` on one fresh PostgreSQL schema (each example its own tenant)."""
+def _run_on_postgres(
+    machine: type[Any], postgres_url: str, prefix: str, pooler_url: str | None = None
+) -> None:
+    """Run ``machine`` on one fresh PostgreSQL schema (each example its own tenant); with
+    ``pooler_url``, migrated on ``postgres_url`` and run through that transaction pooler."""
     schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
 
     def body(loop: asyncio.AbstractEventLoop) -> None:
@@ -532,6 +535,13 @@ def _run_on_postgres(machine: type[Any], postgres_url: str, prefix: str) -> None
         stores = _run(
             loop, create_postgres_memory_stores(engine=engine, schema=schema, dimension=64)
         )
+        if pooler_url is not None:
+            stores = _run(
+                loop,
+                create_postgres_memory_stores(
+                    pooler_url, schema=schema, dimension=64, pooling="transaction"
+                ),
+            )
         try:
 
             class OnPostgres(machine):  # type: ignore[misc, valid-type]
@@ -545,6 +555,7 @@ def _run_on_postgres(machine: type[Any], postgres_url: str, prefix: str) -> None
         finally:
 
             async def drop() -> None:
+                await stores.close()
                 async with engine.begin() as conn:
                     await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
                 await engine.dispose()
@@ -570,3 +581,9 @@ def test_concurrent_governance_in_memory() -> None:
 @pytest.mark.postgres
 def test_concurrent_governance_on_postgres(postgres_url: str) -> None:
     _run_on_postgres(ConcurrentGovernanceMachine, postgres_url, "pm_race")
+
+
+@pytest.mark.postgres
+def test_concurrent_governance_behind_pgbouncer(postgres_url: str, pgbouncer_url: str) -> None:
+    """The same races through a real PgBouncer in transaction mode (issue 36)."""
+    _run_on_postgres(ConcurrentGovernanceMachine, postgres_url, "pm_race_pool", pgbouncer_url)

@@ -16,6 +16,7 @@ from prism_memory import HashEmbedder, IndexingPolicy, create_memory
 from prism_memory.errors import ConfigurationError
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres import migrate as prism_migrate
+from prism_memory.postgres.worker import IndexingWorker
 
 pytestmark = pytest.mark.postgres
 
@@ -111,3 +112,41 @@ async def test_twelve_memories_at_once_remember_and_recall(pgbouncer_url, schema
     finally:
         for stores in opened:
             await stores.close()
+
+
+@pytest.mark.parametrize("listen", [False, True], ids=["polling", "listen-url"])
+async def test_the_worker_embeds_behind_the_pooler(pgbouncer_url, postgres_url, schema, listen):
+    """The all-scopes worker on a pooled store: it cannot LISTEN through the pooler, so it polls
+    -- or, given a direct ``listen_url``, wakes on NOTIFY -- and embeds what worker-only memories
+    write through the pooler."""
+    stores = await create_postgres_memory_stores(
+        pgbouncer_url, schema=schema, dimension=WIDTH, pooling="transaction"
+    )
+    worker = IndexingWorker(
+        stores.vector_store,
+        HashEmbedder(dimensions=WIDTH),
+        policy=FAST,
+        listen_url=postgres_url if listen else None,
+        poll_seconds=None if not listen else 60.0,  # listening: only a NOTIFY can wake it in time
+    )
+    assert worker.listening is listen
+    await worker.start()
+    try:
+        async with create_memory(
+            tenant_id="t",
+            resource_id="r",
+            thread_id="worker",
+            embedder=HashEmbedder(dimensions=WIDTH),
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+            indexing=IndexingPolicy(in_process=False, busy_poll_seconds=0.05),
+        ) as memory:
+            await asyncio.sleep(0.2)  # the worker's first look found nothing: now it waits
+            result = await memory.remember([{"id": t, "text": t} for t in TOPICS])
+            report = await asyncio.wait_for(result.done, timeout=20)
+            assert sorted(report.indexed) == sorted(TOPICS)
+            assert (await memory.recall(TOPICS[2], top_k=1)).hits[0].id == TOPICS[2]
+        assert (worker.counts.wakeups > 0) is listen
+    finally:
+        await worker.stop()
+        await stores.close()
