@@ -8,6 +8,7 @@ must say where the revision is recorded rather than print an empty line.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -92,7 +93,8 @@ async def test_migrate_current_says_where_the_revision_is_recorded(
         [sys.executable, "-m", "prism_memory", "migrate", "current"],
         [sys.executable, "-m", "prism_memory.postgres.migrate", "current"],
     ):
-        done = subprocess.run(
+        done = await asyncio.to_thread(
+            subprocess.run,
             [*command, "--url", postgres_url, "--schema", schema],
             capture_output=True,
             text=True,
