@@ -57,7 +57,11 @@ def _own_state(connection: Connection, names: Names) -> tuple[bool, str | None]:
 
 def _elsewhere(hosts: Sequence[tuple[str, str]]) -> str:
     if not hosts:
-        return "no Alembic version table in this database records a prism_memory revision"
+        # a host's revision that depends on prism_memory's head is all its version table records
+        return (
+            "no version table in this database records a prism_memory revision itself (a host's "
+            "Alembic history whose revisions depend on prism_memory's records only its own head)"
+        )
     listed = "; ".join(f"{table} records {revision}" for table, revision in hosts)
     return f"another Alembic history manages it ({listed})"
 
@@ -73,8 +77,8 @@ def check_own_history(connection: Connection, names: Names, revision_ids: Sequen
     raise ConfigurationError(
         f"{names.schema}.{names.entries} exists but prism_memory's own version table "
         f"{names.schema}.{names.version_table} records no revision: {_elsewhere(hosts)}. Nothing "
-        "was changed. Run the upgrades where the schema is managed (a host's `alembic upgrade "
-        "heads`) and open the stores with skip_migrations=True"
+        "was changed. When a host's Alembic history manages this schema, run the upgrades there "
+        "(`alembic upgrade heads`) and open the stores with skip_migrations=True"
     )
 
 
@@ -89,5 +93,8 @@ def describe_current(connection: Connection, names: Names, revision_ids: Sequenc
     if hosts:
         return f"{head}; {_elsewhere(hosts)} (open the stores with skip_migrations=True)"
     if exists:
-        return f"{head}; {names.schema}.{names.entries} exists without one ({_elsewhere(hosts)})"
+        return (
+            f"{head}; {names.schema}.{names.entries} exists without one ({_elsewhere(hosts)}; "
+            "when a host's Alembic history manages it, open the stores with skip_migrations=True)"
+        )
     return f"{head}; the schema is empty (`prism-memory migrate upgrade head` creates it)"

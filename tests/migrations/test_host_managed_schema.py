@@ -74,7 +74,10 @@ async def test_an_upgrade_of_unrecorded_tables_names_no_host_and_changes_nothing
 ) -> None:
     async with engine.begin() as conn:  # the host's record gone too: tables nobody accounts for
         await conn.execute(text(f"DROP TABLE {host_managed}"))
-    with pytest.raises(ConfigurationError, match="no Alembic version table in this database"):
+    with pytest.raises(
+        ConfigurationError,
+        match="no version table in this database records a prism_memory revision itself",
+    ):
         await migrate.upgrade(engine, schema=schema)
     assert "semantic_memory_alembic_version" not in await _tables(engine, schema)
 
