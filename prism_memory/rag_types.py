@@ -51,6 +51,8 @@ MAX_FILTER_KEYS: Final = 16
 """Most keys one metadata ``filter`` may test."""
 _MAX_METADATA_BYTES: Final = 64 * 1024
 _MAX_GENERATION: Final = 2**63 - 1
+_SCOPE_KEYS: Final = ("tenant_id", "resource_id", "collection")
+"""The keys a scope mapping may have (:meth:`RagScope.of`)."""
 
 ACL: Final = "acl"
 """``authorization="acl"``: access control on, but no verified principal -- denies everything."""
@@ -153,9 +155,13 @@ class RagScope:
             return value
         if not isinstance(value, Mapping):
             raise ValidationError("scope must be a RagScope or a mapping")
-        unknown = set(value) - {"tenant_id", "resource_id", "collection"}
+        unknown = len(set(value) - set(_SCOPE_KEYS))
         if unknown:
-            raise ValidationError(f"scope has unknown keys {sorted(unknown)}")
+            # the keys themselves are never repeated: a caller may have pasted a secret as one
+            raise ValidationError(
+                f"scope has {unknown} unknown key{'s' if unknown > 1 else ''}; "
+                f"the allowed keys are {', '.join(_SCOPE_KEYS)}"
+            )
         return cls(
             tenant_id=value.get("tenant_id"),  # type: ignore[arg-type]  # validated in __post_init__
             resource_id=value.get("resource_id"),  # type: ignore[arg-type]

@@ -50,10 +50,13 @@ def canonical_json(data: Any) -> str:
 def _check_schema_definition(schema: Any, path: str) -> None:
     if not isinstance(schema, Mapping):
         raise ConfigurationError(f"schema at {path or '$'} must be an object")
-    unknown = set(schema) - SUPPORTED_KEYWORDS
+    unknown = len(set(schema) - SUPPORTED_KEYWORDS)
     if unknown:
+        # the keywords themselves are never repeated: a mapping key can be anything a caller pasted
         raise ConfigurationError(
-            f"schema at {path or '$'} uses unsupported keywords {sorted(unknown)}"
+            f"schema at {path or '$'} uses {unknown} unsupported keyword"
+            f"{'s' if unknown > 1 else ''}; the supported ones are "
+            f"{', '.join(sorted(SUPPORTED_KEYWORDS))}"
         )
     where = path or "$"
     kind = schema.get("type")

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ._demo import demo
+from ._dev_server import dev_server
 from ._import import import_command
 from ._migrate import migrate_app
 from ._ops import doctor, stats, worker
@@ -46,6 +47,7 @@ app.command()(export)
 app.command()(rebuild)
 app.command("import")(import_command)
 app.command()(worker)
+app.command("dev-server")(dev_server)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

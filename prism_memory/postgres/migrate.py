@@ -37,6 +37,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError, PrismMemoryError
+from . import _history
 from ._engine import create_engine, normalize_url
 from ._errors import wrap_db_errors
 from .statements.catalog import EMBEDDING_TYPMOD, INVALID_INDEXES, RELATION_EXISTS, SchemaSql
@@ -63,6 +64,7 @@ __all__ = [
     "build_search_index_ddl",
     "check_version_locations",
     "current_revision",
+    "describe_current",
     "downgrade",
     "exclude_prism_memory",
     "head_revision",
@@ -291,6 +293,12 @@ def head_revision() -> str:
     return heads[0].revision
 
 
+def _revision_ids() -> list[str]:
+    """Every revision id of the ``prism_memory`` branch."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [revision.revision for revision in script.walk_revisions()]
+
+
 async def _with_connection(
     engine_or_url: AsyncEngine | str,
     fn: Callable[[Connection], Any],
@@ -339,7 +347,9 @@ def _run_command(config: Config, action: str, revision: str) -> Callable[[Connec
         config.attributes["connection"] = connection
         try:
             if action == "upgrade":
-                _check_pinned_width(connection, settings_from_config(config))
+                settings = settings_from_config(config)
+                _history.check_own_history(connection, settings.names, _revision_ids())
+                _check_pinned_width(connection, settings)
                 command.upgrade(config, revision)
             else:
                 command.downgrade(config, revision)
@@ -406,6 +416,25 @@ async def current_revision(
 
     result = await _with_connection(engine_or_url, read, "reading the schema revision")
     return result if isinstance(result, str) or result is None else None
+
+
+async def describe_current(
+    engine_or_url: AsyncEngine | str,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+) -> str:
+    """What ``migrate current`` prints: the revision prism_memory's own version table records,
+    else one sentence -- a host's version table that records a prism_memory revision (its own
+    Alembic history ran them: open the stores with ``skip_migrations=True``), or none at all."""
+    names = names_for(schema, table)
+    ids = _revision_ids()
+    found = await _with_connection(
+        engine_or_url,
+        lambda connection: _history.describe_current(connection, names, ids),
+        "reading the schema revision",
+    )
+    return str(found)
 
 
 def build_ddl(
@@ -501,8 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.action == "sql":
             print(build_ddl(schema=args.schema, table=args.table, dimension=args.dimension))
         elif args.action == "current":
-            found = asyncio.run(current_revision(args.url, schema=args.schema, table=args.table))
-            print(found or "")
+            print(asyncio.run(describe_current(args.url, schema=args.schema, table=args.table)))
         else:
             run = upgrade if args.action == "upgrade" else downgrade
             before = asyncio.run(current_revision(args.url, schema=args.schema, table=args.table))

@@ -101,6 +101,22 @@ async def scopes_filters_and_inputs(kit: RagConformanceKit) -> None:
     ]
     for error, call, label in bad_calls:
         await _raises(error, call, label)
+    # a scope mapping with a key it does not know: refused, and the key is never repeated (a
+    # caller may have pasted a secret as one); nothing was written under the scope's real parts
+    pasted = f"sk_live_{case.tenant}"
+    stray: Any = {"tenant_id": case.tenant, "resource_id": "stray", pasted: "x"}
+    for call, label in (
+        (store.upsert(stray, [case.chunk("s", 0, "x")]), "upsert"),
+        (store.query(stray, embedding=q, top_k=1), "query"),
+        (store.get_current_generation(stray), "get_current_generation"),
+    ):
+        refused = await _raises(ValidationError, call, f"{label} of a scope with a stray key")
+        _check(pasted not in str(refused), f"{label}: the error repeats the stray key")
+        _check("tenant_id, resource_id, collection" in str(refused), f"{label}: allowed keys")
+    _check(
+        await store.get_by_source(RagScope(case.tenant, "stray"), "s") == [],
+        "a refused scope wrote nothing",
+    )
     for build, label in (
         (lambda: RagScope("", "docs"), "empty tenant"),
         (lambda: RagScope("t", "d\x00"), "NUL in a resource"),

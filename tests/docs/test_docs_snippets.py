@@ -3,7 +3,9 @@
 The convention (also in docs/contributing.md): fences whose language is ``python``/``py`` or
 ``bash``/``sh``/``shell`` are executed, each on its own, in a fresh temporary directory, with
 ``PRISM_MEMORY_DATABASE_URL`` naming a fresh database of its own on the test PostgreSQL. A block is
-skipped only when the line right before its fence is ``<!-- not-run: <reason> -->``.
+skipped only when the line right before its fence is ``<!-- not-run: <reason> -->``. The blocks
+that use ``PRISM_MEMORY_DATABASE_URL`` also run once more, one after the other in reading order,
+against ONE shared database, as a reader following the docs would.
 """
 
 from __future__ import annotations
@@ -132,6 +134,36 @@ async def _drop_database(url: str, name: str) -> None:
         await engine.dispose()
 
 
+def _run_block(block: Block, url: str, directory: Path) -> str | None:
+    """Run ``block`` in ``directory`` against ``url``; ``None``, or what it printed when it failed."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+    env["PRISM_MEMORY_DATABASE_URL"] = url
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    if RUN_LANGUAGES[block.language] == "python":
+        script = directory / "snippet.py"
+        command = [sys.executable, str(script)]
+    else:
+        script = directory / "snippet.sh"
+        command = ["bash", "-euo", "pipefail", str(script)]
+    script.write_text(block.code, encoding="utf-8")
+    done = subprocess.run(
+        command,
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode == 0:
+        return None
+    return (
+        f"{block.name} failed (exit {done.returncode}):\n{block.code}\n"
+        f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    )
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.not_run is None], ids=lambda b: b.name)
@@ -139,29 +171,34 @@ def test_docs_block_runs(block: Block, postgres_url: str, tmp_path: Path) -> Non
     database = f"pm_docs_{uuid.uuid4().hex[:10]}"
     url = asyncio.run(_create_database(postgres_url, database))
     try:
-        bin_dir = str(Path(sys.executable).parent)
-        env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
-        env["PRISM_MEMORY_DATABASE_URL"] = url
-        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
-        if RUN_LANGUAGES[block.language] == "python":
-            script = tmp_path / "snippet.py"
-            command = [sys.executable, str(script)]
-        else:
-            script = tmp_path / "snippet.sh"
-            command = ["bash", "-euo", "pipefail", str(script)]
-        script.write_text(block.code, encoding="utf-8")
-        done = subprocess.run(
-            command,
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_SECONDS,
-            check=False,
-        )
-        assert done.returncode == 0, (
-            f"{block.name} failed (exit {done.returncode}):\n{block.code}\n"
-            f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
-        )
+        failed = _run_block(block, url, tmp_path)
+        assert failed is None, failed
     finally:
         asyncio.run(_drop_database(postgres_url, database))
+
+
+SHARED_DATABASE_BLOCKS = [
+    b for b in BLOCKS if b.not_run is None and "PRISM_MEMORY_DATABASE_URL" in b.code
+]
+"""The blocks that run against ``PRISM_MEMORY_DATABASE_URL``, in reading order (README, then docs/)."""
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_docs_blocks_run_in_order_against_one_database(postgres_url: str, tmp_path: Path) -> None:
+    """A reader runs the README's and the docs' blocks one after the other against one database
+    (one schema): they must agree, the pinned width first of all (one ``vector(384)``)."""
+    assert len(SHARED_DATABASE_BLOCKS) > 5, "the filter finds the database blocks"
+    database = f"pm_docs_{uuid.uuid4().hex[:10]}"
+    url = asyncio.run(_create_database(postgres_url, database))
+    failures: list[str] = []
+    try:
+        for number, block in enumerate(SHARED_DATABASE_BLOCKS):
+            directory = tmp_path / f"block-{number}"
+            directory.mkdir()
+            failed = _run_block(block, url, directory)
+            if failed is not None:
+                failures.append(failed)
+    finally:
+        asyncio.run(_drop_database(postgres_url, database))
+    assert not failures, "\n\n".join(failures)

@@ -240,6 +240,16 @@ async def test_a_host_project_follows_the_docs(
     assert prism_after == prism, "the library's tables were touched"
     assert versions == {head}
 
+    # the library's own history finds the tables but no revision of its own: it says so, and
+    # an upgrade through it (the stores' default) is refused before it touches them
+    current = bash(f'prism-memory migrate current --url "{database}"')
+    assert current.startswith("no prism_memory revision recorded in "), current
+    refused = _bash(f'prism-memory migrate upgrade head --url "{database}"', project, env)
+    assert refused.returncode == 1
+    assert "skip_migrations=True" in refused.stderr
+    assert "already exists" not in refused.stderr
+    assert (await _state(database))[0] == prism
+
     # without `heads`, Alembic says what the docs explain
     bash("alembic upgrade heads")
     failed = _bash("alembic upgrade head", project, env)

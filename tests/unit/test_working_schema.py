@@ -433,3 +433,13 @@ def test_check_size_counts_utf8_bytes_of_canonical_json():
 def test_errors_are_prism_errors():
     assert issubclass(ConfigurationError, PrismMemoryError)
     assert issubclass(ValidationError, PrismMemoryError)
+
+
+def test_an_unsupported_keyword_is_counted_never_repeated():
+    # a mapping key can be anything a caller pasted (a secret too): the message says how many
+    with pytest.raises(
+        ConfigurationError, match=r"^schema at \$ uses 1 unsupported keyword; "
+    ) as e:
+        compile_validator({"type": "object", "sk_live_pasted": 1})
+    assert "sk_live_pasted" not in str(e.value)
+    assert "additionalProperties" in str(e.value)  # the supported ones are named

@@ -27,7 +27,9 @@ __all__ = [
     "RELATION_SIZE",
     "SCHEMA_TABLES",
     "VECTOR_VERSION",
+    "VERSION_TABLES",
     "SchemaSql",
+    "recorded_revisions",
 ]
 
 RELATION_EXISTS: Final = "SELECT to_regclass(:name) IS NOT NULL"
@@ -55,6 +57,25 @@ EMBEDDING_TYPE: Final = (
 
 VECTOR_VERSION: Final = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 """The installed pgvector version, or no row."""
+
+VERSION_TABLES: Final = (
+    "SELECT n.nspname, c.relname FROM pg_attribute a "
+    "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE a.attname = 'version_num' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') "
+    "AND a.atttypid IN ('varchar'::regtype, 'text'::regtype) "
+    "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "AND has_table_privilege(c.oid, 'SELECT') ORDER BY 1, 2"
+)
+"""Every readable table with a ``version_num`` column: Alembic version tables, a host's too."""
+
+
+def recorded_revisions(schema: str, table: str) -> str:
+    """Which of the revision ids ``:ids`` the version table ``schema.table`` records."""
+    return (
+        f"SELECT version_num FROM {quote(schema)}.{quote(table)} "
+        "WHERE version_num = ANY(CAST(:ids AS text[])) ORDER BY 1"
+    )
+
 
 INDEX_NAMES: Final = "SELECT indexname FROM pg_indexes WHERE schemaname = :schema"
 """The names of every index in ``:schema``."""
