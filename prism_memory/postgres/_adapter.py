@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import asyncpg
 from sqlalchemy import text
@@ -37,10 +39,53 @@ from ._engine import POOLED_BEGIN, KeptConnections, Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
 from .repositories import EntryRepository
 from .statements import EntrySql, to_positional
-from .statements.catalog import CUSTOM_PLANS
+from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
 from .tables import PrismTables
 
-__all__: list[str] = []
+__all__ = ["ReadConsistency", "ReadReplica"]
+
+
+ReadConsistency = Literal["session", "strict"]
+"""What a replica read waits for: ``"session"`` -- every write this store made (read your own
+writes); ``"strict"`` -- everything the primary had committed when the read began."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReplica:
+    """Where a store sends its reads (recall, export, ``index_status``, counts, RAG queries): a
+    streaming replica's engine, how long a read waits for the replica to replay what it must see
+    before it reads from the primary instead, and what it must see (:data:`ReadConsistency`)."""
+
+    engine: AsyncEngine
+    wait_seconds: float = 0.25
+    consistency: ReadConsistency = "session"
+
+
+class _Endpoint:
+    """One server's engine, its session factory and the connections kept between operations."""
+
+    __slots__ = ("engine", "kept", "sessions")
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        self.kept = KeptConnections(engine)
+
+
+class _Replica(_Endpoint):
+    """The read endpoint, and the primary's WAL position it must have replayed to answer."""
+
+    __slots__ = ("config", "covered", "needed", "writes")
+
+    def __init__(self, config: ReadReplica) -> None:
+        super().__init__(config.engine)
+        self.config = config
+        self.writes = 0
+        """Writes this store finished on the primary (each may change what a read sees)."""
+        self.covered = 0
+        """How many of them :attr:`needed` covers."""
+        self.needed: int | None = None
+        """A WAL position of the primary after those writes; ``None``: nothing to wait for."""
 
 
 class _Adapter:
@@ -54,13 +99,18 @@ class _Adapter:
         owns_engine: bool,
         engine_sets_plans: bool = False,
         pooling: Pooling = "session",
+        replica: ReadReplica | None = None,
+        owns_replica_engine: bool = False,
     ) -> None:
         self._engine = engine
         self._pooling: Pooling = pooling
         self._tables = tables
         self._owns_engine = owns_engine
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self._kept = KeptConnections(engine)
+        self._primary = _Endpoint(engine)
+        self._sessions = self._primary.sessions
+        self._kept = self._primary.kept
+        self._replica = None if replica is None else _Replica(replica)
+        self._owns_replica_engine = owns_replica_engine
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS)
         # and recall reads go to the asyncpg driver directly (see ``_fetch``); on a host's engine
         # they run in units that ask for custom plans transaction-locally, like the RAG queries.
@@ -82,28 +132,117 @@ class _Adapter:
         """The tables this adapter reads and writes."""
         return self._tables
 
+    @property
+    def read_replica(self) -> ReadReplica | None:
+        """Where this adapter sends its reads, if not to the primary."""
+        return None if self._replica is None else self._replica.config
+
     @asynccontextmanager
     async def _unit(
+        self, action: str, *, custom_plans: bool = False, writes: bool = True
+    ) -> AsyncIterator[AsyncSession]:
+        """One unit of work on the primary; ``writes=False`` says it only reads (a replica read
+        that follows then need not wait for it)."""
+        try:
+            async with self._session(self._primary, action, custom_plans) as session:
+                yield session
+        finally:
+            if writes:
+                self._wrote()
+
+    @asynccontextmanager
+    async def _read_unit(
         self, action: str, *, custom_plans: bool = False
     ) -> AsyncIterator[AsyncSession]:
+        """A unit that only reads: on the replica when it has replayed what it must
+        (:meth:`_replica_ready`), else on the primary."""
+        endpoint = self._replica if await self._replica_ready(action) else self._primary
+        async with self._session(endpoint or self._primary, action, custom_plans) as session:
+            yield session
+
+    @staticmethod
+    @asynccontextmanager
+    async def _session(
+        endpoint: _Endpoint, action: str, custom_plans: bool
+    ) -> AsyncIterator[AsyncSession]:
         with wrap_db_errors(action):
-            async with self._sessions() as session, session.begin():
+            async with endpoint.sessions() as session, session.begin():
                 if custom_plans:
                     await session.execute(text(CUSTOM_PLANS))
                 yield session
 
-    async def _fetch(self, action: str, statement: str, params: Mapping[str, Any]) -> list[Any]:
-        """One read in one round trip: the statement goes straight to the pooled connection's
+    def _wrote(self) -> None:
+        """A write on the primary finished (or may have): the next replica read must see it."""
+        if self._replica is not None:
+            self._replica.writes += 1
+
+    async def _replica_ready(self, action: str) -> bool:
+        """Whether a read may go to the replica: it has replayed the primary's WAL past this
+        store's last write (``"strict"``: past what the primary had when the read began) --
+        waiting up to ``wait_seconds`` for it -- else the read goes to the primary. A forgotten
+        or revoked entry is therefore never read from a replica that has not replayed the
+        change, once the call that made it has returned."""
+        replica = self._replica
+        if replica is None:
+            return False
+        strict = replica.config.consistency == "strict"
+        target = replica.writes
+        needed = replica.needed
+        if strict or replica.covered < target:
+            (row,) = await self._fetch_on(self._primary, action, PRIMARY_LSN)
+            needed = int(row[0]) if needed is None or strict else max(needed, int(row[0]))
+            if not strict:
+                replica.needed = needed if replica.needed is None else max(needed, replica.needed)
+                replica.covered = max(replica.covered, target)
+        if needed is None:
+            return True
+        deadline = time.monotonic() + replica.config.wait_seconds
+        delay = 0.002
+        while True:
+            (row,) = await self._fetch_on(replica, action, REPLAYED_LSN)
+            if row[0] is not None and int(row[0]) >= needed:
+                if replica.needed == needed:
+                    replica.needed = None  # replayed: later reads need not ask until a write
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(delay, left))
+            delay *= 2
+
+    async def _fetch(
+        self,
+        action: str,
+        statement: str,
+        params: Mapping[str, Any],
+        *,
+        replica: bool = False,
+    ) -> list[Any]:
+        """One read in one round trip, on the primary -- or, with ``replica``, on the read
+        replica when :meth:`_replica_ready` allows."""
+        endpoint: _Endpoint = self._primary
+        if replica and self._replica is not None and await self._replica_ready(action):
+            endpoint = self._replica
+        return await self._fetch_on(endpoint, action, statement, params)
+
+    async def _fetch_on(
+        self,
+        endpoint: _Endpoint,
+        action: str,
+        statement: str,
+        params: Mapping[str, Any] | None = None,
+    ) -> list[Any]:
+        """One read on ``endpoint``: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
         asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
         read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
         positional, names = to_positional(statement)
-        args = [params[name] for name in names]
+        args = [(params or {})[name] for name in names]
         for attempt in (1, 2):
             with wrap_db_errors(action):
                 driver: Any = None
                 try:
-                    async with self._driver() as driver, self._alone(driver):
+                    async with self._driver(endpoint) as driver, self._alone(driver):
                         return list(await driver.fetch(positional, *args))
                 except Exception as exc:  # _driver has dropped a lost connection already
                     if driver is None or not _connection_lost(exc, driver):
@@ -111,34 +250,47 @@ class _Adapter:
                     if attempt == 2:
                         raise translate(exc, action) from exc
                 # the server restarted or failed over: every pooled connection is suspect
-                await self._kept.release()
-                await self._engine.dispose()
+                await endpoint.kept.release()
+                await endpoint.engine.dispose()
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _write(
-        self, action: str, statement: str, params: Mapping[str, Any], *, count: bool = False
+        self,
+        action: str,
+        statement: str,
+        params: Mapping[str, Any],
+        *,
+        count: bool = False,
+        visible: bool = True,
     ) -> list[Any]:
         """One writing statement in one round trip: straight to the pooled connection's asyncpg
         driver, in its own transaction (no ``BEGIN``/``COMMIT`` around it: a single statement
         applies entirely or not at all), prepared once per connection. Returns its rows, or with
         ``count`` the number of rows it changed (as a one-item list). Never retried: a connection
-        lost mid-statement leaves it applied or not, and the caller's next attempt decides."""
+        lost mid-statement leaves it applied or not, and the caller's next attempt decides.
+        ``visible=False``: no read sees what it changes (a claim's lease), so a replica read
+        after it need not wait for it."""
         positional, names = to_positional(statement)
         args = [params[name] for name in names]
-        with wrap_db_errors(action):
-            async with self._driver() as driver, self._alone(driver):
-                if count:
-                    status = await driver.execute(positional, *args)
-                    return [int(status.rsplit(" ", 1)[-1])]
-                return list(await driver.fetch(positional, *args))
+        try:
+            with wrap_db_errors(action):
+                async with self._driver() as driver, self._alone(driver):
+                    if count:
+                        status = await driver.execute(positional, *args)
+                        return [int(status.rsplit(" ", 1)[-1])]
+                    return list(await driver.fetch(positional, *args))
+        finally:
+            if visible:
+                self._wrote()
 
     @asynccontextmanager
-    async def _driver(self) -> AsyncIterator[Any]:
+    async def _driver(self, endpoint: _Endpoint | None = None) -> AsyncIterator[Any]:
         """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
         kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
         pooled again, when it was lost, is left inside a transaction, or an operation on it was
         cancelled midway."""
-        pooled = await self._kept.take()
+        kept = (endpoint or self._primary).kept
+        pooled = await kept.take()
         driver: Any = pooled.driver_connection
         try:
             yield driver
@@ -155,7 +307,7 @@ class _Adapter:
             await greenlet_spawn(pooled.invalidate)
             await greenlet_spawn(pooled.close)
         else:
-            await self._kept.give(pooled)
+            await kept.give(pooled)
 
     def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
         """Around a statement that runs outside any transaction of ours: nothing, or behind a
@@ -165,9 +317,8 @@ class _Adapter:
             return self._transaction(driver, POOLED_BEGIN)
         return contextlib.nullcontext()
 
-    @staticmethod
     @asynccontextmanager
-    async def _transaction(driver: Any, begin: str) -> AsyncIterator[None]:
+    async def _transaction(self, driver: Any, begin: str) -> AsyncIterator[None]:
         """A transaction on the asyncpg ``driver``: ``begin`` (``BEGIN ...``, and whatever must
         run with it in the same round trip), the body, ``COMMIT``; rolled back when the body
         raises (a connection left in a transaction is then dropped by :meth:`_driver`)."""
@@ -180,9 +331,20 @@ class _Adapter:
                 with contextlib.suppress(Exception):
                     await driver.execute("ROLLBACK")
             raise
+        finally:
+            self._wrote()
+
+    async def _close_replica(self) -> None:
+        """Return the replica's kept connections; dispose of its engine if it was made here."""
+        if self._replica is not None:
+            await self._replica.kept.close()
+            if self._owns_replica_engine:
+                self._owns_replica_engine = False
+                await self._replica.engine.dispose()
 
     async def _dispose(self) -> None:
         await self._kept.close()
+        await self._close_replica()
         if self._owns_engine:
             self._owns_engine = False
             await self._engine.dispose()

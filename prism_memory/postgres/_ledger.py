@@ -41,7 +41,7 @@ class _IndexingLedger(_VectorAdapter):
             lease_seconds=lease_seconds,
             now=now,
         )
-        return claimed_entries(await self._write("claim_pending", statement, params))
+        return claimed_entries(await self._write("claim_pending", statement, params, visible=False))
 
     async def claim_pending_in(
         self,
@@ -67,7 +67,9 @@ class _IndexingLedger(_VectorAdapter):
             lease_seconds=lease_seconds,
             now=now,
         )
-        return claimed_entries(await self._write("claim_pending", statement, params), wanted)
+        return claimed_entries(
+            await self._write("claim_pending", statement, params, visible=False), wanted
+        )
 
     async def complete_indexing(
         self,
@@ -114,7 +116,13 @@ class _IndexingLedger(_VectorAdapter):
     async def release_claims(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds (expired ones included); count them."""
         sql = EntrySql.for_tables(self._tables).release
-        return int((await self._write("release_claims", sql, {"worker": worker_id}, count=True))[0])
+        return int(
+            (
+                await self._write(
+                    "release_claims", sql, {"worker": worker_id}, count=True, visible=False
+                )
+            )[0]
+        )
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
         """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""
@@ -128,7 +136,7 @@ class _IndexingLedger(_VectorAdapter):
     ) -> dict[str, tuple[IndexStatus, str | None]]:
         """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
         check_id_collection(ids, "ids")
-        async with self._unit("index_status") as session:
+        async with self._read_unit("index_status") as session:
             return await IndexingRepository(session, self._tables).status(scope, ids)
 
     async def store_vectors(

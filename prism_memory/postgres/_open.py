@@ -13,12 +13,13 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError
+from ._adapter import ReadConsistency, ReadReplica
 from ._engine import Pooling, create_engine, install_vector_codec, normalize_url, pooling_of
 from ._errors import wrap_db_errors
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 
-__all__ = ["Opened", "open_engine"]
+__all__ = ["Opened", "open_engine", "open_replica"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +175,42 @@ def _engine_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise ConfigurationError("engine_options must be a mapping of keyword arguments")
     return dict(options)
+
+
+async def open_replica(
+    read_url: str | URL | None,
+    read_engine: AsyncEngine | None,
+    *,
+    pooling: Pooling | None,
+    wait_seconds: float,
+    consistency: ReadConsistency,
+    engine_options: Mapping[str, Any] | None,
+) -> tuple[ReadReplica | None, bool]:
+    """The read replica the factories were given (``read_url`` or ``read_engine``), and whether
+    its engine was made here (so the stores dispose of it)."""
+    if read_url is not None and read_engine is not None:
+        raise ConfigurationError("pass at most one of read_url= or read_engine=")
+    if isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float):
+        raise ConfigurationError("replica_wait_seconds must be a number of seconds")
+    if not 0 <= wait_seconds <= 60:
+        raise ConfigurationError("replica_wait_seconds must be between 0 and 60")
+    if consistency not in ("session", "strict"):
+        raise ConfigurationError("read_consistency must be 'session' or 'strict'")
+    if read_url is None and read_engine is None:
+        return None, False
+    owned = read_engine is None
+    if read_engine is None:
+        assert read_url is not None
+        try:
+            read_engine = create_engine(
+                read_url, pooling=pooling, **_engine_options(engine_options)
+            )
+        except (TypeError, ValueError, ArgumentError) as exc:
+            raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
+    elif not isinstance(read_engine, AsyncEngine):
+        raise ConfigurationError(
+            "read_engine must be a SQLAlchemy AsyncEngine (postgresql+asyncpg)"
+        )
+    else:
+        install_vector_codec(read_engine)
+    return ReadReplica(read_engine, float(wait_seconds), consistency), owned

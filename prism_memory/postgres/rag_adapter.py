@@ -35,6 +35,10 @@ class PostgresRagOperations(RagStoreByCall):
     if TYPE_CHECKING:
 
         def _unit(
+            self, action: str, *, custom_plans: bool = False, writes: bool = True
+        ) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+        def _read_unit(
             self, action: str, *, custom_plans: bool = False
         ) -> AbstractAsyncContextManager[AsyncSession]: ...
 
@@ -60,6 +64,8 @@ class PostgresRagOperations(RagStoreByCall):
     async def _operations(
         self, action: str, *, write: bool, ranked: bool = False
     ) -> AsyncIterator[RagOperations]:
-        """One unit of work (a query's plans custom, as recall's are); reads and writes alike."""
-        async with self._unit(action, custom_plans=ranked) as session:
+        """One unit of work (a query's plans custom, as recall's are); a read goes to the read
+        replica when there is one and it has replayed what it must (``_read_unit``)."""
+        unit = self._unit if write else self._read_unit
+        async with unit(action, custom_plans=ranked) as session:
             yield self._rag(session)

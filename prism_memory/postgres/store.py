@@ -44,11 +44,11 @@ from ..stores.base import (
     check_limit,
     expand_walk,
 )
-from ._adapter import _Adapter
+from ._adapter import ReadConsistency, ReadReplica, _Adapter
 from ._engine import Pooling, sets_plans
 from ._errors import wrap_db_errors
 from ._ledger import _IndexingLedger
-from ._open import open_engine
+from ._open import Opened, open_engine, open_replica
 from ._writes import _EntryWrites
 from .rag_adapter import PostgresRagOperations
 from .repositories import (
@@ -89,6 +89,8 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         owns_engine: bool,
         engine_sets_plans: bool = False,
         pooling: Pooling = "session",
+        replica: ReadReplica | None = None,
+        owns_replica_engine: bool = False,
     ) -> None:
         super().__init__(
             engine,
@@ -96,6 +98,8 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
             owns_engine=owns_engine,
             engine_sets_plans=engine_sets_plans,
             pooling=pooling,
+            replica=replica,
+            owns_replica_engine=owns_replica_engine,
         )
         self._dimension = dimension
         self._width = dimension
@@ -143,13 +147,13 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
         check_id_collection(ids, "ids")
-        async with self._unit("get_entries") as session:
+        async with self._unit("get_entries", writes=False) as session:
             return await EntryRepository(session, self._tables).get(scope, ids)
 
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
         check_id_collection(ids, "ids")
-        async with self._unit("known_ids") as session:
+        async with self._unit("known_ids", writes=False) as session:
             return await EntryRepository(session, self._tables).known_ids(scope, ids)
 
     async def dependents(
@@ -158,7 +162,7 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
         check_id_collection(source_ids, "source_ids")
         check_limit(limit)
-        async with self._unit("dependents") as session:
+        async with self._unit("dependents", writes=False) as session:
             return await EntryRepository(session, self._tables).dependents(scope, source_ids, limit)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -173,8 +177,10 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
                 return SearchResult([], CorpusStats())
             sql = EntrySql.for_tables(self._tables)
             statement, params, terms = search_statement(sql, scope, replace(request, vector=query))
-            return search_result(await self._fetch("search", statement, params), terms)
-        async with self._unit("search", custom_plans=True) as session:
+            return search_result(
+                await self._fetch("search", statement, params, replica=True), terms
+            )
+        async with self._read_unit("search", custom_plans=True) as session:
             width = await self._known_width(session)
             query = assert_finite_vector(request.vector, "query vector", expected_length=width)
             if request.limit == 0:
@@ -195,10 +201,9 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         if self._direct_reads:
             sql = EntrySql.for_tables(self._tables)
             statement, params = neighbors_statement(sql, scope, ranges, recall_filter)
-            return [
-                record_from_row(row) for row in await self._fetch("neighbors", statement, params)
-            ]
-        async with self._unit("neighbors", custom_plans=True) as session:
+            rows = await self._fetch("neighbors", statement, params, replica=True)
+            return [record_from_row(row) for row in rows]
+        async with self._read_unit("neighbors", custom_plans=True) as session:
             return await EntryRepository(session, self._tables).neighbors(
                 scope, ranges, recall_filter
             )
@@ -212,23 +217,23 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
         check_limit(limit)
-        async with self._unit("list_by_thread") as session:
+        async with self._read_unit("list_by_thread") as session:
             return await EntryRepository(session, self._tables).list_by_thread(scope, after, limit)
 
     async def count_by_thread(self, scope: MemoryIdentity) -> int:
         """How many entries the thread holds."""
-        async with self._unit("count_by_thread") as session:
+        async with self._read_unit("count_by_thread") as session:
             return await EntryRepository(session, self._tables).count(scope)
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector (one indexed count)."""
-        async with self._unit("count_pending") as session:
+        async with self._read_unit("count_pending") as session:
             return await EntryRepository(session, self._tables).count(scope, "pending")
 
     async def embedding_models(self, scope: MemoryIdentity | None) -> set[str]:
         """The models whose vectors the thread's rows hold (rows without one left out); with
         ``scope=None``, every thread's (the all-scopes worker checks its embedder against it)."""
-        async with self._unit("embedding_models") as session:
+        async with self._unit("embedding_models", writes=False) as session:
             return await EntryRepository(session, self._tables).embedding_models(scope)
 
     async def embedding_models_of(
@@ -262,7 +267,7 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending."""
         check_limit(limit)
-        async with self._unit("list_oldest") as session:
+        async with self._unit("list_oldest", writes=False) as session:
             return await EntryRepository(session, self._tables).list_oldest(
                 scope, limit, occurred_before, include_held
             )
@@ -323,7 +328,7 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
         self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
     ) -> ShareGrant | None:
         """The grant, expired or not, or ``None``."""
-        async with self._unit("get_share_grant") as session:
+        async with self._unit("get_share_grant", writes=False) as session:
             return await ShareGrantRepository(session, self._tables).get(
                 tenant_id, resource_id, parent_thread_id, child_thread_id
             )
@@ -406,6 +411,7 @@ class PostgresMemoryStores:
     async def close(self) -> None:
         """Dispose of the engine if the factory created it; a host's engine is left alone."""
         # the connections the stores keep between operations go back to the pool first
+        await self.vector_store._close_replica()
         await self.vector_store._kept.close()
         await self.working_store._kept.close()
         if self.owns_engine:
@@ -427,6 +433,18 @@ class PostgresMemoryStores:
 # ---- opening -----------------------------------------------------------------------------------
 
 
+async def _open_primary(
+    replica: ReadReplica | None, owns_replica: bool, *args: Any, **kwargs: Any
+) -> Opened:
+    """:func:`open_engine`; if it fails, the replica's engine made for the stores is disposed."""
+    try:
+        return await open_engine(*args, **kwargs)
+    except BaseException:
+        if replica is not None and owns_replica:
+            await replica.engine.dispose()
+        raise
+
+
 async def create_postgres_memory_stores(
     url: str | URL | None = None,
     *,
@@ -438,6 +456,10 @@ async def create_postgres_memory_stores(
     engine_options: Mapping[str, Any] | None = None,
     pooling: Pooling | None = None,
     direct_url: str | URL | None = None,
+    read_url: str | URL | None = None,
+    read_engine: AsyncEngine | None = None,
+    replica_wait_seconds: float = 0.25,
+    read_consistency: ReadConsistency = "session",
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -464,8 +486,26 @@ async def create_postgres_memory_stores(
     docs/postgres.md names. The migrations cannot run through such a pooler: pass ``direct_url``
     (a URL that bypasses it; the migrations alone use it), or migrate beforehand -- a schema
     already at head opens without. See docs/postgres.md, "Behind a connection pooler".
+
+    ``read_url`` (or a host's ``read_engine``) sends the vector store's reads -- recall, export,
+    ``index_status``, counts and the RAG queries -- to a streaming replica, while every write and
+    every governance change goes to the primary. A read waits up to ``replica_wait_seconds`` for
+    the replica to replay the primary's WAL past this store's last write (``read_consistency=
+    "strict"``: past everything the primary had committed when the read began), else it reads
+    from the primary: a store's own writes, forgets and consent changes are visible to its next
+    read. See docs/postgres.md, "Read replicas".
     """
-    opened = await open_engine(
+    replica, owns_replica = await open_replica(
+        read_url,
+        read_engine,
+        pooling=pooling,
+        wait_seconds=replica_wait_seconds,
+        consistency=read_consistency,
+        engine_options=engine_options,
+    )
+    opened = await _open_primary(
+        replica,
+        owns_replica,
         url,
         engine,
         schema,
@@ -485,6 +525,8 @@ async def create_postgres_memory_stores(
             owns_engine=False,
             engine_sets_plans=planned,
             pooling=opened.pooling,
+            replica=replica,
+            owns_replica_engine=owns_replica,
         ),
         working_store=PostgresWorkingStore(
             opened.engine,
@@ -509,10 +551,24 @@ async def create_postgres_vector_store(
     engine_options: Mapping[str, Any] | None = None,
     pooling: Pooling | None = None,
     direct_url: str | URL | None = None,
+    read_url: str | URL | None = None,
+    read_engine: AsyncEngine | None = None,
+    replica_wait_seconds: float = 0.25,
+    read_consistency: ReadConsistency = "session",
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
-    opened = await open_engine(
+    replica, owns_replica = await open_replica(
+        read_url,
+        read_engine,
+        pooling=pooling,
+        wait_seconds=replica_wait_seconds,
+        consistency=read_consistency,
+        engine_options=engine_options,
+    )
+    opened = await _open_primary(
+        replica,
+        owns_replica,
         url,
         engine,
         schema,
@@ -530,4 +586,6 @@ async def create_postgres_vector_store(
         owns_engine=opened.owned,
         engine_sets_plans=sets_plans(opened.engine),
         pooling=opened.pooling,
+        replica=replica,
+        owns_replica_engine=owns_replica,
     )

@@ -23,14 +23,26 @@ __all__ = [
     "EMBEDDING_TYPMOD",
     "INDEX_NAMES",
     "INVALID_INDEXES",
+    "PRIMARY_LSN",
     "RELATION_EXISTS",
     "RELATION_SIZE",
+    "REPLAYED_LSN",
     "SCHEMA_TABLES",
     "VECTOR_VERSION",
     "VERSION_TABLES",
     "SchemaSql",
     "recorded_revisions",
 ]
+
+PRIMARY_LSN: Final = "SELECT pg_current_wal_insert_lsn()"
+"""The primary's WAL position now: past the commit of every transaction that has returned."""
+
+REPLAYED_LSN: Final = (
+    "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+    "ELSE pg_current_wal_lsn() END"
+)
+"""How far a replica has replayed the primary's WAL (a server that is no replica -- a promoted
+one -- has everything it wrote)."""
 
 RELATION_EXISTS: Final = "SELECT to_regclass(:name) IS NOT NULL"
 """Whether the (quoted, qualified) relation ``:name`` exists."""
