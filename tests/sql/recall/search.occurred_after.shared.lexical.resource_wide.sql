@@ -5,7 +5,7 @@
 WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
     FROM (SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at ELSE 'infinity'::timestamptz END) AS kill
         FROM "prism_memory"."semantic_memory_invalidation"
-        WHERE tenant_id = (SELECT CAST(:tenant AS text))
+        WHERE tenant_id = :tenant
         AND resource_id = (SELECT CAST(:resource AS text))
         AND thread_id = (SELECT CAST(:thread AS text))
         GROUP BY entry_id) AS k),
@@ -15,7 +15,7 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
         ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched
     FROM dead d
     CROSS JOIN "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id = (SELECT CAST(:thread AS text))
     AND e.status = 'indexed'
@@ -36,7 +36,7 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
         WHERE e.text_tsv @@ q.tsq
         ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched
     FROM "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id = (SELECT CAST(:parent AS text))
     AND e.id = ANY(CAST(:shared_ids AS text[]))
@@ -70,7 +70,7 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
         WHERE e.text_tsv @@ q.tsq
         ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched
     FROM "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id <> (SELECT CAST(:thread AS text))
     AND e.consent_scope <> 'thread'::text
@@ -127,7 +127,7 @@ SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role"
     ORDER BY ord) AS df_counts, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" p
     WHERE p.status = 'pending'
-    AND p.tenant_id = (SELECT CAST(:tenant AS text))
+    AND p.tenant_id = :tenant
     AND p.resource_id = (SELECT CAST(:resource AS text))
     AND p.thread_id = (SELECT CAST(:thread AS text))) AS pending
 FROM stats s
@@ -139,5 +139,5 @@ LEFT JOIN (SELECT *
             SELECT row_ctid
             FROM lexical_top))
     OFFSET 0) AS e
-ON e.tenant_id = (SELECT CAST(:tenant AS text))
+ON e.tenant_id = :tenant
 AND e.resource_id = (SELECT CAST(:resource AS text))

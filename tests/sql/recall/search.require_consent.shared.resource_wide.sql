@@ -5,14 +5,14 @@
 WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
     FROM (SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at ELSE 'infinity'::timestamptz END) AS kill
         FROM "prism_memory"."semantic_memory_invalidation"
-        WHERE tenant_id = (SELECT CAST(:tenant AS text))
+        WHERE tenant_id = :tenant
         AND resource_id = (SELECT CAST(:resource AS text))
         AND thread_id = (SELECT CAST(:thread AS text))
         GROUP BY entry_id) AS k),
 eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count
     FROM dead d
     CROSS JOIN "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id = (SELECT CAST(:thread AS text))
     AND e.status = 'indexed'
@@ -30,7 +30,7 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
     UNION ALL
     SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count
     FROM "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id = (SELECT CAST(:parent AS text))
     AND e.id = ANY(CAST(:shared_ids AS text[]))
@@ -61,7 +61,7 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
     UNION ALL
     SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count
     FROM "prism_memory"."semantic_memory" e
-    WHERE e.tenant_id = (SELECT CAST(:tenant AS text))
+    WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id <> (SELECT CAST(:thread AS text))
     AND e.consent_scope <> 'thread'::text
@@ -97,7 +97,7 @@ nearest_top AS (SELECT row_ctid
 SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model", vector_send(e.embedding) AS embedding, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" p
     WHERE p.status = 'pending'
-    AND p.tenant_id = (SELECT CAST(:tenant AS text))
+    AND p.tenant_id = :tenant
     AND p.resource_id = (SELECT CAST(:resource AS text))
     AND p.thread_id = (SELECT CAST(:thread AS text))) AS pending
 FROM stats s
@@ -106,5 +106,5 @@ LEFT JOIN (SELECT *
     WHERE e.ctid = ANY(ARRAY(SELECT row_ctid
             FROM nearest_top))
     OFFSET 0) AS e
-ON e.tenant_id = (SELECT CAST(:tenant AS text))
+ON e.tenant_id = :tenant
 AND e.resource_id = (SELECT CAST(:resource AS text))
