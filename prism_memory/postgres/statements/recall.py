@@ -228,10 +228,13 @@ class RecallSql(TableSql):
             f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
             "ON e.tenant_id = :tenant AND e.resource_id = :resource"
         )
-        # The scope's keys reach the plan as init-plan parameters: still index keys, but estimated
-        # alike for every thread, so a custom plan costs what the generic one does and PostgreSQL
-        # (plan_cache_mode auto) keeps the generic plan -- no planning per recall, whatever mix of
-        # thread sizes a connection has seen.
+        # The resource and thread keys reach the plan as init-plan parameters: still index keys,
+        # but estimated alike for every thread, so a custom plan costs what the generic one does
+        # and PostgreSQL (plan_cache_mode auto) keeps the generic plan -- no planning per recall,
+        # whatever mix of thread sizes a connection has seen. The tenant stays a plain
+        # ``tenant_id = :tenant`` equality, which a shard router (Citus) prunes by: measured with
+        # one 36,000-row tenant beside ten of 200 rows, in either order, the generic plan is kept
+        # all the same (tests/postgres/test_generic_plan.py).
         return _SCOPE_KEY.sub(r"(SELECT CAST(:\1 AS text))", statement)
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
@@ -246,7 +249,7 @@ class RecallSql(TableSql):
         )
 
 
-_SCOPE_KEY = re.compile(r"(?<![:\w]):(tenant|resource|thread|parent)(?!\w)")
+_SCOPE_KEY = re.compile(r"(?<![:\w]):(resource|thread|parent)(?!\w)")
 
 
 def search_statement(

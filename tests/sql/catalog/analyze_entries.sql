@@ -1,0 +1,5 @@
+-- name: catalog/analyze_entries
+-- source: prism_memory.postgres.statements.catalog.SchemaSql.analyze_entries
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+ANALYZE "prism_memory"."semantic_memory"

@@ -1,0 +1,5 @@
+-- name: catalog/drop_index
+-- source: prism_memory.postgres.statements.catalog.SchemaSql.drop_index
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+DROP INDEX CONCURRENTLY IF EXISTS "prism_memory"."semantic_memory_embedding_hnsw"

@@ -1,0 +1,5 @@
+-- name: catalog/reindex
+-- source: prism_memory.postgres.statements.catalog.SchemaSql.reindex
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+REINDEX INDEX CONCURRENTLY "prism_memory"."semantic_memory_embedding_hnsw"

@@ -1,0 +1,6 @@
+-- name: catalog/versions
+-- source: prism_memory.postgres.statements.catalog.SchemaSql.versions
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT version_num
+FROM "prism_memory"."semantic_memory_alembic_version"

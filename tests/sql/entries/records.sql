@@ -1,0 +1,13 @@
+-- name: entries/records
+-- source: prism_memory.postgres.statements.entries.RowSql.records
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", e."metadata", e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model"
+FROM (SELECT DISTINCT id
+    FROM unnest(CAST(:ids AS text[])) AS u(id)) AS k
+CROSS JOIN LATERAL (SELECT e.*
+    FROM "prism_memory"."semantic_memory" e
+    WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)
+    ORDER BY e.tenant_id, e.resource_id, e.thread_id, e.id
+    LIMIT 1) AS e
+WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) = ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)

@@ -1,0 +1,23 @@
+-- name: rag/document_frequencies.acl
+-- source: prism_memory.postgres.statements.rag.RagSql.document_frequencies(acl=True, versioned=False, filtered=False)
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT t.term, (SELECT count(*)
+    FROM "prism_memory"."semantic_memory_rag_chunks" c
+    WHERE c.tenant_id = :tenant
+    AND c.scope = :scope
+    AND c.generation = COALESCE(CAST(:generation AS bigint), (SELECT g.generation
+            FROM "prism_memory"."semantic_memory_rag_scope_generations" g
+            WHERE g.tenant_id = :tenant
+            AND g.scope = :scope), 0)
+    AND EXISTS (SELECT 1
+        FROM "prism_memory"."semantic_memory_rag_source_acl" a
+        WHERE a.tenant_id = c.tenant_id
+        AND a.scope = c.scope
+        AND a.source_id = c.source_id
+        AND ((a.principal_kind = 'principal'
+                AND a.principal_id = :principal)
+            OR (a.principal_kind = 'group'
+                AND a.principal_id = ANY(CAST(:groups AS text[])))))
+    AND c.text_tsv @@ CAST(quote_literal(t.term) AS tsquery)) AS df
+FROM unnest(CAST(:terms AS text[])) AS t(term)

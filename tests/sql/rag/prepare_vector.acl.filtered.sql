@@ -1,0 +1,24 @@
+-- name: rag/prepare_vector.acl.filtered
+-- source: prism_memory.postgres.statements.rag.RagSql.prepare_vector(acl=True, versioned=False, filtered=True)
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT (SELECT count(*)
+    FROM (SELECT 1
+        FROM "prism_memory"."semantic_memory_rag_chunks" c
+        WHERE c.tenant_id = :tenant
+        AND c.scope = :scope
+        AND c.generation = COALESCE(CAST(:generation AS bigint), (SELECT g.generation
+                FROM "prism_memory"."semantic_memory_rag_scope_generations" g
+                WHERE g.tenant_id = :tenant
+                AND g.scope = :scope), 0)
+        AND EXISTS (SELECT 1
+            FROM "prism_memory"."semantic_memory_rag_source_acl" a
+            WHERE a.tenant_id = c.tenant_id
+            AND a.scope = c.scope
+            AND a.source_id = c.source_id
+            AND ((a.principal_kind = 'principal'
+                    AND a.principal_id = :principal)
+                OR (a.principal_kind = 'group'
+                    AND a.principal_id = ANY(CAST(:groups AS text[])))))
+        AND c.metadata @> :filter
+        LIMIT :exact_max + 1) AS bounded) AS size, set_config('hnsw.iterative_scan', 'strict_order', true) AS scan, set_config('hnsw.ef_search', :ef, true) AS ef

@@ -1,0 +1,9 @@
+-- name: repositories/EntryRepository.delete
+-- source: prism_memory.postgres.repositories.entries.EntryRepository.delete
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+DELETE FROM prism_memory.semantic_memory
+WHERE prism_memory.semantic_memory.tenant_id = $1::VARCHAR
+AND prism_memory.semantic_memory.resource_id = $2::VARCHAR
+AND prism_memory.semantic_memory.thread_id = $3::VARCHAR
+AND prism_memory.semantic_memory.id = ANY ($4::TEXT[])
