@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -38,8 +39,25 @@ async def kit(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceKit]:
     try:
         yield ConformanceKit(embedder, pooled.vector_store, pooled.working_store)
     finally:
+        if request.param == "postgres-pgbouncer":
+            # A check that leaves a memory open leaves its indexing task on the session's event
+            # loop, which runs again only in a later async test: through a transaction pooler,
+            # a claim it began then would sit in an open transaction while sync tests run, and
+            # hold back their migrations' CREATE INDEX CONCURRENTLY. Stop them with the kit.
+            await _stop_indexing_tasks()
         await pooled.close()
         await engine.dispose()
+
+
+async def _stop_indexing_tasks() -> None:
+    tasks = [
+        task
+        for task in asyncio.all_tasks()
+        if task.get_name().startswith("prism-indexer-") and not task.done()
+    ]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.mark.parametrize("check", list(CONFORMANCE_CHECKS))

@@ -68,18 +68,23 @@ async def test_direct_url_runs_the_migrations(pgbouncer_url, postgres_url, make_
         (await make_postgres_stores(schema=fresh, dimension=WIDTH)).vector_store  # noqa: B018
 
 
-@pytest.mark.parametrize("how", ["argument", "url"])
-async def test_twelve_memories_at_once_remember_and_recall(pgbouncer_url, schema, how):
+@pytest.mark.parametrize("how", ["argument", "url", "unpooled"])
+async def test_twelve_memories_at_once_remember_and_recall(
+    pgbouncer_url, postgres_url, schema, how
+):
     """The flow that failed 34 times in 36: 12 memories at once, remember(wait=True) then recall,
-    three rounds, each memory on its own pooled engine."""
-    url = pgbouncer_url + ("&" if "?" in pgbouncer_url else "?") + "prism_pooling=transaction"
+    three rounds, each memory on its own pooled engine -- through the pooler with the mode named
+    by argument or in the URL, and in that mode on the unpooled URL too."""
+    base = postgres_url if how == "unpooled" else pgbouncer_url
+    url = base + ("&" if "?" in base else "?") + "prism_pooling=transaction"
     options = {"pooling": "transaction"} if how == "argument" else {}
     opened = [
         await create_postgres_memory_stores(
-            pgbouncer_url if how == "argument" else url, schema=schema, dimension=WIDTH, **options
+            base if how == "argument" else url, schema=schema, dimension=WIDTH, **options
         )
         for _ in range(12)
     ]
+    assert {stores.vector_store.pooling for stores in opened} == {"transaction"}
     try:
 
         async def one(i: int, stores, round_: int) -> list[str]:

@@ -171,6 +171,31 @@ def test_a_terminated_server_is_a_storage_error_pointing_at_the_server_log():
     )
 
 
+def test_a_pooler_refusing_a_startup_parameter_is_a_configuration_error_naming_it():
+    # what asyncpg raises when PgBouncer refuses the start-up packet: a protocol violation
+    # (08P01), which alone would read as a terminated server with an unrelated log
+    refusal = CodedError("unsupported startup parameter: plan_cache_mode", sqlstate="08P01")
+    error = translate(wrapped(refusal), "opening the stores")
+    assert type(error) is ConfigurationError
+    assert str(error) == (
+        "opening the stores failed: the connection pooler refused the startup parameter "
+        "'plan_cache_mode'; behind a transaction-mode pooler (PgBouncer and the like) open the "
+        "stores with pooling='transaction' (docs/postgres.md, 'Behind a connection pooler')"
+    )
+    assert _errors.pooler_refusal(wrapped(refusal)) == "plan_cache_mode"
+    assert _errors.pooler_refusal(CodedError("terminating connection", sqlstate="57P01")) is None
+
+
+def test_a_statement_prepared_on_another_server_connection_points_at_pooler_mode():
+    error = translate(
+        CodedError('prepared statement "__asyncpg_stmt_1__" does not exist', sqlstate="26000"),
+        "search",
+    )
+    assert type(error) is StorageError
+    assert str(error).startswith('search failed: prepared statement "__asyncpg_stmt_1__" does')
+    assert "pooling='transaction'" in str(error)
+
+
 def test_a_terminated_embedded_server_names_its_logs(monkeypatch):
     monkeypatch.setattr(
         embedded, "running_logs", lambda: (Path("/tmp/pg/a.log"), Path("/tmp/pg/b.log"))
@@ -290,6 +315,7 @@ def test_an_error_without_sqlstate_is_raised_as_it_is():
 
 def test_the_module_names_its_public_functions():
     assert sorted(_errors.__all__) == [
+        "pooler_refusal",
         "server_terminated",
         "sqlstate_of",
         "translate",

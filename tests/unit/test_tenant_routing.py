@@ -20,11 +20,6 @@ from tests.sql_catalogue import Rendered, rendered_statements
 
 _DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
-_BY_ID = (
-    "reads its ids by one primary-key descent each (ROW(tenant_id, resource_id, thread_id, id) >= "
-    "ROW(:tenant, ...) ORDER BY ... LIMIT 1 in a LATERAL subquery, then an equality on the whole "
-    "key): the tenant is bound, but not as a plain equality a router prunes by"
-)
 _DDL = "the revisions' DDL: creates and alters every table"
 _REPORT = "operator report or maintenance (`prism-memory stats`, `doctor`): the whole table"
 _WIDTH = "the width of any one stored vector (LIMIT 1), whichever tenant holds it"
@@ -38,10 +33,6 @@ ALLOWED: dict[str, str] = {
     "catalog/working_count": _REPORT,
     "entries/any_width": _WIDTH,
     "rag/any_width": _WIDTH,
-    "entries/records": _BY_ID,
-    "entries/known_ids": _BY_ID,
-    "entries/index_status": _BY_ID,
-    "lineage/lineage_sources": _BY_ID,
     "entries/known_keys": "a bulk import's check: keys of many threads and tenants, as arrays",
     "entries/models_of": "a bulk import's check: the threads of many tenants, as arrays",
     "importing/import_insert": "the bulk import: staged rows of many tenants in one statement",

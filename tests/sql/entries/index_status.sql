@@ -7,7 +7,8 @@ FROM (SELECT DISTINCT id
     FROM unnest(CAST(:ids AS text[])) AS u(id)) AS k
 CROSS JOIN LATERAL (SELECT e.tenant_id, e.resource_id, e.thread_id, e.id, e.status, e.last_error
     FROM "prism_memory"."semantic_memory" e
-    WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)
+    WHERE e.tenant_id = :tenant
+    AND ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)
     ORDER BY e.tenant_id, e.resource_id, e.thread_id, e.id
     LIMIT 1) AS e
 WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) = ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)
