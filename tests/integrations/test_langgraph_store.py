@@ -7,24 +7,55 @@ checks there that does not apply, and why:
 
 * ``test_async_batch_store*``, ``test_get_text_at_path``: they test LangGraph's own
   ``AsyncBatchedBaseStore`` mock and path helper, not a store.
-* ``test_embed_with_path``: its store-level half expects *one vector per field* (an item whose
-  fields are ``key1`` and ``key3`` is scored by the better of two vectors). PrismStore keeps one
-  vector per item (the fields' texts joined), so those score equalities do not hold; the
-  operation-level half (``index=[...]`` per put, ``index=False``) is checked below unchanged.
-* TTL: ``supports_ttl`` is ``False`` (see ``test_ttl_is_refused``).
+
+Its TTL test is the one LangGraph runs against its Postgres store
+(``libs/checkpoint-postgres/tests/test_store.py::test_store_ttl``), with the same TTL and waits,
+on a clock the test moves instead of ``time.sleep`` (the store reads the time once per batch).
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from langgraph.store.base import InvalidNamespaceError, PutOp
 
-from prism_memory import HashEmbedder, InMemoryVectorStore
-from prism_memory.integrations.langgraph import PrismStore
+from prism_memory import HashEmbedder, InMemoryVectorStore, ValidationError
+from prism_memory.integrations.langgraph import PrismStore, _store, _ttl
 from prism_memory.integrations.langgraph._mapping import is_indexed
+
+TTL_SECONDS = 6
+TTL_MINUTES = TTL_SECONDS / 60
+
+
+class Clock:
+    """The time the store reads (``utcnow`` of its batches and sweeps), moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+async def _rows(store: PrismStore, namespace: tuple[str, ...], ids: list[str]) -> list[str]:
+    """The ids of ``ids`` stored as entries (swept or not), in the order of ``ids``."""
+    found = await (await store._store()).get_entries(store.scope(namespace), ids)
+    return [record.id for record in found]
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    moved = Clock()
+    monkeypatch.setattr(_store, "utcnow", moved)
+    monkeypatch.setattr(_ttl, "utcnow", moved)
+    return moved
+
 
 pytestmark = pytest.mark.postgres
 
@@ -384,34 +415,91 @@ async def test_vector_search_edge_cases(make_store, fake_embeddings) -> None:
             assert len(await store.asearch(("test",), query=query)) == 1
 
 
-async def test_embed_with_path_per_put(make_store, fake_embeddings) -> None:
-    """The operation-level half of LangGraph's ``test_embed_with_path``."""
-    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["key17"]}
+async def test_embed_with_path(make_store, fake_embeddings) -> None:
+    # store-level fields: one vector per field text, an item scored by its best
+    index = {
+        "dims": fake_embeddings.dims,
+        "embed": fake_embeddings,
+        "fields": ["key0", "key1", "key3"],
+    }
     async with make_store(index=index) as store:
+        doc1 = {"key1": "xxx", "key2": "yyy", "key3": "zzz"}  # key0 omitted: no error
+        doc2 = {"key0": "uuu", "key1": "vvv", "key2": "www", "key3": "xxx"}
+        await store.aput(("test",), "doc1", doc1)
+        await store.aput(("test",), "doc2", doc2)
+
+        # doc2.key3 and doc1.key1 both would have the highest score
+        results = await store.asearch(("test",), query="xxx")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        ascore = results[0].score
+        bscore = results[1].score
+        assert ascore is not None and bscore is not None
+        assert ascore == pytest.approx(bscore, abs=1e-5)
+
+        results = await store.asearch(("test",), query="uuu")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        assert results[0].key == "doc2"
+        assert results[0].score is not None and results[0].score > results[1].score
+        assert ascore == pytest.approx(results[0].score, abs=1e-5)
+
+        # un-indexed: low scores for both, less than the above
+        results = await store.asearch(("test",), query="www")
+        assert len(results) == 2
+        assert results[0].score < ascore
+        assert results[1].score < ascore
+
+    # operation-level fields
+    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["key17"]}
+    async with make_store(index=index) as store_no_defaults:
         doc3 = {"key0": "aaa", "key1": "bbb", "key2": "ccc", "key3": "ddd"}
         doc4 = {"key0": "eee", "key1": "bbb", "key2": "fff", "key3": "ggg"}
-        await store.aput(("test",), "doc3", doc3, index=["key0", "key1"])
-        await store.aput(("test",), "doc4", doc4, index=["key1", "key3"])
+        await store_no_defaults.aput(("test",), "doc3", doc3, index=["key0", "key1"])
+        await store_no_defaults.aput(("test",), "doc4", doc4, index=["key1", "key3"])
 
-        found = await store.asearch(("test",), query="aaa")
-        assert len(found) == 2
-        assert found[0].key == "doc3"
-        assert found[0].score > found[1].score
+        results = await store_no_defaults.asearch(("test",), query="aaa")
+        assert len(results) == 2
+        assert results[0].key == "doc3"
+        assert results[0].score is not None and results[0].score > results[1].score
 
-        found = await store.asearch(("test",), query="ggg")
-        assert len(found) == 2
-        assert found[0].key == "doc4"
-        assert found[0].score > found[1].score
+        results = await store_no_defaults.asearch(("test",), query="ggg")
+        assert len(results) == 2
+        assert results[0].key == "doc4"
+        assert results[0].score is not None and results[0].score > results[1].score
 
-        found = await store.asearch(("test",), query="bbb")
-        assert len(found) == 2
-        assert found[0].key != found[1].key
-        assert found[0].score == pytest.approx(found[1].score, abs=1e-6)
+        results = await store_no_defaults.asearch(("test",), query="bbb")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        assert results[0].score == results[1].score
 
-        await store.aput(("test",), "doc5", {"key0": "hhh", "key1": "iii"}, index=False)
-        found = await store.asearch(("test",), query="hhh")
-        assert len(found) == 3
-        assert next(r for r in found if r.key == "doc5").score is None
+        results = await store_no_defaults.asearch(("test",), query="ccc")
+        assert len(results) == 2
+        assert all(r.score < ascore for r in results)
+
+        doc5 = {"key0": "hhh", "key1": "iii"}
+        await store_no_defaults.aput(("test",), "doc5", doc5, index=False)
+        results = await store_no_defaults.asearch(("test",), query="hhh")
+        assert len(results) == 3
+        doc5_result = next(r for r in results if r.key == "doc5")
+        assert doc5_result.score is None
+
+
+async def test_nested_and_wildcard_paths_get_a_vector_each(make_store, fake_embeddings) -> None:
+    """LangGraph's JSON paths (nested, ``[*]``): every text they pick is scored on its own, the
+    item returned once with its best; overwriting with fewer texts drops the old vectors."""
+    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["a.b", "tags[*]"]}
+    async with make_store(index=index) as store:
+        await store.aput(("t",), "one", {"a": {"b": "qqq"}, "tags": ["zzz", "kkk"]})
+        await store.aput(("t",), "two", {"a": {"b": "mmm"}, "tags": ["nnn"]})
+        for query, best in (("qqq", "one"), ("zzz", "one"), ("kkk", "one"), ("nnn", "two")):
+            found = await store.asearch(("t",), query=query)
+            assert [item.key for item in found][:1] == [best]
+            assert len({item.key for item in found}) == len(found) == 2
+            assert found[0].score == pytest.approx(1.0, abs=1e-5)
+        await store.aput(("t",), "one", {"a": {"b": "qqq"}})
+        found = await store.asearch(("t",), query="kkk")
+        assert next(r.score for r in found if r.key == "one") < 0.5
 
 
 async def test_non_ascii(make_store, fake_embeddings) -> None:
@@ -453,11 +541,125 @@ async def test_search_without_query_keeps_write_order_across_a_prefix(make_store
         assert [item.score for item in found] == [None, None, None]
 
 
-async def test_ttl_is_refused(make_store) -> None:
+async def test_store_ttl(make_store, clock) -> None:
+    """LangGraph's ``test_store_ttl``: a get or search with ``refresh_ttl`` restarts the TTL, one
+    without does not, and an item whose TTL ran out is not returned."""
+    ttl = {"default_ttl": TTL_MINUTES, "refresh_on_read": True, "sweep_interval_minutes": 1}
+    async with make_store(ttl=ttl) as store:
+        assert store.supports_ttl is True
+        ns = ("foo",)
+        await store.aput(ns, key="item1", value={"foo": "bar"}, ttl=TTL_MINUTES)
+        clock.sleep(TTL_SECONDS - 2)
+        res = await store.aget(ns, key="item1", refresh_ttl=True)
+        assert res is not None
+        clock.sleep(TTL_SECONDS - 2)
+        results = await store.asearch(ns, query="foo", refresh_ttl=True)
+        assert len(results) == 1
+        clock.sleep(TTL_SECONDS - 2)
+        res = await store.aget(ns, key="item1", refresh_ttl=False)
+        assert res is not None
+        clock.sleep(TTL_SECONDS - 1)
+        res = await store.asearch(ns, query="bar", refresh_ttl=False)
+        assert len(res) == 0
+
+
+async def test_an_expired_item_is_never_returned_and_the_sweep_deletes_it(
+    make_store, fake_embeddings, clock
+) -> None:
+    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings}
+    async with make_store(index=index, ttl={"default_ttl": 1.0}) as store:
+        await store.aput(("t",), "short", {"text": "apples"})  # the default: 1 minute
+        await store.aput(("t",), "long", {"text": "apples"}, ttl=10)
+        await store.aput(("t",), "never", {"text": "apples"}, ttl=None)
+        await store.aput(("t",), "held", {"text": "apples"})
+        async with await store.memory(("t",)) as memory:
+            await memory.forget(ids=["held"], hold=True)
+        clock.sleep(61)
+        assert await store.aget(("t",), "short") is None  # before any sweep
+        found = await store.asearch(("t",), query="apples")
+        assert sorted(item.key for item in found) == ["long", "never"]
+        assert sorted(i.key for i in await store.asearch(("t",), filter={"text": "apples"})) == [
+            "long",
+            "never",
+        ]
+        assert await _rows(store, ("t",), ["short", "held"]) == ["short", "held"]
+        assert await store.sweep_ttl() == 1  # the held item stays
+        assert await _rows(store, ("t",), ["short", "long", "held"]) == ["long", "held"]
+        assert await store.sweep_ttl() == 0
+
+
+async def test_a_put_sets_replaces_or_drops_an_items_ttl(make_store, clock) -> None:
     async with make_store() as store:
-        assert store.supports_ttl is False
-        with pytest.raises(NotImplementedError):
-            await store.aput(("t",), "k", {"v": 1}, ttl=5)
+        await store.aput(("t",), "k", {"v": 1}, ttl=1)
+        first = await store.aget(("t",), "k")
+        await store.aput(("t",), "k", {"v": 2})  # no ttl: it no longer expires
+        clock.sleep(120)
+        assert (await store.aget(("t",), "k")).value == {"v": 2}
+        await store.aput(("t",), "k", {"v": 3}, ttl=1)
+        clock.sleep(59)
+        assert (await store.aget(("t",), "k", refresh_ttl=False)).created_at == first.created_at
+        clock.sleep(2)
+        assert await store.aget(("t",), "k") is None
+        # a put over an expired item (not yet swept) makes a new item
+        await store.aput(("t",), "k", {"v": 4})
+        again = await store.aget(("t",), "k")
+        assert again.value == {"v": 4}
+        assert again.created_at > first.created_at
+
+
+async def test_refresh_on_read_false_by_default_and_batched_refresh(make_store, clock) -> None:
+    async with make_store(ttl={"default_ttl": 1, "refresh_on_read": False}) as store:
+        await store.abatch(
+            [PutOp(("a",), "1", {"v": 1}, ttl=1), PutOp(("b",), "2", {"v": 2}, ttl=1)]
+        )
+        clock.sleep(50)
+        assert await store.aget(("a",), "1") is not None  # refresh_on_read=False: no refresh
+        clock.sleep(20)
+        assert await store.aget(("a",), "1") is None
+        assert await store.aget(("b",), "2", refresh_ttl=True) is None  # expired: not revived
+
+
+async def test_a_refresh_never_lands_on_a_newer_version(make_store, clock) -> None:
+    """A refresh computed from a read does not touch the item a put rewrote meanwhile."""
+    async with make_store() as store:
+        await store.aput(("t",), "k", {"v": 1}, ttl=10)
+        (record,) = await (await store._store()).get_entries(store.scope(("t",)), ["k"])
+        await store.aput(("t",), "k", {"v": 2}, ttl=1)
+        from prism_memory.integrations.langgraph._mapping import refresh_patch
+
+        clock.sleep(30)
+        stale = refresh_patch(record, clock.now)
+        assert await (await store._store()).merge_metadata(store.scope(("t",)), {"k": stale}) == 0
+        clock.sleep(31)
+        assert await store.aget(("t",), "k") is None
+
+
+async def test_the_sweeper_task_sweeps_until_stopped(make_store, clock) -> None:
+    async with make_store() as store:
+        await store.aput(("t",), "k", {"v": 1}, ttl=1)
+        clock.sleep(61)
+        task = await store.start_ttl_sweeper(sweep_interval_minutes=0.002)  # 0.12 s
+        assert await store.start_ttl_sweeper() is task
+        for _ in range(100):
+            if await _rows(store, ("t",), ["k"]) == []:
+                break
+            await asyncio.sleep(0.05)
+        assert await _rows(store, ("t",), ["k"]) == []
+        assert await store.stop_ttl_sweeper(timeout=5) is True
+        assert task.done()
+
+
+async def test_bad_ttls_are_refused(make_store) -> None:
+    async with make_store() as store:
+        for bad in (0, -1, float("nan"), float("inf"), "5", True):
+            with pytest.raises(ValidationError):
+                await store.aput(("t",), "k", {"v": 1}, ttl=bad)
+        assert await store.aget(("t",), "k") is None
+    from prism_memory import ConfigurationError
+
+    for config in ({"default_ttl": -1}, {"refresh_on_read": "yes"}, {"sweep_every": 1}):
+        with pytest.raises(ConfigurationError):
+            PrismStore(ttl=config)
 
 
 def test_sync_api_without_a_running_loop(fake_embeddings) -> None:
