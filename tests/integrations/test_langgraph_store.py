@@ -434,14 +434,16 @@ async def test_embed_with_path(make_store, fake_embeddings) -> None:
         assert results[0].key != results[1].key
         ascore = results[0].score
         bscore = results[1].score
-        assert ascore is not None and bscore is not None
+        assert ascore is not None
+        assert bscore is not None
         assert ascore == pytest.approx(bscore, abs=1e-5)
 
         results = await store.asearch(("test",), query="uuu")
         assert len(results) == 2
         assert results[0].key != results[1].key
         assert results[0].key == "doc2"
-        assert results[0].score is not None and results[0].score > results[1].score
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
         assert ascore == pytest.approx(results[0].score, abs=1e-5)
 
         # un-indexed: low scores for both, less than the above
@@ -461,12 +463,14 @@ async def test_embed_with_path(make_store, fake_embeddings) -> None:
         results = await store_no_defaults.asearch(("test",), query="aaa")
         assert len(results) == 2
         assert results[0].key == "doc3"
-        assert results[0].score is not None and results[0].score > results[1].score
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
 
         results = await store_no_defaults.asearch(("test",), query="ggg")
         assert len(results) == 2
         assert results[0].key == "doc4"
-        assert results[0].score is not None and results[0].score > results[1].score
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
 
         results = await store_no_defaults.asearch(("test",), query="bbb")
         assert len(results) == 2
