@@ -51,7 +51,7 @@ from prism_memory.postgres.repositories import (
 from prism_memory.postgres.statements import catalog
 from prism_memory.postgres.tables import PrismTables, build_metadata
 from prism_memory.rag_types import AccessConstraint, RagScope
-from prism_memory.stores.base import Tombstone
+from prism_memory.stores.base import MetadataPatch, Tombstone
 
 __all__ = ["Rendered", "layout", "rendered_statements"]
 
@@ -316,6 +316,13 @@ def _calls(tables: PrismTables) -> list[tuple[str, str, Callable[[Any], Any]]]:
         ),
         ("EntryRepository", "set_legal_hold", lambda q: e(q, tables).set_legal_hold(SCOPE, ["e1"])),
         ("EntryRepository", "delete", lambda q: e(q, tables).delete(SCOPE, ["e1"])),
+        (
+            "EntryRepository",
+            "merge_metadata",
+            lambda q: e(q, tables).merge_metadata(
+                SCOPE, {"e1": MetadataPatch(2, NOW, {"langgraph_ttl": {"minutes": 5.0}})}
+            ),
+        ),
         (
             "EntryRepository",
             "list_by_thread",

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import DimensionMismatchError
-from ..models import MemoryIdentity, MemoryRecord, Vector
+from ..models import MemoryIdentity, MemoryRecord, Vector, check_id_collection
 from ..stores.base import (
     EntryLease,
     ImportRow,
+    MetadataPatch,
     NewEntry,
     StoredEntries,
     Tombstone,
@@ -25,6 +26,7 @@ from ..stores.base import (
 from ..stores.rules import inherited_tombstones
 from ._adapter import _VectorAdapter
 from ._errors import wrap_db_errors
+from .repositories import EntryRepository
 from .rows import (
     STAGE_COLUMNS,
     insert_params,
@@ -285,6 +287,17 @@ class _EntryWrites(_VectorAdapter):
             "times": [t.created_at for t in inherited],
         }
         await driver.execute(inherit, *(values[name] for name in binds))
+
+    async def merge_metadata(
+        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
+    ) -> int:
+        """Merge each patch into its entry's metadata in one statement (see
+        :meth:`VectorStore.merge_metadata`)."""
+        check_id_collection(list(patches), "patches")
+        if not patches:
+            return 0
+        async with self._unit("merge_metadata") as session:
+            return await EntryRepository(session, self._tables).merge_metadata(scope, patches)
 
     async def known_keys(
         self, keys: Sequence[tuple[MemoryIdentity, str]]

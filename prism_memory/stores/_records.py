@@ -68,6 +68,20 @@ class NewEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class MetadataPatch:
+    """Top-level metadata keys to set on one entry, applied only while the entry is still the
+    version a caller read (its ``revision`` and ``written_at``), so a patch computed from an old
+    read never lands on a row rewritten or re-inserted since (:meth:`VectorStore.merge_metadata
+    <prism_memory.stores.base.VectorStore.merge_metadata>`)."""
+
+    revision: int
+    written_at: datetime
+    values: Mapping[str, Any]
+    """The keys to set (a key mapped to ``None`` is stored as JSON ``null``); every other key of
+    the entry's metadata is kept."""
+
+
+@dataclass(frozen=True, slots=True)
 class ImportRow:
     """One entry of a bulk import (:mod:`prism_memory.importing`), checked and prepared like a
     :meth:`~prism_memory.Memory.remember` entry, with its scope and -- when it came with one or was

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..models import (
     IndexStatus,
     MemoryIdentity,
@@ -58,6 +59,7 @@ from ._records import (
     ClaimedEntry,
     EntryLease,
     ImportRow,
+    MetadataPatch,
     NewEntry,
     RecallFilter,
     SearchRequest,
@@ -76,6 +78,7 @@ __all__ = [
     "GovernanceResult",
     "ImportRow",
     "LineageWalk",
+    "MetadataPatch",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
@@ -346,6 +349,18 @@ class VectorStore(abc.ABC):
         ``occurred_before`` keeps only records that occurred strictly before it; ``include_held``
         false leaves out records under legal hold.
         """
+
+    async def merge_metadata(
+        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
+    ) -> int:
+        """Set each patch's keys in the metadata of the entry its id names, in one statement,
+        where that entry is still the version the patch names (``revision`` and ``written_at``)
+        and is not under legal hold; return how many entries changed. Text, vector, consent,
+        lineage, revision and ``written_at`` are kept: this writes bookkeeping a caller keeps
+        beside an entry (the LangGraph store's TTL and per-field vectors), never the entry's
+        content. This default refuses (:class:`~prism_memory.ConfigurationError`); both built-in
+        stores implement it."""
+        raise ConfigurationError(f"{type(self).__name__} cannot update entry metadata")
 
     # ---- governance and grants -------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from .base import (
     GovernanceChange,
     GovernanceResult,
     ImportRow,
+    MetadataPatch,
     NewEntry,
     StoredEntries,
     Tombstone,
@@ -294,6 +295,29 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
                     key, thread, replace(row, record=replace(row.record, legal_hold=hold))
                 )
         return len(found)
+
+    async def merge_metadata(
+        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
+    ) -> int:
+        """Set each patch's keys on its entry while it is the version the patch names and not
+        under legal hold (see :meth:`VectorStore.merge_metadata`); one uninterrupted step."""
+        check_id_collection(list(patches), "patches")
+        key = _key(scope)
+        thread = self._thread(key)
+        if thread is None:
+            return 0
+        changed = 0
+        for entry_id, patch in patches.items():
+            row = thread.rows.get(entry_id)
+            if row is None or row.record.legal_hold:
+                continue
+            record = row.record
+            if (record.revision, record.written_at) != (patch.revision, patch.written_at):
+                continue
+            metadata = {**record.metadata, **copy.deepcopy(dict(patch.values))}
+            self._set_row(key, thread, replace(row, record=replace(record, metadata=metadata)))
+            changed += 1
+        return changed
 
     async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         """Really delete the ``ids`` that exist in scope; return how many rows went."""

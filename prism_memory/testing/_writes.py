@@ -17,7 +17,7 @@ import numpy as np
 from ..embedding import HashEmbedder, embedder_model
 from ..errors import DimensionMismatchError, EmbedderError, IndexingError, InvalidVectorError
 from ..models import MemoryConsent, MemoryIdentity
-from ..stores.base import NewEntry
+from ..stores.base import GovernanceChange, MetadataPatch, NewEntry
 from ._fixtures import FlakyEmbedder
 from ._support import ConformanceKit, _Case, _check, _ids, _raises
 
@@ -272,10 +272,58 @@ async def an_embedder_of_another_width_is_refused_before_it_writes(kit: Conforma
     await writer.aclose()
 
 
+async def merge_metadata_patches_only_the_version_read(kit: ConformanceKit) -> None:
+    """``merge_metadata`` sets the patch's keys and keeps every other key, the text, revision and
+    ``written_at``; a patch naming an older version, a held entry, an absent id or another
+    thread's entry changes nothing."""
+    case = _Case(kit)
+    store = kit.vector_store
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-1")
+    other = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-2")
+    now = case.clock()
+    vectors = np.asarray(await kit.embedder.embed(["one", "two", "three"]), dtype=np.float32)
+    a, b, held = await store.put_entries(
+        scope,
+        [_new("a", "one", case), _new("b", "two", case), _new("h", "three", case)],
+        now=now,
+        vectors=vectors,
+    )
+    (twin,) = await store.put_entries(other, [_new("a", "one", case)], now=now, vectors=vectors[:1])
+    await store.apply_governance(scope, GovernanceChange(hold=("h",)), now=now)
+    stale = MetadataPatch(a.revision + 1, a.written_at, {"x": 1})
+    changed = await store.merge_metadata(
+        scope,
+        {
+            "a": MetadataPatch(a.revision, a.written_at, {"x": {"y": [1]}, "k": None}),
+            "b": MetadataPatch(b.revision, b.written_at + timedelta(seconds=1), {"x": 2}),
+            "h": MetadataPatch(held.revision, held.written_at, {"x": 3}),
+            "gone": stale,
+        },
+    )
+    _check(changed == 1, f"only the entry still at the version read changed: {changed}")
+    after = {r.id: r for r in await store.get_entries(scope, ["a", "b", "h"])}
+    _check(
+        dict(after["a"].metadata) == {"k": None, "x": {"y": [1]}},
+        f"keys set, others kept: {after['a'].metadata}",
+    )
+    _check(
+        (after["a"].text, after["a"].revision, after["a"].written_at)
+        == (a.text, a.revision, a.written_at),
+        "text, revision and written_at kept",
+    )
+    _check(dict(after["b"].metadata) == {"k": [1, 2]}, "an older version is not patched")
+    _check(dict(after["h"].metadata) == {"k": [1, 2]}, "a held entry is not patched")
+    _check(await store.merge_metadata(scope, {"a": stale}) == 0, "a stale revision changes nothing")
+    (kept,) = await store.get_entries(other, ["a"])
+    _check(dict(kept.metadata) == dict(twin.metadata), "another thread's entry is untouched")
+    _check(await store.merge_metadata(scope, {}) == 0, "no patches, no change")
+
+
 WRITE_CHECKS = {
     check.__name__: check
     for check in (
         put_entries_with_vectors_stores_rows_indexed,
+        merge_metadata_patches_only_the_version_read,
         a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap,
         values_every_row_of_a_batch_shares_are_stored_as_given,
         remember_wait_embeds_before_the_write,

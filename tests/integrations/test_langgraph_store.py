@@ -7,11 +7,8 @@ checks there that does not apply, and why:
 
 * ``test_async_batch_store*``, ``test_get_text_at_path``: they test LangGraph's own
   ``AsyncBatchedBaseStore`` mock and path helper, not a store.
-* ``test_embed_with_path``: its store-level half expects *one vector per field* (an item whose
-  fields are ``key1`` and ``key3`` is scored by the better of two vectors). PrismStore keeps one
-  vector per item (the fields' texts joined), so those score equalities do not hold; the
-  operation-level half (``index=[...]`` per put, ``index=False``) is checked below unchanged.
-* TTL: ``supports_ttl`` is ``False`` (see ``test_ttl_is_refused``).
+
+Its TTL test is in ``test_langgraph_ttl.py``.
 """
 
 from __future__ import annotations
@@ -25,8 +22,6 @@ from langgraph.store.base import InvalidNamespaceError, PutOp
 from prism_memory import HashEmbedder, InMemoryVectorStore
 from prism_memory.integrations.langgraph import PrismStore
 from prism_memory.integrations.langgraph._mapping import is_indexed
-
-pytestmark = pytest.mark.postgres
 
 NAMESPACES_BASIC = [
     ("a", "b", "c"),
@@ -384,34 +379,95 @@ async def test_vector_search_edge_cases(make_store, fake_embeddings) -> None:
             assert len(await store.asearch(("test",), query=query)) == 1
 
 
-async def test_embed_with_path_per_put(make_store, fake_embeddings) -> None:
-    """The operation-level half of LangGraph's ``test_embed_with_path``."""
-    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["key17"]}
+async def test_embed_with_path(make_store, fake_embeddings) -> None:
+    # store-level fields: one vector per field text, an item scored by its best
+    index = {
+        "dims": fake_embeddings.dims,
+        "embed": fake_embeddings,
+        "fields": ["key0", "key1", "key3"],
+    }
     async with make_store(index=index) as store:
+        doc1 = {"key1": "xxx", "key2": "yyy", "key3": "zzz"}  # key0 omitted: no error
+        doc2 = {"key0": "uuu", "key1": "vvv", "key2": "www", "key3": "xxx"}
+        await store.aput(("test",), "doc1", doc1)
+        await store.aput(("test",), "doc2", doc2)
+
+        # doc2.key3 and doc1.key1 both would have the highest score
+        results = await store.asearch(("test",), query="xxx")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        ascore = results[0].score
+        bscore = results[1].score
+        assert ascore is not None
+        assert bscore is not None
+        assert ascore == pytest.approx(bscore, abs=1e-5)
+
+        results = await store.asearch(("test",), query="uuu")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        assert results[0].key == "doc2"
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
+        assert ascore == pytest.approx(results[0].score, abs=1e-5)
+
+        # un-indexed: low scores for both, less than the above
+        results = await store.asearch(("test",), query="www")
+        assert len(results) == 2
+        assert results[0].score < ascore
+        assert results[1].score < ascore
+
+    # operation-level fields
+    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["key17"]}
+    async with make_store(index=index) as store_no_defaults:
         doc3 = {"key0": "aaa", "key1": "bbb", "key2": "ccc", "key3": "ddd"}
         doc4 = {"key0": "eee", "key1": "bbb", "key2": "fff", "key3": "ggg"}
-        await store.aput(("test",), "doc3", doc3, index=["key0", "key1"])
-        await store.aput(("test",), "doc4", doc4, index=["key1", "key3"])
+        await store_no_defaults.aput(("test",), "doc3", doc3, index=["key0", "key1"])
+        await store_no_defaults.aput(("test",), "doc4", doc4, index=["key1", "key3"])
 
-        found = await store.asearch(("test",), query="aaa")
-        assert len(found) == 2
-        assert found[0].key == "doc3"
-        assert found[0].score > found[1].score
+        results = await store_no_defaults.asearch(("test",), query="aaa")
+        assert len(results) == 2
+        assert results[0].key == "doc3"
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
 
-        found = await store.asearch(("test",), query="ggg")
-        assert len(found) == 2
-        assert found[0].key == "doc4"
-        assert found[0].score > found[1].score
+        results = await store_no_defaults.asearch(("test",), query="ggg")
+        assert len(results) == 2
+        assert results[0].key == "doc4"
+        assert results[0].score is not None
+        assert results[0].score > results[1].score
 
-        found = await store.asearch(("test",), query="bbb")
-        assert len(found) == 2
-        assert found[0].key != found[1].key
-        assert found[0].score == pytest.approx(found[1].score, abs=1e-6)
+        results = await store_no_defaults.asearch(("test",), query="bbb")
+        assert len(results) == 2
+        assert results[0].key != results[1].key
+        assert results[0].score == results[1].score
 
-        await store.aput(("test",), "doc5", {"key0": "hhh", "key1": "iii"}, index=False)
-        found = await store.asearch(("test",), query="hhh")
-        assert len(found) == 3
-        assert next(r for r in found if r.key == "doc5").score is None
+        results = await store_no_defaults.asearch(("test",), query="ccc")
+        assert len(results) == 2
+        assert all(r.score < ascore for r in results)
+
+        doc5 = {"key0": "hhh", "key1": "iii"}
+        await store_no_defaults.aput(("test",), "doc5", doc5, index=False)
+        results = await store_no_defaults.asearch(("test",), query="hhh")
+        assert len(results) == 3
+        doc5_result = next(r for r in results if r.key == "doc5")
+        assert doc5_result.score is None
+
+
+async def test_nested_and_wildcard_paths_get_a_vector_each(make_store, fake_embeddings) -> None:
+    """LangGraph's JSON paths (nested, ``[*]``): every text they pick is scored on its own, the
+    item returned once with its best; overwriting with fewer texts drops the old vectors."""
+    index = {"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["a.b", "tags[*]"]}
+    async with make_store(index=index) as store:
+        await store.aput(("t",), "one", {"a": {"b": "qqq"}, "tags": ["zzz", "kkk"]})
+        await store.aput(("t",), "two", {"a": {"b": "mmm"}, "tags": ["nnn"]})
+        for query, best in (("qqq", "one"), ("zzz", "one"), ("kkk", "one"), ("nnn", "two")):
+            found = await store.asearch(("t",), query=query)
+            assert [item.key for item in found][:1] == [best]
+            assert len({item.key for item in found}) == len(found) == 2
+            assert found[0].score == pytest.approx(1.0, abs=1e-5)
+        await store.aput(("t",), "one", {"a": {"b": "qqq"}})
+        found = await store.asearch(("t",), query="kkk")
+        assert next(r.score for r in found if r.key == "one") < 0.5
 
 
 async def test_non_ascii(make_store, fake_embeddings) -> None:
@@ -451,13 +507,6 @@ async def test_search_without_query_keeps_write_order_across_a_prefix(make_store
         ]
         assert [item.key for item in await store.asearch(("u",), limit=1, offset=1)] == ["3"]
         assert [item.score for item in found] == [None, None, None]
-
-
-async def test_ttl_is_refused(make_store) -> None:
-    async with make_store() as store:
-        assert store.supports_ttl is False
-        with pytest.raises(NotImplementedError):
-            await store.aput(("t",), "k", {"v": 1}, ttl=5)
 
 
 def test_sync_api_without_a_running_loop(fake_embeddings) -> None:

@@ -16,8 +16,12 @@ How LangGraph's model maps onto prism_memory's
   threads under it one by one, because that is what LangGraph asks for. Each namespace's search is
   exact (every item of the thread is scored; nothing is cut before the filter).
 * An **item** is one semantic-memory entry of that thread: its ``id`` is the item's key, its text
-  is the value as JSON (so export and recall show it), its vector is the embedding of the fields
-  ``IndexConfig.fields`` (or ``index=[...]`` on the put) picks out, joined by newlines; the entry's
+  is the value as JSON (so export and recall show it). Each text the fields of
+  ``IndexConfig.fields`` (or ``index=[...]`` on the put) pick out gets a vector: the entry's own
+  is the first text's, the others are kept in its metadata (so governance covers them), and a
+  search scores the item by its best, as LangGraph's stores do. An item put with ``ttl`` (or
+  under ``TTLConfig.default_ttl``) keeps its expiry in its metadata and is never returned once
+  expired; ``sweep_ttl`` deletes it through prism's forget. The entry's
   ``created_at`` and ``written_at`` are the item's ``created_at`` and ``updated_at``. A value must
   be JSON (else :class:`~prism_memory.ValidationError`) within ``Limits.payload_bytes`` (else
   :class:`~prism_memory.CapExceededError`), and is scrubbed by the store's ``secrets`` and
@@ -31,9 +35,7 @@ How LangGraph's model maps onto prism_memory's
   held item raises :class:`~prism_memory.AccessDeniedError`; ``delete`` is a real delete, except
   that an item under legal hold stays (only ``Memory.forget(ids=[key])`` lifts a hold).
 
-What is not supported: TTL (``supports_ttl`` is ``False``), and several vectors per item -- an item
-whose fields yield several texts gets one vector for all of them, where LangGraph's stores keep
-one per text and score the best.
+Distance is always cosine.
 """
 
 from __future__ import annotations

@@ -6,16 +6,20 @@ whose text is the value as JSON; the package docstring says the whole mapping.
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
-from ...models import MemoryConsent, MemoryIdentity, MemoryRecord
-from ...stores.base import NewEntry, RecallFilter
+from ...errors import ValidationError
+from ...models import MemoryConsent, MemoryIdentity, MemoryRecord, Vector
+from ...stores.base import MetadataPatch, NewEntry, RecallFilter
 from ...stores.rules import is_recallable
 
 CATALOG_THREAD = "."
@@ -24,6 +28,11 @@ CATALOG_THREAD = "."
 UNINDEXED: Mapping[str, Any] = {"langgraph": {"indexed": False}}
 """Metadata of an item stored without a vector (``index=False``, no index, or no text to embed)."""
 ROLE = "langgraph"
+TTL_KEY = "langgraph_ttl"
+"""Metadata of an item put with a TTL: ``{"minutes": <ttl>, "expires_at": <ISO time>}``."""
+VECTORS_KEY = "langgraph_vectors"
+"""Metadata of an item whose fields yield several texts: the vectors of the second and later
+texts (base64 of little-endian float32); the entry's own vector is the first text's."""
 
 
 def utcnow() -> datetime:
@@ -53,8 +62,59 @@ def is_indexed(record: MemoryRecord) -> bool:
 
 
 def is_visible(record: MemoryRecord, now: datetime) -> bool:
-    """Whether ``get`` and ``search`` show ``record`` (prism's exclusion rules: consent, hold)."""
-    return is_recallable(record, RecallFilter(now=now))
+    """Whether ``get`` and ``search`` show ``record``: prism's exclusion rules (consent, hold)
+    and its TTL (an expired item is never shown, swept or not)."""
+    return is_recallable(record, RecallFilter(now=now)) and not is_expired(record, now)
+
+
+def check_ttl(ttl: object) -> float | None:
+    """A put's ``ttl`` in minutes: ``None`` (no expiry) or a positive finite number."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise ValidationError("ttl must be a number of minutes or None")
+    if ttl <= 0:
+        raise ValidationError("ttl must be a positive number of minutes")
+    return float(ttl)
+
+
+def ttl_of(record: MemoryRecord) -> Mapping[str, Any] | None:
+    """``record``'s TTL metadata (:data:`TTL_KEY`), or ``None`` when it does not expire."""
+    found = record.metadata.get(TTL_KEY)
+    return found if isinstance(found, Mapping) else None
+
+
+def ttl_metadata(minutes: float, now: datetime) -> dict[str, Any]:
+    """The TTL metadata of an item that lives ``minutes`` from ``now``."""
+    return {"minutes": minutes, "expires_at": (now + timedelta(minutes=minutes)).isoformat()}
+
+
+def is_expired(record: MemoryRecord, now: datetime) -> bool:
+    """Whether ``record``'s TTL has run out at ``now`` (its sweep may not have run yet)."""
+    ttl = ttl_of(record)
+    return ttl is not None and datetime.fromisoformat(ttl["expires_at"]) <= now
+
+
+def refresh_patch(record: MemoryRecord, now: datetime) -> MetadataPatch | None:
+    """The write that restarts ``record``'s TTL at ``now`` (``None``: it has no TTL)."""
+    ttl = ttl_of(record)
+    if ttl is None:
+        return None
+    values = {TTL_KEY: ttl_metadata(float(ttl["minutes"]), now)}
+    return MetadataPatch(record.revision, record.written_at, values)
+
+
+def encode_vectors(vectors: list[Vector]) -> list[str]:
+    """``vectors`` as :data:`VECTORS_KEY` stores them."""
+    return [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii") for v in vectors]
+
+
+def extra_vectors(record: MemoryRecord) -> list[Vector]:
+    """The vectors of ``record``'s second and later field texts (:data:`VECTORS_KEY`)."""
+    found = record.metadata.get(VECTORS_KEY)
+    if not isinstance(found, list):
+        return []
+    return [np.frombuffer(base64.b64decode(text), dtype="<f4") for text in found]
 
 
 def new_entry(

@@ -18,6 +18,7 @@ from langgraph.store.base import (
     PutOp,
     Result,
     SearchOp,
+    TTLConfig,
     validate_op_namespace,
 )
 
@@ -33,6 +34,7 @@ from ..langchain import run_sync
 from . import _reads
 from ._embedding import Paths, QueryEmbed, ZeroEmbedder, embedding, paths
 from ._mapping import Owner, check_namespace, thread_of, utcnow
+from ._ttl import Sweeper, check_ttl_config, sweep
 from ._writes import PutWriter
 
 
@@ -48,11 +50,14 @@ class PrismStore(BaseStore):
     explicitly consented entries). ``redactor`` and ``secrets`` scrub every value before it is
     embedded or stored, and ``limits`` caps it (``Limits.payload_bytes``: the value's JSON text),
     as :func:`~prism_memory.create_memory` takes them (defaults: no scrubbing, 64 KiB); the
-    :meth:`memory` handle gets the same three unless given its own. The docstring of :mod:`prism_memory.integrations.langgraph` says
-    how namespaces, items and governance map.
+    :meth:`memory` handle gets the same three unless given its own. ``ttl`` is LangGraph's
+    ``TTLConfig`` (``default_ttl`` minutes for puts that name none, ``refresh_on_read``,
+    ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`): an item put with a TTL is never
+    returned once it has run out, swept or not. The docstring of
+    :mod:`prism_memory.integrations.langgraph` says how namespaces, items and governance map.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -65,8 +70,10 @@ class PrismStore(BaseStore):
         limits: Limits | Mapping[str, Any] | None = None,
         redactor: Redactor | None = None,
         secrets: Iterable[str] | None = None,
+        ttl: TTLConfig | Mapping[str, Any] | None = None,
     ) -> None:
         tenant = check_key(tenant_id, "tenant_id")
+        self.ttl_config = check_ttl_config(ttl)
         parsed = None if consent is None else parse(MemoryConsent, consent, "consent")
         self._limits = parse(Limits, limits if limits is not None else {}, "limits")
         self._secrets = None if secrets is None else list(secrets)
@@ -108,6 +115,7 @@ class PrismStore(BaseStore):
         self._writing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        self._sweeper = Sweeper(self.sweep_ttl)
 
     # ---- PostgreSQL ------------------------------------------------------------------------
 
@@ -126,12 +134,14 @@ class PrismStore(BaseStore):
         limits: Limits | Mapping[str, Any] | None = None,
         redactor: Redactor | None = None,
         secrets: Iterable[str] | None = None,
+        ttl: TTLConfig | Mapping[str, Any] | None = None,
     ) -> AsyncIterator[PrismStore]:
         """A store on the PostgreSQL at ``conn_string`` (``postgresql://`` or
         ``postgresql+asyncpg://``), closed when the block exits; ``await store.setup()`` runs
         prism_memory's migrations once (a store used before them raises
         :class:`~prism_memory.ConfigurationError`). ``index["dims"]`` pins the vector width;
-        ``consent``, ``limits``, ``redactor`` and ``secrets`` are as for :class:`PrismStore`."""
+        ``consent``, ``limits``, ``redactor``, ``secrets`` and ``ttl`` are as for
+        :class:`PrismStore`; a TTL sweeper it started stops when the block exits."""
         from ...postgres import create_postgres_vector_store
 
         dims = None if index is None else index.get("dims")
@@ -158,6 +168,7 @@ class PrismStore(BaseStore):
             limits=limits,
             redactor=redactor,
             secrets=secrets,
+            ttl=ttl,
         )
         store._vectors = None
         store._open = open_store
@@ -165,6 +176,7 @@ class PrismStore(BaseStore):
         try:
             yield store
         finally:
+            await store.stop_ttl_sweeper()
             for vector_store in opened:
                 await vector_store.close()
 
@@ -211,6 +223,30 @@ class PrismStore(BaseStore):
             vector_store=await self._store(),
             **options,
         )
+
+    # ---- TTL -------------------------------------------------------------------------------
+
+    async def sweep_ttl(self) -> int:
+        """Hard-delete every expired item (not under legal hold) through prism's governed forget
+        (its tombstones and lineage walk hold), in every namespace; return how many went. Reads
+        never show an expired item whether or not a sweep has run: the sweep reclaims rows."""
+        store = await self._store()
+        async with self._writing.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+            return await sweep(store, self._owner, self.memory)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the ``ttl`` config's,
+        else 5) on the running loop until :meth:`stop_ttl_sweeper`; returns the task (the one
+        already running, if any). A failed sweep is logged and retried at the next interval."""
+        if sweep_interval_minutes is None and self.ttl_config is not None:
+            sweep_interval_minutes = self.ttl_config.get("sweep_interval_minutes")
+        return self._sweeper.start(sweep_interval_minutes)
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 - as LangGraph
+        """Stop the sweeper task; ``False`` if it did not end within ``timeout`` seconds."""
+        return await self._sweeper.stop(timeout)
 
     # ---- BaseStore -------------------------------------------------------------------------
 
@@ -260,12 +296,13 @@ class PrismStore(BaseStore):
             for query in queries:
                 query_vectors[query] = await self._embed_query(query)
         results: list[Result] = []
+        refreshes: _reads.Refreshes = {}
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(await _reads.get(store, self._owner, op, now))
+                results.append(await _reads.get(store, self._owner, op, now, refreshes))
             elif isinstance(op, SearchOp):
                 vector = query_vectors.get(op.query) if op.query else None
-                results.append(await _reads.search(store, self._owner, op, vector, now))
+                results.append(await _reads.search(store, self._owner, op, vector, now, refreshes))
             elif isinstance(op, ListNamespacesOp):
                 results.append(await _reads.list_namespaces(store, self._owner, op))
             elif isinstance(op, PutOp):
@@ -273,6 +310,8 @@ class PrismStore(BaseStore):
                 results.append(None)
             else:
                 raise ValidationError(f"unknown operation {type(op).__name__}")
+        if refreshes:
+            await _reads.refresh(store, self._owner, refreshes)
         if puts:
             await self._puts.apply(store, list(puts.values()), now)
         return results

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from langgraph.store.base import PutOp
@@ -29,21 +31,41 @@ from ...limits import Limits
 from ...memory import Memory
 from ...models import MemoryConsent, MemoryIdentity, MemoryRecord, Vector, check_json, check_key
 from ...redaction import Scrubber
-from ...stores.base import GovernanceChange, NewEntry, VectorStore
+from ...stores.base import GovernanceChange, MetadataPatch, NewEntry, VectorStore
 from ...working import canonical_json
 from ._embedding import Paths, texts_of
 from ._mapping import (
     CATALOG_THREAD,
+    TTL_KEY,
     UNINDEXED,
+    VECTORS_KEY,
     Owner,
+    check_ttl,
+    encode_vectors,
+    is_expired,
     is_indexed,
     namespace_of,
     new_entry,
     thread_of,
+    ttl_metadata,
 )
 
 Key = tuple[tuple[str, ...], str]
 """A put's ``(namespace, key)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """One put's item, ready to write: its JSON text, its vector (``None``: unindexed) and the
+    metadata it is stored with."""
+
+    body: str
+    vector: Vector | None
+    metadata: dict[str, Any]
+
+
+_KEPT_BESIDE = (TTL_KEY, VECTORS_KEY)
+"""The metadata keys an overwrite sets beside the new text (:meth:`PutWriter._replace_text`)."""
 _ATTEMPTS = 8
 """How often one put retries when other writers keep deleting and inserting its key under it."""
 
@@ -86,7 +108,7 @@ class PutWriter:
         no held item is overwritten, before anything is written."""
         puts = [self._scrubbed(op) for op in puts]
         bodies = self._bodies(puts)
-        vectors = await self._vectors([op for op in puts if op.value is not None])
+        vectors, extras = await self._vectors([op for op in puts if op.value is not None])
         by_thread: dict[str, list[PutOp]] = {}
         for op in puts:
             by_thread.setdefault(thread_of(op.namespace), []).append(op)
@@ -98,11 +120,22 @@ class PutWriter:
             if any(record.legal_hold and record.id in written for record in found):
                 raise AccessDeniedError("an item under legal hold cannot be overwritten")
         for thread, ops in by_thread.items():
-            await self._apply_thread(store, thread, ops, existing[thread], bodies, vectors, now)
+            prepared = {
+                (op.namespace, op.key): _Prepared(
+                    bodies[(op.namespace, op.key)],
+                    vectors.get((op.namespace, op.key)),
+                    self._metadata(op, extras.get((op.namespace, op.key)), now),
+                )
+                for op in ops
+                if op.value is not None
+            }
+            await self._apply_thread(store, thread, ops, existing[thread], prepared, now)
 
     def _scrubbed(self, op: PutOp) -> PutOp:
-        """``op`` with its value checked as JSON and scrubbed (what is embedded and stored)."""
+        """``op`` with its value checked as JSON and scrubbed (what is embedded and stored), and
+        its ``ttl`` checked."""
         check_key(op.key, "key")
+        check_ttl(op.ttl)
         if op.value is None:
             return op
         if not isinstance(op.value, Mapping):
@@ -116,7 +149,8 @@ class PutWriter:
 
     def _bodies(self, puts: list[PutOp]) -> dict[Key, str]:
         """The JSON text of each written value, held to the payload cap every entry keeps (text
-        plus metadata, as :func:`~prism_memory.entries.prepare_entry` counts it)."""
+        plus metadata, as :func:`~prism_memory.entries.prepare_entry` counts it; the vectors of
+        an item's further fields are the store's, not the caller's, and do not count)."""
         bodies: dict[Key, str] = {}
         for op in puts:
             if op.value is None:
@@ -134,16 +168,36 @@ class PutWriter:
             bodies[(op.namespace, op.key)] = body
         return bodies
 
-    async def _vectors(self, writes: list[PutOp]) -> dict[Key, Vector]:
-        """The vectors of the ``writes`` that have text to embed, in one batched embedding."""
+    async def _vectors(
+        self, writes: list[PutOp]
+    ) -> tuple[dict[Key, Vector], dict[Key, list[Vector]]]:
+        """Each of the ``writes`` that has text to embed: the vector of its first text (the
+        entry's own) and those of its further texts, one per text, all in one batched
+        embedding -- LangGraph's stores keep one vector per text and score an item by its best."""
         texts = {(op.namespace, op.key): texts_of(op, self._fields) for op in writes}
-        wanted = [key for key, found in texts.items() if found]
+        wanted = [(key, text) for key, found in texts.items() for text in found]
         if not wanted:
-            return {}
-        matrix = await embed_batched(
-            self._embedder, ["\n".join(texts[key]) for key in wanted], batch_size=32
-        )
-        return dict(zip(wanted, matrix, strict=True))
+            return {}, {}
+        matrix = await embed_batched(self._embedder, [text for _, text in wanted], batch_size=32)
+        firsts: dict[Key, Vector] = {}
+        extras: dict[Key, list[Vector]] = {}
+        for (key, _), vector in zip(wanted, matrix, strict=True):
+            if key in firsts:
+                extras.setdefault(key, []).append(vector)
+            else:
+                firsts[key] = vector
+        return firsts, extras
+
+    def _metadata(self, op: PutOp, extras: list[Vector] | None, now: datetime) -> dict[str, Any]:
+        """The metadata ``op``'s item is stored with: unindexed or not, its TTL, the vectors of
+        its further texts."""
+        metadata: dict[str, Any] = {} if texts_of(op, self._fields) else dict(UNINDEXED)
+        ttl = check_ttl(op.ttl)
+        if ttl is not None:
+            metadata[TTL_KEY] = ttl_metadata(ttl, now)
+        if extras:
+            metadata[VECTORS_KEY] = encode_vectors(extras)
+        return metadata
 
     async def _apply_thread(
         self,
@@ -151,12 +205,12 @@ class PutWriter:
         thread: str,
         ops: list[PutOp],
         old: dict[str, MemoryRecord],
-        bodies: dict[Key, str],
-        vectors: dict[Key, Vector],
+        prepared: dict[Key, _Prepared],
         now: datetime,
     ) -> None:
         """Apply one thread's ``ops`` over its ``old`` records: deletes, then overwrites, then
-        one insert of the new items."""
+        one insert of the new items. An expired item (its sweep not yet run) is gone: a put of
+        its key forgets it and inserts the new item afresh."""
         scope = self._owner.scope(thread)
         gone = [op.key for op in ops if op.value is None and op.key in old]
         keep = [key for key in gone if not old[key].legal_hold]
@@ -166,31 +220,34 @@ class PutWriter:
         for op in ops:
             if op.value is None:
                 continue
-            key = (op.namespace, op.key)
-            vector = vectors.get(key)
+            put = prepared[(op.namespace, op.key)]
             record = old.get(op.key)
-            if record is not None and is_indexed(record) == (vector is not None):
-                entry = self._fresh(op.key, bodies[key], vector, now)
-                await self._overwrite(store, scope, entry, vector, now, _ATTEMPTS)
+            if record is not None and is_expired(record, now):
+                await self._forget(op.namespace, [op.key])
+                record = None
+            if record is not None and is_indexed(record) == (put.vector is not None):
+                entry = self._fresh(op.key, put, now)
+                await self._overwrite(store, scope, entry, put.vector, now, _ATTEMPTS)
                 continue
             if record is not None:  # the item changes between indexed and not: re-insert it
                 await self._forget(op.namespace, [op.key])
             entry = new_entry(
                 op.key,
-                bodies[key],
-                metadata={} if vector is not None else dict(UNINDEXED),
+                put.body,
+                metadata=put.metadata,
                 consent=self._consent if record is None else record.consent,
                 occurred_at=now if record is None else record.occurred_at,
             )
-            fresh.append((entry, vector))
+            fresh.append((entry, put.vector))
         if fresh:
             await self._register(store, thread, now)
             await self._insert(store, scope, namespace_of(thread), fresh, now)
 
-    def _fresh(self, key: str, text: str, vector: Vector | None, now: datetime) -> NewEntry:
+    def _fresh(self, key: str, put: _Prepared, now: datetime) -> NewEntry:
         """A new item as this store inserts it: its consent, written now."""
-        metadata = {} if vector is not None else dict(UNINDEXED)
-        return new_entry(key, text, metadata=metadata, consent=self._consent, occurred_at=now)
+        return new_entry(
+            key, put.body, metadata=put.metadata, consent=self._consent, occurred_at=now
+        )
 
     async def _overwrite(
         self,
@@ -206,7 +263,7 @@ class PutWriter:
         if attempts <= 0:
             raise ConflictError("other writers kept replacing this item; the put changed nothing")
         try:
-            await self._replace_text(store, scope, entry.id, entry.text, vector, now)
+            await self._replace_text(store, scope, entry, vector, now)
         except NotFoundError:
             await self._register(store, scope.thread_id, now)
             await self._insert(
@@ -217,19 +274,24 @@ class PutWriter:
         self,
         store: VectorStore,
         scope: MemoryIdentity,
-        entry_id: str,
-        text: str,
+        entry: NewEntry,
         vector: Vector | None,
         now: datetime,
     ) -> None:
-        """Give an existing item new text and its vector (revision + 1; ``None``: unindexed, a
-        zero vector of no model), through the store's one governance write (a text change, as
-        ``correct`` makes it)."""
+        """Give an existing item ``entry``'s text and its vector (revision + 1; ``None``:
+        unindexed, a zero vector of no model), through the store's one governance write (a text
+        change, as ``correct`` makes it); then, when its TTL or further vectors change, set those
+        on the version that write made (:meth:`~prism_memory.VectorStore.merge_metadata`)."""
         stored = self._zero() if vector is None else vector
         change = GovernanceChange(
-            text=(entry_id, text, stored), text_model=None if vector is None else self._model
+            text=(entry.id, entry.text, stored), text_model=None if vector is None else self._model
         )
-        await store.apply_governance(scope, change, now=now)
+        record = (await store.apply_governance(scope, change, now=now)).record
+        assert record is not None  # a text change returns the changed record
+        wanted = {key: entry.metadata.get(key) for key in _KEPT_BESIDE}
+        if wanted != {key: record.metadata.get(key) for key in _KEPT_BESIDE}:
+            patch = MetadataPatch(record.revision, record.written_at, wanted)
+            await store.merge_metadata(scope, {entry.id: patch})
 
     def _zero(self) -> Vector:
         return np.zeros(self._dims, dtype=np.float32)

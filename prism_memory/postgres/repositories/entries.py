@@ -3,11 +3,23 @@ session path of recall."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, literal_column, select, text, update
+from sqlalchemy import (
+    DateTime,
+    Integer,
+    bindparam,
+    cast,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ...models import (
@@ -18,7 +30,7 @@ from ...models import (
     TombstoneReason,
     Vector,
 )
-from ...stores.base import RecallFilter, SearchRequest, SearchResult, Tombstone
+from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
 from ..rows import (
     RECORD_COLUMNS,
     consent_values,
@@ -118,6 +130,35 @@ class EntryRepository(_Repository):
         t = self.tables.entries
         stmt = (
             update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=True)
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+    async def merge_metadata(
+        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
+    ) -> int:
+        """Merge each patch into its entry's metadata (``metadata || patch``) where the entry is
+        still the version the patch names and not under legal hold, in one statement; return how
+        many entries changed. The patches and versions travel as two JSON objects keyed by id."""
+        if not patches:
+            return 0
+        t = self.tables.entries
+        values = bindparam("patches", {i: dict(p.values) for i, p in patches.items()}, type_=JSONB)
+        versions = bindparam(
+            "versions",
+            {i: [p.revision, p.written_at.isoformat()] for i, p in patches.items()},
+            type_=JSONB,
+        )
+        version = versions.op("->")(t.c.id)
+        stmt = (
+            update(t)
+            .where(
+                self._scoped(scope),
+                _in_array(t.c.id, list(patches)),
+                t.c.legal_hold.is_(False),
+                t.c.revision == cast(version.op("->>")(0), Integer),
+                t.c.written_at == cast(version.op("->>")(1), DateTime(timezone=True)),
+            )
+            .values(metadata=t.c.metadata.op("||")(values.op("->")(t.c.id)))
         )
         return _rowcount(await self.session.execute(stmt))
 
