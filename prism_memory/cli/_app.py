@@ -13,6 +13,7 @@ import typer
 from ._demo import demo
 from ._dev_server import dev_server
 from ._import import import_command
+from ._mcp import mcp
 from ._migrate import migrate_app
 from ._ops import doctor, stats, worker
 from ._thread_ops import export, rebuild
@@ -48,6 +49,7 @@ app.command()(rebuild)
 app.command("import")(import_command)
 app.command()(worker)
 app.command("dev-server")(dev_server)
+app.command()(mcp)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
