@@ -16,6 +16,16 @@ Two ways to execute, and the rule between them:
 
 Both wrap every driver error into a :class:`~prism_memory.errors.PrismMemoryError`
 (:func:`~prism_memory.postgres._errors.wrap_db_errors`), so a call applies entirely or not at all.
+
+Two decisions are taken here for every statement:
+
+* **pooler mode** (``pooling="transaction"``): a statement that would run alone runs inside its
+  own ``BEGIN … COMMIT`` (:meth:`_Adapter._alone`), so a statement prepared unnamed on one server
+  connection of a transaction pooler is executed on the same one;
+* **where a read runs** (a :class:`ReadReplica`): :meth:`_Adapter._read_unit` and
+  ``_fetch(..., replica=True)`` go to the replica once it has replayed the primary's WAL past this
+  store's last write (:meth:`_Adapter._replica_ready`), else to the primary; every other unit is
+  the primary's, and one that may write counts as a write (:meth:`_Adapter._wrote`).
 """
 
 from __future__ import annotations

@@ -24,13 +24,12 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..embedding import assert_finite_vector
-from ..errors import ConflictError, NotFoundError
+from ..errors import NotFoundError
 from ..lexical import CorpusStats
 from ..models import (
     MemoryIdentity,
     MemoryRecord,
     ShareGrant,
-    WorkingMemoryRecord,
     check_id_collection,
 )
 from ..stores.base import (
@@ -40,11 +39,10 @@ from ..stores.base import (
     SearchRequest,
     SearchResult,
     VectorStore,
-    WorkingStore,
     check_limit,
     expand_walk,
 )
-from ._adapter import ReadConsistency, ReadReplica, _Adapter
+from ._adapter import ReadConsistency, ReadReplica
 from ._engine import Pooling, sets_plans
 from ._errors import wrap_db_errors
 from ._ledger import _IndexingLedger
@@ -55,12 +53,12 @@ from .repositories import (
     EntryRepository,
     ShareGrantRepository,
     TombstoneRepository,
-    WorkingRepository,
 )
 from .rows import record_from_row, search_result
 from .statements import EntrySql, neighbors_statement, search_statement
 from .statements.catalog import SchemaSql
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, PrismTables
+from .working_store import PostgresWorkingStore
 
 __all__ = [
     "PostgresMemoryStores",
@@ -343,59 +341,6 @@ class PostgresVectorStore(_EntryWrites, _IndexingLedger, VectorStore, PostgresRa
             )
 
 
-class PostgresWorkingStore(_Adapter, WorkingStore):
-    """:class:`~prism_memory.stores.base.WorkingStore` on PostgreSQL (optimistic versions)."""
-
-    def __repr__(self) -> str:
-        names = self._tables.names
-        return f"PostgresWorkingStore(schema={names.schema!r}, table={names.table!r})"
-
-    async def get_working(
-        self, tenant_id: str, resource_id: str, thread_id: str | None
-    ) -> WorkingMemoryRecord | None:
-        """The current document, or ``None`` when none was written."""
-        async with self._unit("get_working") as session:
-            return await WorkingRepository(session, self._tables).get(
-                tenant_id, resource_id, thread_id
-            )
-
-    async def put_working(
-        self,
-        tenant_id: str,
-        resource_id: str,
-        thread_id: str | None,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int | None,
-        now: datetime,
-    ) -> WorkingMemoryRecord:
-        """Write ``data`` as version ``current + 1`` in one statement (no lost updates).
-
-        With ``expected_version`` the statement only applies at that version (``0``: no document
-        yet); otherwise :class:`~prism_memory.errors.ConflictError`.
-        """
-        async with self._unit("put_working") as session:
-            repo = WorkingRepository(session, self._tables)
-            written = await repo.put(
-                tenant_id,
-                resource_id,
-                thread_id,
-                data,
-                expected_version=expected_version,
-                now=now,
-            )
-            if written is None:
-                found = await repo.version(tenant_id, resource_id, thread_id)
-                raise ConflictError(
-                    f"working memory is at version {found}, expected {expected_version}"
-                )
-        return written
-
-    async def close(self) -> None:
-        """Dispose of the engine if this store created it."""
-        await self._dispose()
-
-
 @dataclass(slots=True)
 class PostgresMemoryStores:
     """The two PostgreSQL stores of one schema, sharing one engine.
@@ -431,18 +376,6 @@ class PostgresMemoryStores:
 
 
 # ---- opening -----------------------------------------------------------------------------------
-
-
-async def _open_primary(
-    replica: ReadReplica | None, owns_replica: bool, *args: Any, **kwargs: Any
-) -> Opened:
-    """:func:`open_engine`; if it fails, the replica's engine made for the stores is disposed."""
-    try:
-        return await open_engine(*args, **kwargs)
-    except BaseException:
-        if replica is not None and owns_replica:
-            await replica.engine.dispose()
-        raise
 
 
 async def create_postgres_memory_stores(
@@ -495,17 +428,7 @@ async def create_postgres_memory_stores(
     from the primary: a store's own writes, forgets and consent changes are visible to its next
     read. See docs/postgres.md, "Read replicas".
     """
-    replica, owns_replica = await open_replica(
-        read_url,
-        read_engine,
-        pooling=pooling,
-        wait_seconds=replica_wait_seconds,
-        consistency=read_consistency,
-        engine_options=engine_options,
-    )
-    opened = await _open_primary(
-        replica,
-        owns_replica,
+    vector_store, opened = await _open_vector_store(
         url,
         engine,
         schema,
@@ -515,24 +438,19 @@ async def create_postgres_memory_stores(
         engine_options,
         pooling=pooling,
         direct_url=direct_url,
+        read_url=read_url,
+        read_engine=read_engine,
+        replica_wait_seconds=replica_wait_seconds,
+        read_consistency=read_consistency,
+        owns_engine=False,  # PostgresMemoryStores.close() disposes of it
     )
-    planned = sets_plans(opened.engine)
     return PostgresMemoryStores(
-        vector_store=PostgresVectorStore(
-            opened.engine,
-            opened.tables,
-            dimension=opened.dimension,
-            owns_engine=False,
-            engine_sets_plans=planned,
-            pooling=opened.pooling,
-            replica=replica,
-            owns_replica_engine=owns_replica,
-        ),
+        vector_store=vector_store,
         working_store=PostgresWorkingStore(
             opened.engine,
             opened.tables,
             owns_engine=False,
-            engine_sets_plans=planned,
+            engine_sets_plans=sets_plans(opened.engine),
             pooling=opened.pooling,
         ),
         engine=opened.engine,
@@ -558,17 +476,7 @@ async def create_postgres_vector_store(
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
-    replica, owns_replica = await open_replica(
-        read_url,
-        read_engine,
-        pooling=pooling,
-        wait_seconds=replica_wait_seconds,
-        consistency=read_consistency,
-        engine_options=engine_options,
-    )
-    opened = await _open_primary(
-        replica,
-        owns_replica,
+    store, _ = await _open_vector_store(
         url,
         engine,
         schema,
@@ -578,14 +486,66 @@ async def create_postgres_vector_store(
         engine_options,
         pooling=pooling,
         direct_url=direct_url,
+        read_url=read_url,
+        read_engine=read_engine,
+        replica_wait_seconds=replica_wait_seconds,
+        read_consistency=read_consistency,
+        owns_engine=True,
     )
-    return PostgresVectorStore(
+    return store
+
+
+async def _open_vector_store(
+    url: str | URL | None,
+    engine: AsyncEngine | None,
+    schema: str,
+    table: str,
+    dimension: int | None,
+    skip_migrations: bool,
+    engine_options: Mapping[str, Any] | None,
+    *,
+    pooling: Pooling | None,
+    direct_url: str | URL | None,
+    read_url: str | URL | None,
+    read_engine: AsyncEngine | None,
+    replica_wait_seconds: float,
+    read_consistency: ReadConsistency,
+    owns_engine: bool,
+) -> tuple[PostgresVectorStore, Opened]:
+    """The factories' common part: the replica's engine, the primary's (migrated and checked),
+    and the vector store on both; it disposes of an engine made from a URL when ``owns_engine``."""
+    replica, owns_replica = await open_replica(
+        read_url,
+        read_engine,
+        pooling=pooling,
+        wait_seconds=replica_wait_seconds,
+        consistency=read_consistency,
+        engine_options=engine_options,
+    )
+    try:
+        opened = await open_engine(
+            url,
+            engine,
+            schema,
+            table,
+            dimension,
+            skip_migrations,
+            engine_options,
+            pooling=pooling,
+            direct_url=direct_url,
+        )
+    except BaseException:
+        if replica is not None and owns_replica:
+            await replica.engine.dispose()
+        raise
+    store = PostgresVectorStore(
         opened.engine,
         opened.tables,
         dimension=opened.dimension,
-        owns_engine=opened.owned,
+        owns_engine=opened.owned and owns_engine,
         engine_sets_plans=sets_plans(opened.engine),
         pooling=opened.pooling,
         replica=replica,
         owns_replica_engine=owns_replica,
     )
+    return store, opened
