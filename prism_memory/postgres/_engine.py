@@ -11,7 +11,6 @@ import asyncio
 import os
 import struct
 import time
-import uuid
 import weakref
 from collections.abc import Sequence
 from typing import Any, Literal, cast
@@ -137,9 +136,11 @@ def resolve_pooling(url: str | URL, pooling: Pooling | None) -> tuple[str, Pooli
 
 
 def _statement_name() -> str:
-    """A name no other statement on any server connection has (SQLAlchemy's prepared statements
-    behind a transaction pooler: one transaction may land on a connection another client used)."""
-    return f"__prism_{uuid.uuid4().hex}__"
+    """The name SQLAlchemy gives a statement it prepares behind a transaction pooler: none. An
+    unnamed statement lives until the next one is prepared on that server connection, inside the
+    same transaction (SQLAlchemy's units always run in one), so nothing prepared outlives its
+    transaction -- where unique names would pile up on the server connections for good."""
+    return ""
 
 
 def sets_plans(engine: AsyncEngine) -> bool:
@@ -399,8 +400,8 @@ def create_engine(
     ``pooling="transaction"`` (or ``?prism_pooling=transaction`` in the URL, or the
     :data:`POOLING_ENV` variable) makes the engine for a transaction-mode pooler: no start-up
     parameter but ``application_name`` (a pooler refuses the others), no statement prepared for
-    reuse (asyncpg's ``statement_cache_size=0``, SQLAlchemy's ``prepared_statement_cache_size=0``
-    with a unique name per statement), and the stores run every statement inside a transaction.
+    reuse (asyncpg's ``statement_cache_size=0``, SQLAlchemy's ``prepared_statement_cache_size=0``,
+    every statement unnamed), and the stores run every statement inside a transaction.
     """
     url, mode = resolve_pooling(url, pooling)
     connect_args = dict(kwargs.pop("connect_args", None) or {})
