@@ -10,6 +10,7 @@ replica still shows).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,10 +51,12 @@ async def opened(pair, schema: str, **options) -> AsyncIterator[PostgresMemorySt
         pair.primary_url,
         schema=schema,
         dimension=WIDTH,
-        read_url=pair.replica_url,
-        replica_wait_seconds=0.2,
-        skip_migrations=True,
-        **options,
+        **{
+            "read_url": pair.replica_url,
+            "replica_wait_seconds": 0.2,
+            "skip_migrations": True,
+            **options,
+        },
     )
     try:
         yield stores
@@ -177,3 +180,21 @@ async def test_rag_reads_follow_the_same_rule(replica_pair, schema):
         await replica_pair.resume_replay()
         await replica_pair.wait_caught_up()
         assert await sources(reader, "door") == {"parking"}
+
+
+async def test_concurrent_writers_each_read_their_own_write(replica_pair, schema):
+    """Eight memories on one store at once, interleaved on the event loop while the replica
+    lags: each recalls its own new entry, and never one it just forgot."""
+    async with opened(replica_pair, schema, replica_wait_seconds=0.05) as stores:
+        await replica_pair.pause_replay()
+
+        async def one(i: int) -> None:
+            async with memory_on(stores, f"racer-{i}") as memory:
+                for step in range(4):
+                    entry = f"r{i}-{step}"
+                    await memory.remember({"id": entry, "text": f"harps {step}"}, wait=True)
+                    assert entry in await _ids(memory, "harps")
+                    await memory.forget(ids=[entry])
+                    assert entry not in await _ids(memory, "harps")
+
+        await asyncio.gather(*(one(i) for i in range(8)))
