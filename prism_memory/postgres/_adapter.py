@@ -117,7 +117,6 @@ class _Adapter:
         self._tables = tables
         self._owns_engine = owns_engine
         self._primary = _Endpoint(engine)
-        self._sessions = self._primary.sessions
         self._kept = self._primary.kept
         self._replica = None if replica is None else _Replica(replica)
         self._owns_replica_engine = owns_replica_engine
