@@ -25,6 +25,15 @@ class Telemetry:
     spans: InMemorySpanExporter
     reader: InMemoryMetricReader
     tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+
+    def capture(self, on: bool) -> None:
+        """Turn content capture on or off for the rest of the test."""
+        telemetry.configure(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            capture_content=on,
+        )
 
     def finished(self) -> tuple[ReadableSpan, ...]:
         """The spans ended so far."""
@@ -61,7 +70,7 @@ def otel() -> Iterator[Telemetry]:
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
     telemetry.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    yield Telemetry(spans, reader, tracer_provider)
+    yield Telemetry(spans, reader, tracer_provider, meter_provider)
     telemetry.configure()
     tracer_provider.shutdown()
     meter_provider.shutdown()
