@@ -82,4 +82,3 @@ async def test_no_secret_and_nothing_forgotten_leaves(
     else:
         for canary in ("Ada keeps bees", "bees hives", ID_KEPT, FORGOTTEN, REVOKED):
             assert canary not in emitted, canary
-
