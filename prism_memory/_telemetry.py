@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -54,6 +55,8 @@ CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI conventions' content-capture switch (``true`` to opt in)."""
 SCOPE = "prism_memory"
 _LINKS_KEPT = 4096
+_RECHECK_SECONDS = 1.0
+"""A global provider set after the first instrumented call is picked up within this long."""
 _NULL: AbstractContextManager[None] = nullcontext()
 
 
@@ -71,7 +74,16 @@ class Instruments:
 
 
 class _State:
-    __slots__ = ("capture", "instruments", "links", "meter_provider", "tracer", "tracer_provider")
+    __slots__ = (
+        "capture",
+        "instruments",
+        "links",
+        "meter_provider",
+        "meters_retry",
+        "tracer",
+        "tracer_provider",
+        "tracer_retry",
+    )
 
     def __init__(self) -> None:
         self.tracer_provider: Any = None
@@ -80,6 +92,10 @@ class _State:
         self.tracer: Any = None
         self.instruments: Instruments | None = None
         self.links: OrderedDict[tuple[object, str], Any] = OrderedDict()
+        self.tracer_retry = 0.0
+        """When to ask the API for a global tracer provider again (none was set at the last look):
+        at most once per :data:`_RECHECK_SECONDS`, so the unconfigured path stays a clock read."""
+        self.meters_retry = 0.0
 
 
 _state = _State()
@@ -97,6 +113,7 @@ def configure(
     _state.capture = capture_content
     _state.tracer = None
     _state.instruments = None
+    _state.tracer_retry = _state.meters_retry = 0.0
     _state.links.clear()
 
 
@@ -115,8 +132,12 @@ def tracer() -> Any:
     found = _state.tracer
     if found is not None or _trace is None:
         return found
+    now = time.monotonic()
+    if now < _state.tracer_retry:
+        return None
     provider = _state.tracer_provider or _trace.get_tracer_provider()
     if _unset(provider):
+        _state.tracer_retry = now + _RECHECK_SECONDS
         return None
     found = _state.tracer = provider.get_tracer(SCOPE)
     return found
@@ -127,8 +148,12 @@ def instruments() -> Instruments | None:
     found = _state.instruments
     if found is not None or _metrics is None:
         return found
+    now = time.monotonic()
+    if now < _state.meters_retry:
+        return None
     provider = _state.meter_provider or _metrics.get_meter_provider()
     if _unset(provider):
+        _state.meters_retry = now + _RECHECK_SECONDS
         return None
     meter = provider.get_meter(SCOPE)
     found = _state.instruments = Instruments(
