@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -157,3 +158,41 @@ def test_global_default_provider_is_not_used() -> None:
     telemetry.configure()
     assert _telemetry.tracer() is None  # the API's proxy: nothing set globally in this session
     assert _telemetry.instruments() is None
+
+
+@pytest.mark.postgres
+async def test_worker_batches_are_traced_and_settle_pending(
+    otel: Telemetry, make_postgres_stores: Any
+) -> None:
+    """Worker-only mode: remember stores pending, ``prism-memory worker``'s loop claims it (a
+    ``claim_pending`` database span) and embeds it (a batch span), recall finds it; the backlog
+    metric nets to zero."""
+    from prism_memory.postgres.worker import IndexingWorker
+
+    stores = await make_postgres_stores(dimension=64)
+    embedder = HashEmbedder(dimensions=64)
+    memory = create_memory(
+        tenant_id="t",
+        resource_id="r",
+        thread_id="th",
+        embedder=embedder,
+        vector_store=stores.vector_store,
+        indexing=IndexingPolicy(in_process=False),
+    )
+    worker = IndexingWorker(stores.vector_store, embedder, batch_size=4, poll_seconds=600)
+    await worker.start()
+    try:
+        async with memory:
+            result = await memory.remember({"id": "a", "text": "Ada keeps bees"})
+            await asyncio.wait_for(result.done, 30)
+            assert (await memory.recall("bees")).hits
+    finally:
+        await worker.stop()
+    batches = otel.named("index_batch ")
+    assert batches
+    assert sum(b.attributes["prism_memory.indexed"] for b in batches) == 1
+    claims = [
+        s for s in otel.finished() if s.attributes.get("db.operation.name") == "claim_pending"
+    ]
+    assert claims
+    assert _points_sum(otel.metrics()["prism_memory.indexing.pending"]) == 0
