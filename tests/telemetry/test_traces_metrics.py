@@ -196,3 +196,32 @@ async def test_worker_batches_are_traced_and_settle_pending(
     ]
     assert claims
     assert _points_sum(otel.metrics()["prism_memory.indexing.pending"]) == 0
+
+
+async def test_import_and_rag_are_traced(otel: Telemetry, store: VectorStore) -> None:
+    from prism_memory.importing import import_entries
+    from prism_memory.rag import hybrid_query, ingest
+    from prism_memory.stores.rag_memory import InMemoryRagStore
+
+    embedder = HashEmbedder(dimensions=64)
+    rows = [
+        {"tenant_id": "t", "resource_id": "r", "thread_id": "th", "text": f"Ada keeps bees {n}"}
+        for n in range(3)
+    ]
+    report = await import_entries(store, rows, embedder=embedder)
+    assert report.inserted == 3
+    (imported,) = otel.named("create_memory ")
+    assert imported.attributes["code.function.name"] == "import_entries"
+    assert imported.attributes["gen_ai.memory.record.count"] == 3
+    (row_points,) = otel.metrics()["prism_memory.import.rows"]
+    assert row_points.value == 3
+    assert row_points.attributes["prism_memory.outcome"] == "inserted"
+
+    rag = InMemoryRagStore()
+    scope = {"tenant_id": "t", "resource_id": "r"}
+    await ingest(rag, scope, "doc", "Ada keeps bees. Bees make honey.", embedder=embedder)
+    hits = await hybrid_query(rag, scope, text="bees", top_k=2, embedder=embedder)
+    (query,) = otel.named("retrieval ")
+    assert query.attributes["gen_ai.request.top_k"] == 2
+    assert query.attributes["gen_ai.memory.record.count"] == len(hits)
+    assert "Ada" not in "".join(span.to_json() for span in otel.finished())
