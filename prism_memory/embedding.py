@@ -10,11 +10,14 @@ import functools
 import hashlib
 import inspect
 import re
+import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from . import _telemetry as otel
 from .errors import (
     CapExceededError,
     ConfigurationError,
@@ -242,6 +245,35 @@ async def embed_batched(
     if batch_size > CEILINGS["embed_batch"]:
         raise CapExceededError(f"batch_size={batch_size} is over the cap {CEILINGS['embed_batch']}")
     width = dimensions if dimensions is not None else embedder.dimensions
+    if otel.tracer() is None and otel.instruments() is None:
+        return await _embed_all(embedder, texts, batch_size, width)
+    started = time.perf_counter()
+    attributes = {"gen_ai.operation.name": "embeddings", "gen_ai.embeddings.dimension.count": width}
+    error: str | None = None
+    manager: Any = otel.start("embeddings", attributes) if otel.tracer() else nullcontext()
+    try:
+        with manager as span:
+            if span is not None:
+                span.set_attribute("prism_memory.embed.inputs", len(texts))
+            try:
+                return await _embed_all(embedder, texts, batch_size, width)
+            except BaseException as exc:
+                error = type(exc).__name__
+                if span is not None:
+                    otel.set_error(span, exc)
+                raise
+    finally:
+        meters = otel.instruments()
+        if meters is not None:
+            measured = {"gen_ai.operation.name": "embeddings"}
+            if error is not None:
+                measured["error.type"] = error
+            meters.embed_duration.record(time.perf_counter() - started, measured)
+
+
+async def _embed_all(
+    embedder: Embedder, texts: Sequence[str], batch_size: int, width: int
+) -> Vector:
     batches: list[Vector] = []
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])

@@ -21,7 +21,6 @@ from ._memory.core import (
     OnInvalidate,
     check_aware,
     maybe_await,
-    scrubbing_errors,
 )
 from ._memory.export import ExportService, check_identity
 from ._memory.governance import (
@@ -30,6 +29,7 @@ from ._memory.governance import (
     check_days,
     check_retention_rule,
 )
+from ._memory.observed import public_call
 from ._memory.recall import RecallQuery, RecallService, context_provider
 from ._memory.remember import EntryInput, RememberService
 from ._memory.session import IndexingSession
@@ -198,6 +198,7 @@ class Memory:
         """
         return await self._session.aclose()
 
+    @public_call("update_memory")
     async def resume_indexing(self) -> int:
         """Embed whatever this thread left pending (for example after a crash); return how many.
 
@@ -207,11 +208,12 @@ class Memory:
 
     # ---- working memory ----------------------------------------------------------------------
 
+    @public_call("get_memory")
     async def get_working(self) -> WorkingMemoryRecord | None:
         """The current working-memory document, or ``None`` before the first write."""
         return await self._working.get()
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def update_working(
         self, data: Mapping[str, Any] | pydantic.BaseModel, *, expected_version: int | None = None
     ) -> WorkingMemoryRecord:
@@ -229,7 +231,7 @@ class Memory:
 
     # ---- remember ----------------------------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("create_memory")
     async def remember(
         self, entries: EntryInput | Sequence[EntryInput], *, wait: bool = False
     ) -> RememberResult:
@@ -247,7 +249,7 @@ class Memory:
 
     # ---- recall ------------------------------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("search_memory")
     async def recall(
         self,
         query: str,
@@ -327,12 +329,12 @@ class Memory:
 
     # ---- consent, correction, lineage --------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("get_memory")
     async def get(self, entry_id: str) -> MemoryRecord:
         """One stored entry of this thread, whatever its state; :class:`NotFoundError` if absent."""
         return await self._governance.get(self.identity, entry_id)
 
-    @scrubbing_errors
+    @public_call("get_memory")
     async def index_status(self, ids: Sequence[str]) -> dict[str, IndexStatus]:
         """``id -> pending | indexed | failed`` for the ids that exist in this thread.
 
@@ -342,7 +344,7 @@ class Memory:
         wanted = check_ids(ids, "ids", cap=self.limits.ids_per_call)
         return await self._governance.index_status(wanted)
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def set_consent(
         self,
         entry_id: str,
@@ -364,7 +366,7 @@ class Memory:
             entry_id, visible=visible, source=source, scope=scope
         )
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
         """Replace an entry's text and re-embed it, keeping its consent.
 
@@ -376,7 +378,7 @@ class Memory:
 
     # ---- deletion ----------------------------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("delete_memory")
     async def forget(self, *, ids: Sequence[str] | None = None, hold: bool = False) -> int:
         """Really delete entries and everything derived from them; return how many rows went.
 
@@ -394,7 +396,7 @@ class Memory:
         wanted = None if ids is None else check_ids(ids, "ids", cap=self.limits.ids_per_call)
         return await self._governance.forget(wanted, hold=hold)
 
-    @scrubbing_errors
+    @public_call("delete_memory")
     async def forget_before(self, occurred_before: datetime) -> int:
         """Delete entries that *occurred* before ``occurred_before`` (not when they were written).
 
@@ -405,7 +407,7 @@ class Memory:
         check_aware(occurred_before, "occurred_before")
         return await self._governance.forget_before(occurred_before)
 
-    @scrubbing_errors
+    @public_call("delete_memory")
     async def apply_retention(
         self,
         *,
@@ -425,7 +427,7 @@ class Memory:
 
     # ---- sharing -----------------------------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def share_with(
         self,
         child_thread_id: str,
@@ -441,7 +443,7 @@ class Memory:
         grant = check_grant(self._ctx, child_thread_id, source_ids, expires_at)
         return await self._sharing.share_with(grant)
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def revoke_share(self, child_thread_id: str) -> int:
         """Withdraw this thread's grant to a child; return 1 if there was one, else 0."""
         self.identity  # noqa: B018 - no thread, nothing to revoke: refused before the argument
@@ -449,7 +451,7 @@ class Memory:
 
     # ---- export and re-index -----------------------------------------------------------------
 
-    @scrubbing_errors
+    @public_call("export_memory")
     async def export_memory(
         self,
         *,
@@ -472,7 +474,7 @@ class Memory:
             self.limits.resolve("export_seconds", max_seconds),
         )
 
-    @scrubbing_errors
+    @public_call("update_memory")
     async def rebuild_index(
         self,
         *,

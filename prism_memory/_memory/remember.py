@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from .. import _telemetry as otel
 from ..embedding import embed_batched
 from ..entries import prepare_entry
 from ..errors import (
@@ -76,6 +77,11 @@ class RememberService:
         queue = await self._session.ensure_queue() if ctx.indexing.in_process else None
         pending, done, indexed = await self._hand_over(scope, prepared, now, queue, wait=wait)
         self._session.track(done, len(pending))
+        meters = otel.instruments()
+        if meters is not None and pending:
+            meters.pending.add(
+                len(pending), {"gen_ai.memory.store.id": otel.store_id(ctx.vector_store)}
+            )
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -136,6 +142,8 @@ class RememberService:
         if queue is None:
             return pending, self._session.watch_worker(scope, pending), indexed
         done = queue.watch(pending)
+        if pending and otel.tracer() is not None:  # the batch that embeds them links to this call
+            otel.remember_links(scope, pending)
         if lease is not None:
             queue.adopt(
                 ClaimedEntry(

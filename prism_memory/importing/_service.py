@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import _telemetry as otel
 from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
 from ..entries import prepare_entry
 from ..errors import (
@@ -255,6 +256,17 @@ class _Importer:
         report.embedded += prepared.embedded
         report.pending += pending
         report.batches += 1
+        meters = otel.instruments()
+        if meters is not None:
+            store = otel.store_id(self.store)
+            existing = len(batch.rows) - inserted + batch.repeated
+            for outcome, rows_ in (("inserted", inserted), ("existing", existing)):
+                if rows_:
+                    meters.import_rows.add(
+                        rows_, {"gen_ai.memory.store.id": store, "prism_memory.outcome": outcome}
+                    )
+            if pending:
+                meters.pending.add(pending, {"gen_ai.memory.store.id": store})
         return inserted
 
     async def _check_models(self, batch: _Batch, rows: list[ImportRow]) -> None:
@@ -318,6 +330,7 @@ async def _items(
             yield item
 
 
+@otel.traced("create_memory", "import_entries", count=lambda report: report.inserted)
 async def import_entries(
     store: VectorStore,
     source: ImportSource,

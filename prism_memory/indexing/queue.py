@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
+from .. import _telemetry as otel
 from ..embedding import Embedder, embedder_model
 from ..errors import InvalidVectorError, PrismMemoryError
 from ..models import IndexingReport, MemoryIdentity, Vector
@@ -377,7 +378,26 @@ class IndexingQueue:
                 self._lanes.release()
 
     async def _finish(self, claimed: Sequence[ClaimedEntry]) -> int:
-        """Embed and store ``claimed`` (taken into a batch by :meth:`_process`); count them."""
+        """Embed and store ``claimed`` (taken into a batch by :meth:`_process`); count them. Traced
+        as one span linked to the ``remember`` calls that handed the rows over."""
+        if otel.tracer() is None:
+            return await self._embed_and_store(claimed)
+        store = otel.store_id(self._store)
+        attributes = {
+            "gen_ai.operation.name": "update_memory",
+            "gen_ai.memory.store.id": store,
+            "gen_ai.memory.record.count": len(claimed),
+        }
+        with otel.start(f"index_batch {store}", attributes, links=otel.link_for(claimed)) as span:
+            try:
+                indexed = await self._embed_and_store(claimed)
+            except BaseException as exc:
+                otel.set_error(span, exc)
+                raise
+            span.set_attribute("prism_memory.indexed", indexed)
+            return indexed
+
+    async def _embed_and_store(self, claimed: Sequence[ClaimedEntry]) -> int:
         try:
             done: list[tuple[ClaimedEntry, Vector]] = []
             for start in range(0, len(claimed), self._batch_size):
@@ -416,6 +436,9 @@ class IndexingQueue:
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, Vector]], indexed: int) -> None:
         self.indexed_total += indexed
+        meters = otel.instruments()
+        if meters is not None and indexed:
+            meters.pending.add(-indexed, {"gen_ai.memory.store.id": otel.store_id(self._store)})
         items = [item for item, _ in done]
         self._threads.count(items, indexed)
         if indexed == len(done):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from .. import _telemetry as otel
 from ..embedding import Embedder, embed_batched
 from ..errors import EmbedderError, InvalidVectorError
 from ..models import Vector
@@ -109,5 +110,11 @@ class RowEmbedder:
             item, worker_id=self.worker_id, error=message, retry_at=retry_at, now=now
         )
         self.failures += 1
+        meters = otel.instruments()
+        if meters is not None:
+            store = {"gen_ai.memory.store.id": otel.store_id(self.store)}
+            (meters.failures if permanent else meters.retries).add(1, store)
+            if permanent:
+                meters.pending.add(-1, store)
         if self.observer is not None:
             self.observer.row_failed(item)

@@ -43,6 +43,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util.concurrency import greenlet_spawn
 
+from .. import _telemetry as otel
 from ..embedding import assert_finite_vector
 from ..models import Vector
 from ._engine import POOLED_BEGIN, KeptConnections, Pooling
@@ -174,7 +175,7 @@ class _Adapter:
     async def _session(
         endpoint: _Endpoint, action: str, custom_plans: bool
     ) -> AsyncIterator[AsyncSession]:
-        with wrap_db_errors(action):
+        with otel.db_span(action), wrap_db_errors(action):
             async with endpoint.sessions() as session, session.begin():
                 if custom_plans:
                     await session.execute(text(CUSTOM_PLANS))
@@ -248,7 +249,7 @@ class _Adapter:
         positional, names = to_positional(statement)
         args = [(params or {})[name] for name in names]
         for attempt in (1, 2):
-            with wrap_db_errors(action):
+            with otel.db_span(action), wrap_db_errors(action):
                 driver: Any = None
                 try:
                     async with self._driver(endpoint) as driver, self._alone(driver):
@@ -282,7 +283,7 @@ class _Adapter:
         positional, names = to_positional(statement)
         args = [params[name] for name in names]
         try:
-            with wrap_db_errors(action):
+            with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._alone(driver):
                     if count:
                         status = await driver.execute(positional, *args)
@@ -327,10 +328,19 @@ class _Adapter:
         return contextlib.nullcontext()
 
     @asynccontextmanager
-    async def _transaction(self, driver: Any, begin: str) -> AsyncIterator[None]:
+    async def _transaction(
+        self, driver: Any, begin: str, action: str | None = None
+    ) -> AsyncIterator[None]:
         """A transaction on the asyncpg ``driver``: ``begin`` (``BEGIN ...``, and whatever must
         run with it in the same round trip), the body, ``COMMIT``; rolled back when the body
-        raises (a connection left in a transaction is then dropped by :meth:`_driver`)."""
+        raises (a connection left in a transaction is then dropped by :meth:`_driver`). A named
+        ``action`` is traced as one database span (the pooler's own wrap is inside one already)."""
+        with otel.db_span(action) if action is not None else contextlib.nullcontext():
+            async with self._transaction_body(driver, begin):
+                yield
+
+    @asynccontextmanager
+    async def _transaction_body(self, driver: Any, begin: str) -> AsyncIterator[None]:
         try:
             await driver.execute(begin)
             yield

@@ -180,7 +180,7 @@ class _EntryWrites(_VectorAdapter):
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
-        async with self._transaction(driver, begin_locked_statement(scope)):
+        async with self._transaction(driver, begin_locked_statement(scope), "put_entries"):
             sources = await self._lineage_sources(driver, scope, unique)
             rows = await driver.fetch(insert, *(params[name] for name in names))
             if appended:  # one row: how many it inserted, from which sequence on
@@ -354,7 +354,7 @@ class _EntryWrites(_VectorAdapter):
                 keys = sorted({thread_lock_key(row.scope) for row in rows})
                 insert, names = to_positional(sql.import_insert)
                 begin = f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
-                async with self._transaction(driver, begin):
+                async with self._transaction(driver, begin, "import_entries"):
                     lock, _ = to_positional(sql.lock_threads)
                     await driver.fetchval(lock, keys)
                     inherited = await self._import_lineage(driver, rows, now)

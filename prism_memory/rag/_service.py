@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import _telemetry as otel
 from ..embedding import Embedder, assert_finite_vector, embed_batched
 from ..errors import DimensionMismatchError, ValidationError
 from ..limits import CEILINGS
@@ -27,6 +28,7 @@ from .chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, chunk_text
 __all__ = ["hybrid_query", "ingest"]
 
 
+@otel.traced("create_memory", "rag.ingest", count=lambda result: result.chunks)
 async def ingest(
     store: RagStore,
     scope: RagScope | Mapping[str, Any],
@@ -96,6 +98,7 @@ async def ingest(
     return IngestResult(source_id, gen, len(chunks), len(missing), unchanged=False)
 
 
+@otel.traced("retrieval", "rag.hybrid_query", count=len)
 async def hybrid_query(
     store: RagStore,
     scope: RagScope | Mapping[str, Any],
