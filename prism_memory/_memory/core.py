@@ -4,12 +4,11 @@ scrubbing of a public call's errors."""
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from ..embedding import Embedder, embed_batched
 from ..errors import (
@@ -33,7 +32,6 @@ __all__ = [
     "OnInvalidate",
     "check_aware",
     "maybe_await",
-    "scrubbing_errors",
 ]
 
 ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
@@ -208,27 +206,9 @@ class ModelGuard:
 
 
 class _Scrubbing(Protocol):
-    """What :func:`scrubbing_errors` needs of the object whose method it wraps."""
+    """What :func:`~.observed.public_call` needs of the object whose method it wraps."""
 
     _ctx: MemoryContext
 
 
 S = TypeVar("S", bound=_Scrubbing)
-
-
-def scrubbing_errors(
-    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
-    """A public call whose :class:`PrismMemoryError` messages pass through the memory's scrubber
-    (its ``secrets`` and ``redactor``), like the text it stores: whatever a message names, no
-    configured secret leaves in it."""
-
-    @functools.wraps(method)
-    async def scrubbing(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await method(self, *args, **kwargs)
-        except PrismMemoryError as exc:
-            self._ctx.scrub_error(exc)
-            raise
-
-    return scrubbing

@@ -29,7 +29,8 @@ def public_call(
     [Callable[Concatenate[S, P], Coroutine[Any, Any, T]]],
     Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
 ]:
-    """A public call of the facade: its errors scrubbed (:func:`~.core.scrubbing_errors`) and,
+    """A public call of the facade: its :class:`PrismMemoryError` messages pass through the
+    memory's scrubber (its ``secrets`` and ``redactor``, like the text it stores) and,
     when a tracer or meter provider is configured, observed as ``operation``
     (``gen_ai.operation.name``); without one it costs two attribute reads."""
 
