@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from ..embedding import Embedder, embed_batched
 from ..errors import (
@@ -38,7 +38,6 @@ ImportanceFrom = Callable[[Mapping[str, Any]], float | Awaitable[float]]
 OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 async def maybe_await(value: T | Awaitable[T]) -> T:

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from .. import _telemetry as otel
 from ..errors import CapExceededError, ValidationError
 from ..lexical import CorpusStats, bm25, query_terms, term_counts
 from ..limits import CEILINGS
@@ -286,6 +287,7 @@ class RagStoreByCall(RagStore):
         (``write``: it changes chunks, generations or grants, atomically; ``ranked``: a query or
         its statistics)."""
 
+    @otel.traced("update_memory", "rag.upsert", count=lambda written: written)
     async def upsert(
         self, scope: RagScope, chunks: Sequence[Chunk], *, generation: int | None = None
     ) -> int:
@@ -293,6 +295,7 @@ class RagStoreByCall(RagStore):
         async with self._operations("upsert", write=True) as ops:
             return await ops.upsert(scope, chunks, generation=generation)
 
+    @otel.traced("get_memory", "rag.get_by_source", count=len)
     async def get_by_source(
         self, scope: RagScope, source_id: str, *, generation: int | None = None
     ) -> list[Chunk]:
@@ -300,6 +303,7 @@ class RagStoreByCall(RagStore):
         async with self._operations("get_by_source", write=False) as ops:
             return await ops.get_by_source(scope, source_id, generation=generation)
 
+    @otel.traced("delete_memory", "rag.delete_source", count=lambda deleted: deleted)
     async def delete_source(
         self, scope: RagScope, source_id: str, *, generation: int | None = None
     ) -> int:
@@ -307,11 +311,13 @@ class RagStoreByCall(RagStore):
         async with self._operations("delete_source", write=True) as ops:
             return await ops.delete_source(scope, source_id, generation=generation)
 
+    @otel.traced("delete_memory", "rag.delete_generation", count=lambda deleted: deleted)
     async def delete_generation(self, scope: RagScope, generation: int) -> int:
         """Delete every chunk of ``generation``, atomically; count them."""
         async with self._operations("delete_generation", write=True) as ops:
             return await ops.delete_generation(scope, generation)
 
+    @otel.traced("retrieval", "rag.query", count=len)
     async def query(
         self,
         scope: RagScope,
@@ -333,6 +339,7 @@ class RagStoreByCall(RagStore):
                 generation=generation,
             )
 
+    @otel.traced("retrieval", "rag.lexical_query", count=len)
     async def lexical_query(
         self,
         scope: RagScope,
@@ -354,6 +361,7 @@ class RagStoreByCall(RagStore):
                 generation=generation,
             )
 
+    @otel.traced("retrieval", "rag.lexical_stats")
     async def lexical_stats(
         self,
         scope: RagScope,
@@ -369,16 +377,19 @@ class RagStoreByCall(RagStore):
                 scope, text=text, filter=filter, authorization=authorization, generation=generation
             )
 
+    @otel.traced("get_memory", "rag.get_current_generation")
     async def get_current_generation(self, scope: RagScope) -> int:
         """The scope's current generation (0 until set)."""
         async with self._operations("get_current_generation", write=False) as ops:
             return await ops.get_current_generation(scope)
 
+    @otel.traced("update_memory", "rag.set_current_generation")
     async def set_current_generation(self, scope: RagScope, generation: int) -> None:
         """Make ``generation`` current, atomically."""
         async with self._operations("set_current_generation", write=True) as ops:
             await ops.set_current_generation(scope, generation)
 
+    @otel.traced("update_memory", "rag.set_source_access")
     async def set_source_access(
         self,
         scope: RagScope,
@@ -398,6 +409,7 @@ class RagStoreByCall(RagStore):
                 access_version=access_version,
             )
 
+    @otel.traced("get_memory", "rag.get_source_access")
     async def get_source_access(self, scope: RagScope, source_id: str) -> SourceAccess | None:
         """The grants of ``source_id``, or ``None``."""
         async with self._operations("get_source_access", write=False) as ops:

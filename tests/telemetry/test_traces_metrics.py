@@ -15,6 +15,7 @@ import pytest
 from prism_memory import HashEmbedder, IndexingPolicy, create_memory
 from prism_memory.errors import CapExceededError
 from prism_memory.stores.base import VectorStore
+from prism_memory.stores.rag_base import RagStore
 
 from .conftest import Telemetry
 
@@ -217,11 +218,30 @@ async def test_import_and_rag_are_traced(otel: Telemetry, store: VectorStore) ->
     assert row_points.value == 3
     assert row_points.attributes["prism_memory.outcome"] == "inserted"
 
-    rag = InMemoryRagStore()
+    # the PostgreSQL vector store is also its RAG store; in memory the RAG store is its own
+    rag = store if isinstance(store, RagStore) else InMemoryRagStore()
     scope = {"tenant_id": "t", "resource_id": "r"}
     await ingest(rag, scope, "doc", "Ada keeps bees. Bees make honey.", embedder=embedder)
     hits = await hybrid_query(rag, scope, text="bees", top_k=2, embedder=embedder)
-    (query,) = otel.named("retrieval ")
+
+    def by_function(name: str) -> list[Any]:
+        return [s for s in otel.finished() if s.attributes.get("code.function.name") == name]
+
+    (query,) = by_function("rag.hybrid_query")
+    assert query.name.startswith("retrieval ")
     assert query.attributes["gen_ai.request.top_k"] == 2
     assert query.attributes["gen_ai.memory.record.count"] == len(hits)
+    # every public call of the RAG store is a span of its own, under the service's
+    await rag.set_source_access(scope, "doc", group_ids=["staff"], access_version=1)
+    (granted,) = by_function("rag.set_source_access")
+    assert granted.attributes["gen_ai.operation.name"] == "update_memory"
+    legs = by_function("rag.query") + by_function("rag.lexical_query")
+    assert len(legs) == 2
+    assert all(
+        leg.parent is not None and leg.parent.span_id == query.context.span_id for leg in legs
+    )
+    await rag.delete_source(scope, "doc")
+    (deleted,) = by_function("rag.delete_source")
+    assert deleted.attributes["gen_ai.operation.name"] == "delete_memory"
+    assert deleted.attributes["gen_ai.memory.record.count"] >= 1
     assert "Ada" not in "".join(span.to_json() for span in otel.finished())
