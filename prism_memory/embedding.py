@@ -185,6 +185,10 @@ class HashEmbedder:
         return f"HashEmbedder(dimensions={self._dimensions})"
 
 
+_PLAIN_NUMBERS = frozenset({float, int})
+"""Item types a vector given as a list may hold without an item-by-item check."""
+
+
 def assert_finite_vector(
     vector: object, label: str = "embedding", expected_length: int | None = None
 ) -> Vector:
@@ -200,11 +204,16 @@ def assert_finite_vector(
     else:
         if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
             raise InvalidVectorError(f"{label} must be a sequence of numbers")
-        for item in vector:
-            if isinstance(item, bool | np.bool_ | np.complexfloating) or not isinstance(
-                item, int | float | np.integer | np.floating
-            ):
-                raise InvalidVectorError(f"{label} holds a non-number (a {type(item).__name__})")
+        # the common case -- a JSON list of plain floats and ints -- is told apart by the set of
+        # its item types (C speed; a bool's type is bool); anything else is checked item by item
+        if not set(map(type, vector)) <= _PLAIN_NUMBERS:
+            for item in vector:
+                if isinstance(item, bool | np.bool_ | np.complexfloating) or not isinstance(
+                    item, int | float | np.integer | np.floating
+                ):
+                    raise InvalidVectorError(
+                        f"{label} holds a non-number (a {type(item).__name__})"
+                    )
         try:
             raw = np.asarray(vector, dtype=np.float64)
         except (OverflowError, TypeError, ValueError) as exc:

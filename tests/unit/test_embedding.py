@@ -91,6 +91,18 @@ def test_complex_numbers_are_rejected_not_truncated():
         assert_finite_vector(np.array([1 + 2j, 0.5]))
 
 
+@pytest.mark.parametrize(
+    "given",
+    [[1, 2.5, -3], [1, 2.5, np.float32(-3)], [np.int64(1), 2.5, -3.0]],
+    ids=["plain", "numpy-scalar", "numpy-int"],
+)
+def test_a_list_of_plain_or_numpy_numbers_is_taken_as_given(given):
+    # plain floats and ints take the fast path, numpy scalars the item-by-item one: same result
+    result = assert_finite_vector(given)
+    assert result.dtype == np.float32
+    assert result.tolist() == [1.0, 2.5, -3.0]
+
+
 @pytest.mark.parametrize("bad", [[True, 1.0], [1.0, False], [np.True_, 0.0]])
 def test_booleans_in_a_list_are_rejected(bad):
     with pytest.raises(InvalidVectorError):
