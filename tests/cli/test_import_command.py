@@ -103,20 +103,7 @@ def test_a_killed_import_resumes_and_leaves_each_row_once(postgres_url, schema, 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 180
-    done = 0
-    while time.monotonic() < deadline and process.poll() is None:
-        if state.exists():
-            try:
-                done = json.loads(state.read_text(encoding="utf-8"))["done"]
-            except ValueError:  # read between the write and the rename: try again
-                done = 0
-            if done >= KILL_AFTER:
-                break
-        time.sleep(0.05)
-    assert process.poll() is None, "the import finished before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
+    _kill_once_done(process, state, KILL_AFTER)
     assert process.returncode == -signal.SIGKILL
     partial = _rows(postgres_url, schema)
     assert KILL_AFTER <= len(partial) < ROWS  # killed midway: some batches written, not all

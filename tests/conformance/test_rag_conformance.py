@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from prism_memory import HashEmbedder
+from prism_memory.postgres import create_postgres_vector_store
 from prism_memory.rag import InMemoryRagStore
 from prism_memory.testing import (
     RAG_CONFORMANCE_CHECKS,
@@ -31,9 +34,25 @@ async def _kit(
     return RagConformanceKit(store, embedder)
 
 
-@pytest.fixture(params=["memory", "postgres", "postgres-hnsw"])
-async def rag_kit(request: pytest.FixtureRequest) -> RagConformanceKit:
-    return await _kit(request, request.param, WIDTH)
+@pytest.fixture(params=["memory", "postgres", "postgres-hnsw", "postgres-pgbouncer"])
+async def rag_kit(request: pytest.FixtureRequest) -> AsyncIterator[RagConformanceKit]:
+    """``postgres-pgbouncer`` reopens a fresh schema through a real PgBouncer in transaction mode
+    (``pooling="transaction"``)."""
+    if request.param != "postgres-pgbouncer":
+        yield await _kit(request, request.param, WIDTH)
+        return
+    fresh = (await _kit(request, "postgres", WIDTH)).store
+    pooled = await create_postgres_vector_store(
+        request.getfixturevalue("pgbouncer_url"),
+        schema=fresh.tables.names.schema,
+        dimension=WIDTH,
+        pooling="transaction",
+        skip_migrations=True,
+    )
+    try:
+        yield RagConformanceKit(pooled, HashEmbedder(dimensions=WIDTH))
+    finally:
+        await pooled.close()
 
 
 @pytest.fixture(params=["memory", "postgres"])

@@ -10,11 +10,12 @@ memory has fixed the width, on both backends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from prism_memory import HashEmbedder, IndexingPolicy, InMemoryVectorStore, create_memory
+from prism_memory.embedding import Embedder
 from prism_memory.errors import DimensionMismatchError
 from prism_memory.memory import Memory
 from prism_memory.stores.base import VectorStore
@@ -35,20 +36,20 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[VectorStore]:
     yield made.vector_store
 
 
-def _memory(store: VectorStore, thread: str, embedder: object) -> Memory:
+def _memory(store: VectorStore, thread: str, embedder: Embedder) -> Memory:
     return create_memory(
         tenant_id="t",
         resource_id="r",
         thread_id=thread,
-        embedder=embedder,  # type: ignore[arg-type]
+        embedder=embedder,
         vector_store=store,
         indexing=FAST,
     )
 
 
-async def _until(condition: object, what: str) -> None:
+async def _until(condition: Callable[[], bool], what: str) -> None:
     for _ in range(500):
-        if condition():  # type: ignore[operator]
+        if condition():
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
