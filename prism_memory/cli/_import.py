@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import Dimension, Schema, TableName, Url
 from ._output import console, progress_bar, resumable
@@ -24,8 +25,8 @@ def import_command(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="tenant_id of every entry (mem0, langgraph)")
     ] = None,
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     dimension: Dimension = None,
     embedder: Annotated[
         str | None,

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import anyio
 import typer
 
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import URL_ENV, Dimension, Schema, TableName, VectorEmbedder
 
@@ -77,8 +78,8 @@ def mcp(
         str | None,
         typer.Option("--direct-url", help="a URL bypassing the pooler, for the migrations"),
     ] = None,
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     dimension: Dimension = None,
 ) -> None:
     """Serve memory to MCP clients: tools to remember, recall, forget, revoke/restore consent,

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._options import Dimension, Schema, TableName, Url
 from ._output import console
 
@@ -20,8 +21,8 @@ migrate_app = typer.Typer(
 def migrate_upgrade(
     target: Annotated[str, typer.Argument(help="`head`, or a prism_memory revision id")],
     url: Url = "",
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     dimension: Dimension = None,
 ) -> None:
     """Upgrade the schema to TARGET and say what changed."""
@@ -46,8 +47,8 @@ def migrate_downgrade(
         str | None,
         typer.Argument(help="a prism_memory revision id, or `base` to drop every table"),
     ] = None,
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
 ) -> None:
     """Downgrade the schema to TARGET (required; asks first unless --yes)."""
@@ -78,7 +79,7 @@ def migrate_downgrade(
 
 @migrate_app.command("current")
 def migrate_current(
-    url: Url = "", schema: Schema = "prism_memory", table: TableName = "semantic_memory"
+    url: Url = "", schema: Schema = DEFAULT_SCHEMA, table: TableName = DEFAULT_TABLE
 ) -> None:
     """Print the revision the schema is at, or where one is recorded (a host's version table)."""
     from ..postgres import migrate
@@ -96,8 +97,8 @@ def migrate_heads() -> None:
 
 @migrate_app.command("sql")
 def migrate_sql(
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     dimension: Dimension = None,
 ) -> None:
     """Print the DDL from an empty database to head (offline; connects nowhere)."""

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import EmbedderSpec, Schema, TableName, Url, VectorEmbedder
 from ._output import console
@@ -19,8 +20,8 @@ from ._output import console
 
 def doctor(
     url: Url = "",
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     embedder: EmbedderSpec = None,
     width: Annotated[
         int | None, typer.Option("--width", help="the embedder's width, instead of --embedder")
@@ -54,8 +55,8 @@ def doctor(
 
 def stats(
     url: Url = "",
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     top: Annotated[int, typer.Option("--top", help="how many tenants to list")] = 10,
 ) -> None:
     """Entries per status, the biggest tenants, working documents, size on disk."""
@@ -81,8 +82,8 @@ def stats(
 
 def worker(
     url: Url = "",
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     embedder: VectorEmbedder = "",
     batch_size: Annotated[int, typer.Option("--batch-size", help="texts per embedder call")] = 32,
     poll_seconds: Annotated[

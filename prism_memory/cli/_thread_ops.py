@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import Memory, create_memory
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import Resource, Schema, TableName, Tenant, Thread, Url, VectorEmbedder
 from ._output import console, progress_bar, read_state, resumable, write_state
@@ -78,8 +79,8 @@ def export(
     thread: Thread,
     out: Annotated[Path, typer.Option("--out", help="JSON Lines file to write")],
     url: Url = "",
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     page_size: Annotated[
         int | None, typer.Option("--page-size", help="entries per page (default 100, cap 200)")
     ] = None,
@@ -134,8 +135,8 @@ def rebuild(
     state_file: Annotated[
         Path, typer.Option("--state", help="where the cursor is kept between runs")
     ] = Path("prism-memory-rebuild.json"),
-    schema: Schema = "prism_memory",
-    table: TableName = "semantic_memory",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", help="entries per page (default 32, cap 128)")
     ] = None,

@@ -48,6 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.engine import Dialect
 
+from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ..errors import ConfigurationError
 from .orm import PrismModels, map_models
 
@@ -65,8 +66,6 @@ __all__ = [
     "validate_identifier",
 ]
 
-DEFAULT_SCHEMA = "prism_memory"
-DEFAULT_TABLE = "semantic_memory"
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _MAX_IDENTIFIER = 63

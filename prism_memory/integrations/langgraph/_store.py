@@ -22,6 +22,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ..._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ...embedding import embedder_model
 from ...errors import ConfigurationError, ValidationError
 from ...limits import Limits
@@ -128,8 +129,8 @@ class PrismStore(BaseStore):
         index: IndexConfig | None = None,
         tenant_id: str = "default",
         resource_id: str = "langgraph",
-        schema: str = "prism_memory",
-        table: str = "semantic_memory",
+        schema: str = DEFAULT_SCHEMA,
+        table: str = DEFAULT_TABLE,
         consent: MemoryConsent | Mapping[str, Any] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         redactor: Redactor | None = None,
