@@ -8,11 +8,12 @@ work itself is done by the private services of :mod:`prism_memory._memory`, one 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import pydantic
 
+from ._clock import utcnow
 from ._cursor import decode_cursor
 from ._memory.core import (
     ImportanceFrom,
@@ -69,10 +70,6 @@ __all__ = [
     "create_memory",
     "entry_digest",
 ]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class WorkingMemoryProcessor:
@@ -568,5 +565,5 @@ def create_memory(
         retention=None if retention_days is None else timedelta(days=retention_days),
         working_scope=working_scope,
         indexing=indexing or IndexingPolicy(),
-        clock=clock or _utcnow,
+        clock=clock or utcnow,
     )

@@ -26,13 +26,13 @@ import json
 import logging
 from collections import deque
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .._clock import utcnow
 from ..embedding import Embedder, embedder_model
 from ..errors import EmbeddingModelMismatchError
 from ..indexing import (
@@ -82,10 +82,6 @@ class WorkerCounts:
     failed: int = 0
     wakeups: int = 0
     reconnects: int = 0
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class _TenantTurns(ClaimStrategy):
@@ -167,7 +163,7 @@ class IndexingWorker:
             embedder=embedder,
             scope=None,
             batch_size=batch_size,
-            clock=_utcnow,
+            clock=utcnow,
             policy=replace(base, idle_poll_seconds=poll_seconds),
             name=name,
             claims=_TenantTurns(self),
@@ -199,7 +195,7 @@ class IndexingWorker:
 
     async def claim_for_tenant(self, tenant_id: str, *, limit: int) -> list[ClaimedEntry]:
         """Lease up to ``limit`` of ``tenant_id``'s due rows for this worker."""
-        now = _utcnow()
+        now = utcnow()
         async with self.store._unit("claim_pending") as session:
             return await IndexingRepository(session, self.store.tables).claim(
                 None,
