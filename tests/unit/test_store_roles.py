@@ -4,11 +4,13 @@ and the indexing queue's member seated through the queue's public surface only."
 from __future__ import annotations
 
 import ast
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from prism_memory import VectorStore
+from prism_memory import HashEmbedder, InMemoryVectorStore, VectorStore, create_memory
 from prism_memory.errors import ConfigurationError
 from prism_memory.stores.base import (
     VECTOR_STORE_ROLES,
@@ -127,3 +129,30 @@ def test_checks_for_roles_refuses_a_set_without_the_core_or_with_unknown_names(
 ) -> None:
     with pytest.raises(ConfigurationError):
         checks_for_roles(list(CONFORMANCE_CHECKS), roles)  # type: ignore[arg-type]
+
+
+async def test_an_adapter_of_the_nineteen_methods_still_works_as_a_vector_store() -> None:
+    """An adapter written before the roles -- one class, the nineteen members, subclassing
+    ``VectorStore`` -- is still instantiable and serves a memory."""
+    inner = InMemoryVectorStore()
+
+    def forward(name: str) -> Callable[..., Awaitable[Any]]:
+        async def method(self: VectorStore, *args: Any, **kwargs: Any) -> Any:
+            return await getattr(inner, name)(*args, **kwargs)
+
+        return method
+
+    members: dict[str, Any] = {
+        name: forward(name) for name in VectorStore.__abstractmethods__ if name != "dimension"
+    }
+    members["dimension"] = property(lambda self: None)
+    adapter_class = type("NineteenMethods", (VectorStore,), members)
+    store = adapter_class()
+    assert isinstance(store, EntryStore)
+    assert isinstance(store, IndexingLedger)
+    memory = create_memory(
+        tenant_id="t", resource_id="r", thread_id="c", embedder=HashEmbedder(), vector_store=store
+    )
+    async with memory:
+        await memory.remember([{"id": "m1", "text": "Ada prefers tea"}], wait=True)
+        assert [hit.id for hit in (await memory.recall("tea")).hits] == ["m1"]
