@@ -360,7 +360,7 @@ class Memory:
         if visible is None and source is None and scope is None:
             raise ValidationError("set_consent needs visible, source or scope")
         return await self._governance.set_consent(
-            entry_id, visible=visible, source=source, scope=scope
+            entry_id, visible=visible, source=source, consent_scope=scope
         )
 
     @public_call("update_memory")

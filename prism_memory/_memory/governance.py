@@ -50,9 +50,11 @@ class GovernanceService:
         self._ctx = ctx
         self._models = models
 
-    async def get(self, scope: MemoryIdentity, entry_id: str) -> MemoryRecord:
+    async def get(self, identity: MemoryIdentity, entry_id: str) -> MemoryRecord:
         """One stored entry, whatever its state; :class:`NotFoundError` if absent."""
-        found = await self._ctx.vector_store.get_entries(scope, [check_key(entry_id, "entry id")])
+        found = await self._ctx.vector_store.get_entries(
+            identity, [check_key(entry_id, "entry id")]
+        )
         if not found:
             raise NotFoundError("no such entry in this thread")
         return found[0]
@@ -63,24 +65,25 @@ class GovernanceService:
         return {entry_id: state for entry_id, (state, _) in status.items()}
 
     async def set_consent(
-        self, entry_id: str, *, visible: bool | None, source: str | None, scope: str | None
+        self, entry_id: str, *, visible: bool | None, source: str | None, consent_scope: str | None
     ) -> MemoryRecord:
-        """See :meth:`Memory.set_consent <prism_memory.memory.Memory.set_consent>`."""
+        """See :meth:`Memory.set_consent <prism_memory.memory.Memory.set_consent>`
+        (``consent_scope``: its ``scope``, the use the consent allows)."""
         ctx = self._ctx
-        memory_scope = ctx.identity
-        record = await self.get(memory_scope, entry_id)
+        identity = ctx.identity
+        record = await self.get(identity, entry_id)
         now = ctx.clock()
         update = ConsentUpdate(
             entry_id=record.id,
             revoke_walk=self._walk([record.id], "revoked"),
             visible=visible,
             source=source,
-            scope=scope,
+            scope=consent_scope,
         )
         update.applied_to(record.effective_consent, now)  # a bad source or scope: nothing sent
         # the store decides revoke-or-grant against the consent it reads under the thread's lock
         change = GovernanceChange(consent_update=update)
-        result = await ctx.vector_store.apply_governance(memory_scope, change, now=now)
+        result = await ctx.vector_store.apply_governance(identity, change, now=now)
         if result.walked:
             await self._notify([record.id, *result.dependents])
         assert result.record is not None
@@ -89,8 +92,8 @@ class GovernanceService:
     async def correct(self, entry_id: str, text: str) -> MemoryRecord:
         """See :meth:`Memory.correct <prism_memory.memory.Memory.correct>`."""
         ctx = self._ctx
-        scope = ctx.identity
-        record = await self.get(scope, entry_id)
+        identity = ctx.identity
+        record = await self.get(identity, entry_id)
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("corrected text must be a non-empty string")
         check_text(text, "corrected text")
@@ -98,7 +101,7 @@ class GovernanceService:
         payload = len(clean.encode()) + len(canonical_json(dict(record.metadata)).encode())
         if payload > ctx.limits.payload_bytes:
             raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
-        await self._models.check_write(scope)
+        await self._models.check_write(identity)
         vector = await ctx.embed_one(clean, "corrected embedding")  # fails before any write
         now = ctx.clock()
         change = GovernanceChange(
@@ -106,7 +109,7 @@ class GovernanceService:
             text=(record.id, clean, vector),
             text_model=ctx.embedding_model,
         )
-        result = await ctx.vector_store.apply_governance(scope, change, now=now)
+        result = await ctx.vector_store.apply_governance(identity, change, now=now)
         await self._notify(result.dependents)
         assert result.record is not None
         return ctx.scrubbed(result.record)
@@ -144,22 +147,22 @@ class GovernanceService:
         """See :meth:`Memory.forget <prism_memory.memory.Memory.forget>` (``wanted``: the checked
         ids, ``None`` for the whole thread)."""
         ctx = self._ctx
-        scope = ctx.identity
+        identity = ctx.identity
         store = ctx.vector_store
         if wanted is None:
             targets = [
                 record.id
-                async for record in every_record(store, scope)
+                async for record in every_record(store, identity)
                 if hold or not record.legal_hold
             ]
         else:
-            targets = [r.id for r in await store.get_entries(scope, wanted)]
+            targets = [r.id for r in await store.get_entries(identity, wanted)]
         if not targets:
             return 0
         now = ctx.clock()
         if hold:
             change = GovernanceChange(walk=self._walk(targets, "held"), hold=tuple(targets))
-            result = await store.apply_governance(scope, change, now=now)
+            result = await store.apply_governance(identity, change, now=now)
             await self._notify([*targets, *result.dependents])
             return 0
         if wanted is not None and len(targets) > ctx.limits.delete_batch:
@@ -167,17 +170,17 @@ class GovernanceService:
             # (one batch is checked by the store itself, before it changes anything)
             walk = self._walk(targets, "forgotten")
             await walk_lineage(
-                lambda batch, limit: store.dependents(scope, batch, limit=limit),
+                lambda batch, limit: store.dependents(identity, batch, limit=limit),
                 targets,
                 max_depth=walk.max_depth,
                 max_entries=walk.max_entries,
             )
-        deleted, blocked = await self._delete(scope, targets, "forgotten", now)
+        deleted, blocked = await self._delete(identity, targets, "forgotten", now)
         _raise_blocked(deleted, blocked)
         return deleted
 
     async def _delete(
-        self, scope: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
+        self, identity: MemoryIdentity, roots: Sequence[str], reason: TombstoneReason, now: datetime
     ) -> tuple[int, list[str]]:
         """Delete ``roots`` and their dependents, one transaction per batch of roots.
 
@@ -196,7 +199,7 @@ class GovernanceService:
                 walk=self._walk(batch, reason, delete=True), delete=tuple(batch)
             )
             try:
-                result = await self._ctx.vector_store.apply_governance(scope, change, now=now)
+                result = await self._ctx.vector_store.apply_governance(identity, change, now=now)
             except CapExceededError:
                 if len(batch) == 1:
                     blocked.extend(batch)
@@ -215,12 +218,12 @@ class GovernanceService:
     async def forget_before(self, occurred_before: datetime) -> int:
         """See :meth:`Memory.forget_before <prism_memory.memory.Memory.forget_before>`."""
         ctx = self._ctx
-        scope = ctx.identity
+        identity = ctx.identity
         total = 0
         blocked: list[str] = []
         while True:
             page = await ctx.vector_store.list_oldest(
-                scope,
+                identity,
                 limit=ctx.limits.delete_batch * 4 + len(blocked),
                 occurred_before=occurred_before,
                 include_held=False,
@@ -229,7 +232,7 @@ class GovernanceService:
             if not due:
                 _raise_blocked(total, blocked)
                 return total
-            deleted, stuck = await self._delete(scope, due, "forgotten", ctx.clock())
+            deleted, stuck = await self._delete(identity, due, "forgotten", ctx.clock())
             total += deleted
             blocked.extend(stuck)
 
@@ -240,22 +243,22 @@ class GovernanceService:
         (``days``: the checked age window, ``batch``: the resolved ``batch_size``)."""
         ctx = self._ctx
         store = ctx.vector_store
-        scope = ctx.identity
+        identity = ctx.identity
         now = ctx.clock()
-        scanned = await store.list_oldest(scope, limit=batch)
+        scanned = await store.list_oldest(identity, limit=batch)
         deletable = [r for r in scanned if not r.legal_hold]
         doomed: list[str] = []
         if days is not None:
             cutoff = now - timedelta(days=days)
             doomed = [r.id for r in deletable if r.occurred_at < cutoff]
         if max_entries is not None:
-            overflow = await store.count_by_thread(scope) - max_entries
+            overflow = await store.count_by_thread(identity) - max_entries
             for record in deletable:
                 if len(doomed) >= overflow:
                     break
                 if record.id not in doomed:
                     doomed.append(record.id)
-        deleted, blocked = await self._delete(scope, doomed, "retention", now)
+        deleted, blocked = await self._delete(identity, doomed, "retention", now)
         return RetentionResult(deleted=deleted, scanned=len(scanned), blocked=tuple(blocked))
 
 

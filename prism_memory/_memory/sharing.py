@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ..errors import NotFoundError, ValidationError
 from ..models import MemoryIdentity, ShareGrant, check_ids, check_key
-from ..stores.base import SharedSource, VectorStore
+from ..stores.base import SharedSource, ShareGrants
 from .core import MemoryContext, check_aware
 
 __all__ = ["SharingService", "check_grant", "shared_source"]
@@ -73,7 +73,7 @@ class SharingService:
 
 
 async def shared_source(
-    store: VectorStore, scope: MemoryIdentity, parent: str | None, now: datetime
+    store: ShareGrants, scope: MemoryIdentity, parent: str | None, now: datetime
 ) -> SharedSource | None:
     """What ``parent`` grants ``scope``'s thread at ``now``; ``None`` (fail closed) without a
     live grant."""

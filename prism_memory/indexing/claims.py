@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..models import MemoryIdentity
-from ..stores.base import ClaimedEntry, VectorStore
+from ..stores.base import ClaimedEntry, IndexingLedger
 from .policy import IndexingPolicy
 from .threads import Threads
 
@@ -28,7 +28,7 @@ __all__ = ["AllScopes", "ClaimContext", "ClaimStrategy", "ThreadTurns", "claim_i
 class ClaimContext:
     """What a claim strategy may use of the queue asking it (one per queue)."""
 
-    store: VectorStore
+    store: IndexingLedger
     worker_id: str
     """The queue's lease owner id."""
     batch_size: int

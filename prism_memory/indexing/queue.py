@@ -16,12 +16,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from .. import _telemetry as otel
 from ..embedding import Embedder, embedder_model
 from ..errors import InvalidVectorError, PrismMemoryError
 from ..models import IndexingReport, MemoryIdentity, Vector
-from ..stores.base import ClaimedEntry, EntryLease, VectorStore
+from ..stores.base import ClaimedEntry, EntryLease, IndexingLedger
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
 from .lanes import Lanes
 from .policy import CLAIM_BATCHES, IndexingPolicy
@@ -29,7 +30,7 @@ from .rows import BatchReport, QueueObserver, RowEmbedder
 from .threads import Threads
 from .waiters import Waiters
 
-__all__ = ["IndexingQueue", "QueueMember"]
+__all__ = ["IndexingQueue", "QueueMember", "QueueSeats"]
 
 logger = logging.getLogger("prism_memory.indexing")
 
@@ -47,7 +48,7 @@ class IndexingQueue:
     def __init__(
         self,
         *,
-        store: VectorStore,
+        store: IndexingLedger,
         embedder: Embedder,
         scope: MemoryIdentity | None,
         batch_size: int,
@@ -144,11 +145,12 @@ class IndexingQueue:
 
     def lease(self, ids: Iterable[str]) -> EntryLease:
         """A lease on the first of ``ids`` -- as many as one claim takes -- for rows written now and
-        handed to :meth:`adopt` (see :meth:`VectorStore.put_entries`); the rest stay free for any
+        handed to :meth:`adopt` (see :meth:`EntryStore.put_entries`); the rest stay free for any
         worker to claim, so other workers still share a large write."""
-        return self._lease(self._fixed, ids)
+        return self.lease_in(self._fixed, ids)
 
-    def _lease(self, scope: MemoryIdentity | None, ids: Iterable[str]) -> EntryLease:
+    def lease_in(self, scope: MemoryIdentity | None, ids: Iterable[str]) -> EntryLease:
+        """:meth:`lease` for rows of ``scope``'s thread (a member's), which takes its turn next."""
         first = list(dict.fromkeys(ids))[: self._batch_size * CLAIM_BATCHES]
         self._leased = True
         if scope is not None:
@@ -180,13 +182,13 @@ class IndexingQueue:
             raise PrismMemoryError(
                 "an all-scopes or shared queue cannot watch ids (a QueueMember can)"
             )
-        return self._watch(self._fixed, ids, None)
+        return self.watch_in(self._fixed, ids, None)
 
     async def run_until_idle(self) -> int:
         """Embed until nothing is claimable right now; return how many rows were indexed meanwhile
         (by this call or by the background task, which takes turns with it batch by batch)."""
         if self._fixed is not None:
-            return await self._run_thread_until_idle(self._fixed)
+            return await self.run_thread_until_idle(self._fixed)
         before = self.indexed_total
         while True:
             self._claims.rescan()  # look in every thread each time
@@ -241,7 +243,7 @@ class IndexingQueue:
             self.wake()
         return QueueMember(self, scope)
 
-    async def _leave(self, member: QueueMember, *, drain: bool) -> None:
+    async def leave(self, member: QueueMember, *, drain: bool) -> None:
         """``member`` leaves: the last one stops the queue (as :meth:`aclose`); any other one first
         indexes what its thread has claimable (within ``drain_seconds``, in turns with the other
         threads), then its watchers still waiting get an :class:`IndexingError`."""
@@ -252,7 +254,7 @@ class IndexingQueue:
                 return
             if drain:
                 side = asyncio.create_task(
-                    self._run_thread_until_idle(member.scope, skip_swept=True),
+                    self.run_thread_until_idle(member.scope, skip_swept=True),
                     name=f"prism-drain-{self.worker_id}",
                 )
                 self._drains.add(side)
@@ -271,16 +273,23 @@ class IndexingQueue:
         if not task.cancelled() and task.exception() is not None:
             logger.warning("draining a closed memory's thread failed: %s", task.exception())
 
-    def _watch(
+    def wake_thread(self, scope: MemoryIdentity) -> None:
+        """Tell the worker new rows of ``scope``'s thread are pending (it looks there next)."""
+        self._threads.touch(scope)
+        self.wake()
+
+    def watch_in(
         self, scope: MemoryIdentity, ids: Sequence[str], owner: QueueMember | None
     ) -> asyncio.Future[IndexingReport]:
+        """:meth:`watch` for ids of ``scope``'s thread; the future fails with
+        :class:`IndexingError` when ``owner`` (if any) leaves first."""
         future = self._waiters.add(scope, ids, owner)
         if ids:
             self._threads.touch(scope)
             self.wake()
         return future
 
-    async def _run_thread_until_idle(
+    async def run_thread_until_idle(
         self, scope: MemoryIdentity, *, skip_swept: bool = False
     ) -> int:
         """Embed ``scope``'s adopted and claimable rows until none is left; count what the queue
@@ -445,12 +454,55 @@ class IndexingQueue:
             self._waiters.settle(items)
 
 
+class QueueSeats(Protocol):
+    """What a :class:`QueueMember` asks of its queue, and all it may: the public seat methods of
+    :class:`IndexingQueue`, each for the member's own thread."""
+
+    @property
+    def worker_id(self) -> str:
+        """The queue's lease owner id."""
+        ...
+
+    @property
+    def running(self) -> bool:
+        """Whether the queue's task is alive."""
+        ...
+
+    async def start(self) -> None:
+        """Start the queue's task (idempotent)."""
+
+    def adopt(self, items: Iterable[ClaimedEntry]) -> None:
+        """Embed these rows, stored leased to the queue, next."""
+
+    def lease_in(self, scope: MemoryIdentity | None, ids: Iterable[str]) -> EntryLease:
+        """A lease for rows of ``scope`` written now."""
+        ...
+
+    def wake_thread(self, scope: MemoryIdentity) -> None:
+        """New rows of ``scope`` are pending."""
+
+    def watch_in(
+        self, scope: MemoryIdentity, ids: Sequence[str], owner: QueueMember | None
+    ) -> asyncio.Future[IndexingReport]:
+        """A future resolving once ``ids`` of ``scope`` are indexed or failed."""
+        ...
+
+    async def run_thread_until_idle(
+        self, scope: MemoryIdentity, *, skip_swept: bool = False
+    ) -> int:
+        """Embed ``scope``'s claimable rows until none is left."""
+        ...
+
+    async def leave(self, member: QueueMember, *, drain: bool) -> None:
+        """``member`` leaves the queue."""
+
+
 class QueueMember:
     """One memory's seat on a shared :class:`IndexingQueue` (see
     :func:`~prism_memory.indexing.join_queue`): it leases, hands over and watches the rows of its
     own thread, and :meth:`aclose` leaves the queue."""
 
-    def __init__(self, queue: IndexingQueue, scope: MemoryIdentity) -> None:
+    def __init__(self, queue: QueueSeats, scope: MemoryIdentity) -> None:
         self.queue = queue
         self.scope = scope
         self._left = False
@@ -473,7 +525,7 @@ class QueueMember:
 
     def lease(self, ids: Iterable[str]) -> EntryLease:
         """As :meth:`IndexingQueue.lease`: new rows are written leased to the shared queue."""
-        return self.queue._lease(self.scope, ids)
+        return self.queue.lease_in(self.scope, ids)
 
     def adopt(self, items: Iterable[ClaimedEntry]) -> None:
         """As :meth:`IndexingQueue.adopt`."""
@@ -481,18 +533,17 @@ class QueueMember:
 
     def wake(self) -> None:
         """Tell the shared queue new rows are pending."""
-        self.queue._threads.touch(self.scope)
-        self.queue.wake()
+        self.queue.wake_thread(self.scope)
 
     def watch(self, ids: Sequence[str]) -> asyncio.Future[IndexingReport]:
         """A future that resolves once every id of this member's thread in ``ids`` is indexed or
         failed (or gone); it fails with :class:`IndexingError` if this member leaves first."""
-        return self.queue._watch(self.scope, ids, self)
+        return self.queue.watch_in(self.scope, ids, self)
 
     async def run_until_idle(self) -> int:
         """Embed this thread's pending rows until none is claimable; return how many were indexed
         meanwhile (by this call or the shared task)."""
-        return await self.queue._run_thread_until_idle(self.scope)
+        return await self.queue.run_thread_until_idle(self.scope)
 
     async def aclose(self, *, drain: bool = True) -> None:
         """Leave the queue (idempotent). The last member stops it as :meth:`IndexingQueue.aclose`
@@ -503,4 +554,4 @@ class QueueMember:
         if self._left:
             return
         self._left = True
-        await self.queue._leave(self, drain=drain)
+        await self.queue.leave(self, drain=drain)

@@ -14,7 +14,7 @@ from .. import _telemetry as otel
 from ..embedding import Embedder, embed_batched
 from ..errors import EmbedderError, InvalidVectorError
 from ..models import Vector
-from ..stores.base import ClaimedEntry, VectorStore
+from ..stores.base import ClaimedEntry, IndexingLedger
 from .policy import IndexingPolicy
 from .threads import Threads
 
@@ -51,7 +51,7 @@ class QueueObserver:
 class RowEmbedder:
     """Embeds a queue's rows and records their failures (on the store, and to the observer)."""
 
-    store: VectorStore
+    store: IndexingLedger
     embedder: Embedder
     batch_size: int
     policy: IndexingPolicy

@@ -6,7 +6,7 @@ Every :class:`~prism_memory.Memory` open in one event loop on one vector store w
 a member leaving before drains its own thread only. The queue serves its threads in turns (one
 embedder batch of each thread's handed-over rows per round), looks for due retries and other
 writers' rows once per ``idle_poll_seconds`` with one claim statement for all its threads
-(:meth:`~prism_memory.stores.base.VectorStore.claim_pending_in`), and resolves each member's
+(:meth:`~prism_memory.stores.base.IndexingLedger.claim_pending_in`), and resolves each member's
 watchers from its own completions.
 """
 
@@ -19,7 +19,7 @@ from datetime import datetime
 
 from ..embedding import Embedder
 from ..models import MemoryIdentity
-from ..stores.base import VectorStore
+from ..stores.base import IndexingLedger
 from .claims import ThreadTurns
 from .policy import SHARED_LANES, IndexingPolicy
 from .queue import IndexingQueue, QueueMember
@@ -45,7 +45,7 @@ class SharedQueues:
     def queue(
         self,
         *,
-        store: VectorStore,
+        store: IndexingLedger,
         embedder: Embedder,
         batch_size: int,
         clock: Callable[[], datetime],
@@ -84,7 +84,7 @@ _SHARED = SharedQueues()
 
 def join_queue(
     *,
-    store: VectorStore,
+    store: IndexingLedger,
     embedder: Embedder,
     scope: MemoryIdentity,
     batch_size: int,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import IndexingError
 from ..models import IndexingReport, IndexStatus, MemoryIdentity
-from ..stores.base import ClaimedEntry, VectorStore
+from ..stores.base import ClaimedEntry, IndexingLedger
 from .policy import IndexingPolicy
 
 __all__ = ["Waiters", "wait_for_worker"]
@@ -33,7 +33,7 @@ class Waiters:
     works): nothing to ask the store about, and a watcher waiting only for such rows needs no claim.
     """
 
-    def __init__(self, store: VectorStore, held: Collection[_Key]) -> None:
+    def __init__(self, store: IndexingLedger, held: Collection[_Key]) -> None:
         self._store = store
         self._held = held
         self._waiters: list[_Waiter] = []
@@ -149,7 +149,7 @@ class Waiters:
 
 
 async def wait_for_worker(
-    store: VectorStore, scope: MemoryIdentity, ids: Sequence[str], policy: IndexingPolicy
+    store: IndexingLedger, scope: MemoryIdentity, ids: Sequence[str], policy: IndexingPolicy
 ) -> IndexingReport:
     """Wait until every one of ``ids`` is indexed or failed (or gone) by someone else -- a
     worker-only memory's ``done``: it asks the store every ``busy_poll_seconds`` at first, backing

@@ -1,11 +1,16 @@
 """Store contracts and the in-memory reference adapters."""
 
 from .base import (
+    VECTOR_STORE_ROLES,
     ClaimedEntry,
+    EntryStore,
+    GovernanceStore,
+    IndexingLedger,
     NewEntry,
     RecallFilter,
     SearchRequest,
     SharedSource,
+    ShareGrants,
     StoredEntries,
     Tombstone,
     VectorStore,
@@ -14,11 +19,16 @@ from .base import (
 from .primitives import GovernancePrimitives
 
 __all__ = [
+    "VECTOR_STORE_ROLES",
     "ClaimedEntry",
+    "EntryStore",
     "GovernancePrimitives",
+    "GovernanceStore",
+    "IndexingLedger",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",
+    "ShareGrants",
     "SharedSource",
     "StoredEntries",
     "Tombstone",

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
 from ._memory_rows import _InMemoryState, _key, _Row, _ScopeKey
-from .base import ClaimedEntry, check_claim
+from .base import ClaimedEntry, IndexingLedger, check_claim
 
 
 def _due(row: _Row, now: datetime) -> bool:
@@ -41,8 +41,14 @@ def _lease_rows(
     return claimed
 
 
-class _InMemoryLedger(_InMemoryState):
-    """The indexing ledger of the in-memory store (pending rows, leases, retries)."""
+class _InMemoryLedger(IndexingLedger):
+    """The indexing ledger of the in-memory store (pending rows, leases, retries): a role object
+    over the store's state, which the store delegates to."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: _InMemoryState) -> None:
+        self._state = state
 
     async def claim_pending(
         self,
@@ -60,10 +66,10 @@ class _InMemoryLedger(_InMemoryState):
         check_claim(limit, lease_seconds)
         wanted = None if scope is None else _key(scope)
         due: list[tuple[int, str, _ScopeKey, _Row]] = []
-        for key, entry_id in self._pending:
+        for key, entry_id in self._state.pending:
             if wanted is not None and key != wanted:
                 continue
-            row = self._threads[key].rows[entry_id]
+            row = self._state.threads[key].rows[entry_id]
             if _due(row, now):
                 due.append((row.record.sequence, entry_id, key, row))
         chosen = heapq.nsmallest(limit, due, key=lambda item: item[:3])
@@ -84,9 +90,9 @@ class _InMemoryLedger(_InMemoryState):
         check_claim(limit, lease_seconds, per_scope)
         order = {_key(scope): i for i, scope in enumerate(dict.fromkeys(scopes))}
         due: dict[_ScopeKey, list[tuple[int, str, _Row]]] = {}
-        for key, entry_id in self._pending:
+        for key, entry_id in self._state.pending:
             if key in order:
-                row = self._threads[key].rows[entry_id]
+                row = self._state.threads[key].rows[entry_id]
                 if _due(row, now):
                     due.setdefault(key, []).append((row.record.sequence, entry_id, row))
         chosen: list[tuple[_ScopeKey, _Row]] = []
@@ -100,7 +106,7 @@ class _InMemoryLedger(_InMemoryState):
 
     def _leased(self, item: ClaimedEntry, worker_id: str, now: datetime) -> _Row | None:
         """The row ``item`` names, if ``worker_id`` still holds its lease at its revision."""
-        thread = self._thread(_key(item.scope))
+        thread = self._state.thread(_key(item.scope))
         row = None if thread is None else thread.rows.get(item.id)
         if (
             row is None
@@ -127,7 +133,7 @@ class _InMemoryLedger(_InMemoryState):
         A lease matches while ``worker_id`` holds it and it has not run out at ``now``. Every vector
         is checked first: one bad vector rejects the whole call.
         """
-        checked, width = self._check_vectors(
+        checked, width = self._state.check_vectors(
             (vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)
         )
         done = 0
@@ -137,10 +143,10 @@ class _InMemoryLedger(_InMemoryState):
                 continue
             key = _key(item.scope)
             record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
-            self._set_row(key, self._threads[key], _Row(record, vector))
+            self._state.set_row(key, self._state.threads[key], _Row(record, vector))
             done += 1
         if done:
-            self._width = width
+            self._state.width = width
         return done
 
     async def fail_indexing(
@@ -166,9 +172,11 @@ class _InMemoryLedger(_InMemoryState):
                 last_error=error,
                 status="pending" if retry_at is not None else "failed",
             )
-            self._set_row(key, self._threads[key], _Row(record, next_attempt_at=retry_at))
+            self._state.set_row(
+                key, self._state.threads[key], _Row(record, next_attempt_at=retry_at)
+            )
             return
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         other = None if thread is None else thread.rows.get(item.id)
         if other is not None and other.claimed_by == worker_id:
             other.claimed_by = other.claimed_until = None
@@ -176,8 +184,8 @@ class _InMemoryLedger(_InMemoryState):
     async def release_claims(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds (expired ones included); count them."""
         released = 0
-        for key, entry_id in self._pending:  # only pending rows are ever leased
-            row = self._threads[key].rows[entry_id]
+        for key, entry_id in self._state.pending:  # only pending rows are ever leased
+            row = self._state.threads[key].rows[entry_id]
             if row.claimed_by == worker_id:
                 row.claimed_by = row.claimed_until = None
                 released += 1
@@ -191,7 +199,7 @@ class _InMemoryLedger(_InMemoryState):
         if ids is not None:
             check_id_collection(ids, "ids")
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         if thread is None:
             return 0
         names = thread.rows.keys() if ids is None else dict.fromkeys(ids)
@@ -202,7 +210,7 @@ class _InMemoryLedger(_InMemoryState):
         ]
         for row in failed:
             record = replace(row.record, status="pending", attempts=0, last_error=None)
-            self._set_row(key, thread, _Row(record))
+            self._state.set_row(key, thread, _Row(record))
         return len(failed)
 
     async def index_status(
@@ -210,7 +218,7 @@ class _InMemoryLedger(_InMemoryState):
     ) -> dict[str, tuple[IndexStatus, str | None]]:
         """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
         check_id_collection(ids, "ids")
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return {}
         rows = (thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows)
@@ -229,11 +237,11 @@ class _InMemoryLedger(_InMemoryState):
         Every vector is checked first: one bad vector rejects the whole call. A lease on a row
         that is stored is dropped (its worker's late result no longer applies).
         """
-        checked, width = self._check_vectors(
+        checked, width = self._state.check_vectors(
             (vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)
         )
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         if thread is None:
             return 0
         stored = 0
@@ -242,8 +250,8 @@ class _InMemoryLedger(_InMemoryState):
             if row is None or row.record.revision != revision:
                 continue
             record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
-            self._set_row(key, thread, _Row(record, vector))
+            self._state.set_row(key, thread, _Row(record, vector))
             stored += 1
         if stored:
-            self._width = width
+            self._state.width = width
         return stored

@@ -53,8 +53,14 @@ class _Pool:
     """Total term count of ``positions`` (the pool's share of the BM25 corpus length)."""
 
 
-class _InMemoryReads(_InMemoryState):
-    """:meth:`search`, :meth:`neighbors` and the thread lists of the in-memory store."""
+class _EntryReads:
+    """:meth:`search`, :meth:`neighbors` and the thread lists of the in-memory store, over its
+    state (the store delegates to it)."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: _InMemoryState) -> None:
+        self._state = state
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
@@ -64,7 +70,9 @@ class _InMemoryReads(_InMemoryState):
         the statistics of every eligible record of the pools.
         """
         check_limit(request.limit)
-        query = assert_finite_vector(request.vector, "query vector", expected_length=self._width)
+        query = assert_finite_vector(
+            request.vector, "query vector", expected_length=self._state.width
+        )
         if request.limit == 0:
             return SearchResult([], CorpusStats())
         pools = self._pools(scope, request)
@@ -137,7 +145,7 @@ class _InMemoryReads(_InMemoryState):
     def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
         key = _key(scope)
         pools: list[_Pool] = []
-        own = self._thread(key)
+        own = self._state.thread(key)
         if own is not None:
             index = own.search_index()
             if request.filter.require_consent or request.filter.occurred_after is not None:
@@ -154,7 +162,7 @@ class _InMemoryReads(_InMemoryState):
         parent_key: _ScopeKey | None = None
         if shared is not None and shared.thread_id != scope.thread_id:
             parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
-            parent = self._thread(parent_key)
+            parent = self._state.thread(parent_key)
             if parent is not None:
                 index = parent.search_index()
                 granted = np.array(
@@ -165,7 +173,7 @@ class _InMemoryReads(_InMemoryState):
             for other_key in self._resource_threads(scope):
                 if other_key == key:
                     continue
-                index = self._threads[other_key].search_index()
+                index = self._state.threads[other_key].search_index()
                 mask = index.travels[: index.size].copy()
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
@@ -176,7 +184,7 @@ class _InMemoryReads(_InMemoryState):
                     length = int(index.lengths[positions].sum())
                     pools.append(_Pool(index, positions, mask, length))
         if granted is not None and granted.shape[0] and parent_key is not None:
-            index = self._threads[parent_key].search_index()
+            index = self._state.threads[parent_key].search_index()
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
                 mask = np.zeros(index.size, dtype=np.bool_)
@@ -188,7 +196,7 @@ class _InMemoryReads(_InMemoryState):
         """The keys of every thread of the scope's tenant and resource (sorted)."""
         return sorted(
             key
-            for key in self._threads
+            for key in self._state.threads
             if key[0] == scope.tenant_id and key[1] == scope.resource_id
         )
 
@@ -199,7 +207,7 @@ class _InMemoryReads(_InMemoryState):
         recall_filter: RecallFilter,
     ) -> list[MemoryRecord]:
         """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None or not ranges:
             return []
         found: list[MemoryRecord] = []
@@ -219,7 +227,7 @@ class _InMemoryReads(_InMemoryState):
     ) -> list[MemoryRecord]:
         """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
         check_limit(limit)
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return []
         keys = thread.sorted_keys()
@@ -228,17 +236,17 @@ class _InMemoryReads(_InMemoryState):
 
     async def count_by_thread(self, scope: MemoryIdentity) -> int:
         """How many entries the thread holds."""
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         return 0 if thread is None else len(thread.rows)
 
     async def count_pending(self, scope: MemoryIdentity) -> int:
         """How many of the thread's entries still wait for their vector."""
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         return 0 if thread is None else len(thread.pending)
 
     async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
         """The models whose vectors the thread's rows hold (rows without one left out)."""
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return set()
         found = (row.record.embedding_model for row in thread.rows.values())
@@ -258,7 +266,7 @@ class _InMemoryReads(_InMemoryState):
         false leaves out records under legal hold.
         """
         check_limit(limit)
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None or limit == 0:
             return []
         records = (

@@ -331,31 +331,30 @@ class _Thread:
 
 class _InMemoryState:
     """The data of one in-memory store (on the instance, never the class) and the internals its
-    parts (entries, reads, indexing ledger) share."""
+    parts share: the store's entries and governance, its reads (:class:`_EntryReads`), writes
+    and indexing ledger are objects over one state, never subclasses of it."""
 
     def __init__(self, *, dimension: int | None = None) -> None:
         if dimension is not None and (
             isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
         ):
             raise ConfigurationError("dimension must be a positive integer or None")
-        self._dimension = dimension
-        self._width: int | None = dimension
-        self._threads: dict[_ScopeKey, _Thread] = {}
-        self._grants: dict[_GrantKey, ShareGrant] = {}
-        self._pending: set[tuple[_ScopeKey, str]] = set()
+        self.dimension = dimension
+        self.width: int | None = dimension
+        self.threads: dict[_ScopeKey, _Thread] = {}
+        self.grants: dict[_GrantKey, ShareGrant] = {}
+        self.pending: set[tuple[_ScopeKey, str]] = set()
 
-    # ---- internals -------------------------------------------------------------------------
+    def thread(self, key: _ScopeKey) -> _Thread | None:
+        return self.threads.get(key)
 
-    def _thread(self, key: _ScopeKey) -> _Thread | None:
-        return self._threads.get(key)
-
-    def _thread_for_write(self, key: _ScopeKey) -> _Thread:
-        thread = self._threads.get(key)
+    def thread_for_write(self, key: _ScopeKey) -> _Thread:
+        thread = self.threads.get(key)
         if thread is None:
-            thread = self._threads[key] = _Thread()
+            thread = self.threads[key] = _Thread()
         return thread
 
-    def _set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
+    def set_row(self, key: _ScopeKey, thread: _Thread, row: _Row) -> None:
         old = thread.rows.get(row.record.id)
         if thread.top is not None:
             if old is not None and old.record.sequence == thread.top > row.record.sequence:
@@ -364,18 +363,18 @@ class _InMemoryState:
                 thread.top = max(thread.top, row.record.sequence)
         thread.rows[row.record.id] = row
         if row.record.status == "pending":
-            self._pending.add((key, row.record.id))
+            self.pending.add((key, row.record.id))
             thread.pending.add(row.record.id)
         else:
-            self._pending.discard((key, row.record.id))
+            self.pending.discard((key, row.record.id))
             thread.pending.discard(row.record.id)
         thread.changed(row.record.id, row)
 
-    def _check_vectors(
+    def check_vectors(
         self, vectors: Iterable[tuple[object, str]]
     ) -> tuple[list[Vector], int | None]:
         """Validate every vector against the store width (or the first one's); store nothing."""
-        width = self._width
+        width = self.width
         checked: list[Vector] = []
         for vector, label in vectors:
             ok = assert_finite_vector(vector, label, expected_length=width)
@@ -383,9 +382,9 @@ class _InMemoryState:
             checked.append(_frozen_vector(ok))
         return checked, width
 
-    def _row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:
+    def row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self.thread(key)
         row = None if thread is None else thread.rows.get(entry_id)
         if thread is None or row is None:
             raise NotFoundError("the entry does not exist in this scope")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import ConflictError
 from ..models import (
+    IndexStatus,
     MemoryConsent,
     MemoryIdentity,
     MemoryRecord,
@@ -32,50 +33,62 @@ from ..models import (
     check_id_collection,
 )
 from ._memory_ledger import _InMemoryLedger
-from ._memory_reads import _InMemoryReads
-from ._memory_rows import _export, _key, _Row, _ScopeKey
+from ._memory_reads import _EntryReads
+from ._memory_rows import _export, _InMemoryState, _key, _Row
+from ._memory_writes import _EntryWrites
 from .base import (
+    ClaimedEntry,
     EntryLease,
     GovernanceChange,
     GovernanceResult,
     ImportRow,
     MetadataPatch,
     NewEntry,
+    RecallFilter,
+    SearchRequest,
+    SearchResult,
     StoredEntries,
     Tombstone,
     WorkingStore,
-    check_entry_vectors,
     check_limit,
-    check_lineage_sources,
     expand_walk,
-    lineage_source_ids,
 )
 from .primitives import GovernancePrimitives
-from .rules import inherited_tombstones
 
 __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 
 _WorkingKey = tuple[str, str, str | None]
 
 
-class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives):
+class InMemoryVectorStore(GovernancePrimitives):
     """The reference :class:`VectorStore`: exact, per-instance and process-local.
 
     ``dimension`` pins the vector width; when it is ``None`` the first stored vector fixes the width
     and a later vector of another width raises :class:`~prism_memory.errors.DimensionMismatchError`.
+
+    Composed of objects over one state (:class:`_InMemoryState`): its writes
+    (:class:`_EntryWrites`), reads (:class:`_EntryReads`) and indexing ledger
+    (:class:`_InMemoryLedger`, an :class:`~prism_memory.stores.base.IndexingLedger` of its own);
+    entries, governance and share grants are its own methods.
     """
 
+    def __init__(self, *, dimension: int | None = None) -> None:
+        self._state = _InMemoryState(dimension=dimension)
+        self._writes = _EntryWrites(self._state)
+        self._reads = _EntryReads(self._state)
+        self._ledger = _InMemoryLedger(self._state)
+
     def __repr__(self) -> str:
-        return f"InMemoryVectorStore(dimension={self._dimension})"
+        return f"InMemoryVectorStore(dimension={self._state.dimension})"
 
     @property
     def dimension(self) -> int | None:
         """The pinned width given at construction (``None``: the first vector stored fixes it)."""
-        return self._dimension
+        return self._state.dimension
 
     async def vector_width(self) -> int | None:
         """The pinned width, else the width of the first vector stored (``None`` before it)."""
-        return self._width
+        return self._state.width
 
     # ---- entries ---------------------------------------------------------------------------
 
@@ -89,146 +102,19 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         vectors: Sequence[Vector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
-        """Insert the entries whose id is new, atomically; return the stored records in input order
-        (:attr:`~prism_memory.stores.base.StoredEntries.inserted`: the ids this call inserted).
-
-        A new row is ``pending``, revision 1, ``created_at = written_at = now`` (``indexed`` with its
-        vector when ``vectors`` are given); a new row without a sequence gets ``max(sequence in
-        thread) + 1`` (0 in an empty thread), counting the rows this call wrote before it. An
-        existing id is left as stored (see :meth:`VectorStore.put_entries`).
-        """
-        check_entry_vectors(entries, vectors)
-        checked: list[Vector | None] = [None] * len(entries)
-        width = self._width
-        if vectors is not None:
-            valid, width = self._check_vectors(
-                (vector, f"vectors[{at}]") for at, vector in enumerate(vectors)
-            )
-            checked = list(valid)
-        key = _key(scope)
-        thread = self._thread(key)
-        existing: dict[str, _Row] = {} if thread is None else thread.rows
-        named = [i for i in lineage_source_ids(entries) if i in existing]
-        check_lineage_sources(entries, set(named))
-        staged: dict[str, _Row] = {}
-        top = -1 if thread is None else thread.max_sequence()
-        for entry, vector in zip(entries, checked, strict=True):
-            current = staged.get(entry.id) or existing.get(entry.id)
-            if current is None:
-                sequence = top + 1 if entry.sequence is None else entry.sequence
-                row = _Row(
-                    entry.stored(
-                        scope,
-                        sequence=sequence,
-                        now=now,
-                        metadata=copy.deepcopy(dict(entry.metadata)),
-                        model=model,
-                        indexed=vector is not None,
-                    ),
-                    vector,
-                )
-                if vector is None and lease is not None and lease.covers(entry.id):
-                    row.claimed_by, row.claimed_until = lease.worker_id, lease.until
-            else:
-                row = current  # an existing id is never rewritten (governance holds)
-            top = max(top, row.record.sequence)
-            staged[entry.id] = row
-        changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
-        if changed:
-            thread = self._thread_for_write(key)
-            marks = thread.tombstones
-            sources = {i: list(marks.get(i, {}).values()) for i in named}
-            inherited = inherited_tombstones([row.record for row in changed], sources)
-            for row in changed:
-                if thread.tombstones.pop(row.record.id, None) is not None:
-                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
-                self._set_row(key, thread, row)
-            for tombstone in inherited:  # before any await: the rows never show without them
-                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
-                    tombstone
-                )
-            if inherited:
-                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
-            if any(row.vector is not None for row in changed):
-                self._width = width
-        return StoredEntries(
-            (_export(staged[entry.id].record) for entry in entries),
-            inserted=(row.record.id for row in changed),
+        """Insert the entries whose id is new, atomically (see :meth:`EntryStore.put_entries`)."""
+        return await self._writes.put_entries(
+            scope, entries, now=now, lease=lease, vectors=vectors, model=model
         )
 
     async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
-        """A bulk import batch, all or nothing (see :meth:`VectorStore.import_rows`).
-
-        One uninterrupted step (nothing in it awaits), as :meth:`apply_governance` is, so no
-        governance call on the batch's threads runs between its checks and its writes: every
-        vector is checked against the store's width and every lineage source against the thread
-        (or the batch) first, then the new rows are stored in input order -- sequences per thread
-        as :meth:`put_entries` assigns them, ``indexed`` with their vector and model or
-        ``pending`` -- each taking over the excluding tombstones of its sources
-        (:func:`~prism_memory.stores.rules.inherited_tombstones`).
-        """
-        valid, width = self._check_vectors(
-            (row.vector, f"import row {at}'s vector")
-            for at, row in enumerate(rows)
-            if row.vector is not None
-        )
-        vectors = iter(valid)
-        by_scope: dict[_ScopeKey, tuple[MemoryIdentity, list[tuple[ImportRow, Vector | None]]]] = {}
-        for row in rows:
-            vector = None if row.vector is None else next(vectors)
-            by_scope.setdefault(_key(row.scope), (row.scope, []))[1].append((row, vector))
-        planned: list[tuple[_ScopeKey, list[_Row], list[str]]] = []
-        for key, (scope, group) in by_scope.items():  # check everything before writing anything
-            thread = self._thread(key)
-            existing: dict[str, _Row] = {} if thread is None else thread.rows
-            entries = [row.entry for row, _ in group]
-            named = [i for i in lineage_source_ids(entries) if i in existing]
-            check_lineage_sources(entries, set(named))
-            top = -1 if thread is None else thread.max_sequence()
-            new: dict[str, _Row] = {}
-            for row, vector in group:
-                entry = row.entry
-                if entry.id in existing or entry.id in new:
-                    continue  # an existing id is left as stored
-                sequence = top + 1 if entry.sequence is None else entry.sequence
-                top = max(top, sequence)
-                record = entry.stored(
-                    scope,
-                    sequence=sequence,
-                    now=now,
-                    metadata=copy.deepcopy(dict(entry.metadata)),
-                    model=row.model,
-                    indexed=vector is not None,
-                )
-                new[entry.id] = _Row(record, vector)
-            if new:
-                planned.append((key, list(new.values()), named))
-        inserted = pending = 0
-        for key, new_rows, named in planned:
-            thread = self._thread_for_write(key)
-            marks = thread.tombstones
-            sources = {i: list(marks.get(i, {}).values()) for i in named}
-            inherited = inherited_tombstones([made.record for made in new_rows], sources)
-            for made in new_rows:
-                if marks.pop(made.record.id, None) is not None:
-                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
-                self._set_row(key, thread, made)
-                pending += made.vector is None
-            for tombstone in inherited:
-                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
-                    tombstone
-                )
-            if inherited:
-                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
-            inserted += len(new_rows)
-        if inserted > pending:  # vectors were stored: the width is the store's now
-            self._width = width
-        return inserted, pending
+        """A bulk import batch, all or nothing, in one uninterrupted step."""
+        return await self._writes.import_rows(rows, now=now)
 
     async def get_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` that exist in scope, in the order of ``ids`` (each id once)."""
         check_id_collection(ids, "ids")
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return []
         rows = (thread.rows.get(entry_id) for entry_id in dict.fromkeys(ids))
@@ -237,7 +123,7 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
     async def known_ids(self, scope: MemoryIdentity, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that exist in scope as entries (a forgotten id is not known)."""
         check_id_collection(ids, "ids")
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return set()
         return {i for i in ids if i in thread.rows}
@@ -246,9 +132,9 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent, *, now: datetime
     ) -> MemoryRecord:
         """Replace an entry's consent (no re-embed); :class:`NotFoundError` if absent."""
-        key, thread, row = self._row(scope, entry_id)
+        key, thread, row = self._state.row(scope, entry_id)
         updated = replace(row, record=replace(row.record, consent=consent))
-        self._set_row(key, thread, updated)
+        self._state.set_row(key, thread, updated)
         return _export(updated.record)
 
     async def replace_text(
@@ -265,8 +151,8 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
 
         Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
         """
-        key, thread, row = self._row(scope, entry_id)
-        (checked,), width = self._check_vectors([(vector, "the new text's vector")])
+        key, thread, row = self._state.row(scope, entry_id)
+        (checked,), width = self._state.check_vectors([(vector, "the new text's vector")])
         record = replace(
             row.record,
             text=text,
@@ -277,21 +163,21 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
             last_error=None,
             embedding_model=model,
         )
-        self._width = width
-        self._set_row(key, thread, _Row(record, checked))
+        self._state.width = width
+        self._state.set_row(key, thread, _Row(record, checked))
         return _export(record)
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
         """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
         check_id_collection(ids, "ids")
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         if thread is None:
             return 0
         found = [thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows]
         for row in found:
             if row.record.legal_hold != hold:
-                self._set_row(
+                self._state.set_row(
                     key, thread, replace(row, record=replace(row.record, legal_hold=hold))
                 )
         return len(found)
@@ -303,7 +189,7 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         under legal hold (see :meth:`VectorStore.merge_metadata`); one uninterrupted step."""
         check_id_collection(list(patches), "patches")
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         if thread is None:
             return 0
         changed = 0
@@ -315,7 +201,9 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
             if (record.revision, record.written_at) != (patch.revision, patch.written_at):
                 continue
             metadata = {**record.metadata, **copy.deepcopy(dict(patch.values))}
-            self._set_row(key, thread, replace(row, record=replace(record, metadata=metadata)))
+            self._state.set_row(
+                key, thread, replace(row, record=replace(record, metadata=metadata))
+            )
             changed += 1
         return changed
 
@@ -323,13 +211,13 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         """Really delete the ``ids`` that exist in scope; return how many rows went."""
         check_id_collection(ids, "ids")
         key = _key(scope)
-        thread = self._thread(key)
+        thread = self._state.thread(key)
         if thread is None:
             return 0
         gone = 0
         for entry_id in dict.fromkeys(ids):
             if thread.rows.pop(entry_id, None) is not None:
-                self._pending.discard((key, entry_id))
+                self._state.pending.discard((key, entry_id))
                 thread.pending.discard(entry_id)
                 thread.changed(entry_id, None)
                 thread.top = None
@@ -342,7 +230,7 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
         check_id_collection(source_ids, "source_ids")
         check_limit(limit)
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None or limit == 0:
             return []
         wanted = set(source_ids)
@@ -359,7 +247,7 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         """Insert tombstones; an existing ``(entry_id, cause_id, reason)`` takes the new time."""
         if not tombstones:
             return
-        thread = self._thread_for_write(_key(scope))
+        thread = self._state.thread_for_write(_key(scope))
         for tombstone in tombstones:
             key = (tombstone.cause_id, tombstone.reason)
             thread.tombstones.setdefault(tombstone.entry_id, {})[key] = tombstone
@@ -369,7 +257,7 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason
     ) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
-        thread = self._thread(_key(scope))
+        thread = self._state.thread(_key(scope))
         if thread is None:
             return 0
         lifted: list[str] = []
@@ -390,9 +278,9 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         """
         for target in (change.consent, change.text):
             if target is not None:
-                self._row(scope, target[0])  # NotFoundError before anything changed
+                self._state.row(scope, target[0])  # NotFoundError before anything changed
         if change.text is not None:
-            self._check_vectors([(change.text[2], "the new text's vector")])
+            self._state.check_vectors([(change.text[2], "the new text's vector")])
         # the lineage walk reads the rows as they are now, within this same uninterrupted call
         change, dependents = await expand_walk(
             change,
@@ -403,25 +291,165 @@ class InMemoryVectorStore(_InMemoryReads, _InMemoryLedger, GovernancePrimitives)
         result = await super().apply_governance(scope, change, now=now)
         return replace(result, dependents=dependents or (), walked=dependents is not None)
 
+    # ---- reads (the store's _EntryReads) ----------------------------------------------------
+
+    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+        """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`."""
+        return await self._reads.search(scope, request)
+
+    async def neighbors(
+        self,
+        scope: MemoryIdentity,
+        ranges: Sequence[tuple[int, int]],
+        recall_filter: RecallFilter,
+    ) -> list[MemoryRecord]:
+        """Recallable records of the thread whose sequence lies in any inclusive ``(low, high)``."""
+        return await self._reads.neighbors(scope, ranges, recall_filter)
+
+    async def list_by_thread(
+        self,
+        scope: MemoryIdentity,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of the thread after ``(sequence, id)``, ordered by both."""
+        return await self._reads.list_by_thread(scope, after=after, limit=limit)
+
+    async def count_by_thread(self, scope: MemoryIdentity) -> int:
+        """How many entries the thread holds."""
+        return await self._reads.count_by_thread(scope)
+
+    async def count_pending(self, scope: MemoryIdentity) -> int:
+        """How many of the thread's entries still wait for their vector."""
+        return await self._reads.count_pending(scope)
+
+    async def embedding_models(self, scope: MemoryIdentity) -> set[str]:
+        """The models whose vectors the thread's rows hold (rows without one left out)."""
+        return await self._reads.embedding_models(scope)
+
+    async def list_oldest(
+        self,
+        scope: MemoryIdentity,
+        *,
+        limit: int,
+        occurred_before: datetime | None = None,
+        include_held: bool = True,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records ordered by ``(occurred_at, sequence, id)`` ascending."""
+        return await self._reads.list_oldest(
+            scope, limit=limit, occurred_before=occurred_before, include_held=include_held
+        )
+
+    # ---- indexing ledger (the store's _InMemoryLedger) --------------------------------------
+
+    async def claim_pending(
+        self,
+        scope: MemoryIdentity | None,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` pending entries due for (re)trying, ordered by sequence then id."""
+        return await self._ledger.claim_pending(
+            scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now
+        )
+
+    async def claim_pending_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due entries of ``scopes`` (at most ``per_scope`` each), in one pass over the pending rows; the scopes are served in the order given."""
+        return await self._ledger.claim_pending_in(
+            scopes,
+            limit=limit,
+            per_scope=per_scope,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+        )
+
+    async def complete_indexing(
+        self,
+        items: Sequence[tuple[ClaimedEntry, Vector]],
+        *,
+        worker_id: str,
+        now: datetime,
+        model: str | None = None,
+    ) -> int:
+        """Store vectors and mark ``indexed`` where the lease and revision still match; count them."""
+        return await self._ledger.complete_indexing(
+            items, worker_id=worker_id, now=now, model=model
+        )
+
+    async def fail_indexing(
+        self,
+        item: ClaimedEntry,
+        *,
+        worker_id: str,
+        error: str,
+        retry_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Record a failure: attempts + 1 and the error; due at ``retry_at``, or ``failed`` if None."""
+        return await self._ledger.fail_indexing(
+            item, worker_id=worker_id, error=error, retry_at=retry_at, now=now
+        )
+
+    async def release_claims(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds (expired ones included); count them."""
+        return await self._ledger.release_claims(worker_id)
+
+    async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
+        """Make ``failed`` entries (all of the thread's, or ``ids``) pending again with attempts 0."""
+        return await self._ledger.requeue_failed(scope, ids)
+
+    async def index_status(
+        self, scope: MemoryIdentity, ids: Sequence[str]
+    ) -> dict[str, tuple[IndexStatus, str | None]]:
+        """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
+        return await self._ledger.index_status(scope, ids)
+
+    async def store_vectors(
+        self,
+        scope: MemoryIdentity,
+        items: Sequence[tuple[str, int, Vector]],
+        *,
+        now: datetime,
+        model: str | None = None,
+    ) -> int:
+        """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
+        return await self._ledger.store_vectors(scope, items, now=now, model=model)
+
+    # ---- share grants ----------------------------------------------------------------------
+
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""
         stored = replace(grant, source_ids=tuple(grant.source_ids))
         key = (grant.tenant_id, grant.resource_id, grant.parent_thread_id, grant.child_thread_id)
-        self._grants[key] = stored
+        self._state.grants[key] = stored
         return stored
 
     async def get_share_grant(
         self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
     ) -> ShareGrant | None:
         """The grant, expired or not, or ``None``."""
-        return self._grants.get((tenant_id, resource_id, parent_thread_id, child_thread_id))
+        return self._state.grants.get((tenant_id, resource_id, parent_thread_id, child_thread_id))
 
     async def delete_share_grant(
         self, tenant_id: str, resource_id: str, parent_thread_id: str, child_thread_id: str
     ) -> int:
         """Delete the grant; return 1 if there was one, else 0."""
         key = (tenant_id, resource_id, parent_thread_id, child_thread_id)
-        return 0 if self._grants.pop(key, None) is None else 1
+        return 0 if self._state.grants.pop(key, None) is None else 1
 
 
 class InMemoryWorkingStore(WorkingStore):

@@ -9,7 +9,7 @@ arithmetic), never read back from it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from ..embedding import HashEmbedder
 from ._conformance_agents import AGENT_CHECKS
@@ -20,6 +20,7 @@ from ._lineage import LINEAGE_CHECKS
 from ._prompt import PROMPT_CHECKS
 from ._ranking import RANKING_CHECKS
 from ._recall import RECALL_CHECKS
+from ._roles import CORE_ROLES, MEMORY_ROLES, ROLE_CHECKS, check_roles, checks_for_roles
 from ._scopes import SCOPE_CHECKS
 from ._support import ConformanceError, ConformanceKit, KitFactory, _run_each
 from ._working import WORKING_CHECKS
@@ -27,9 +28,14 @@ from ._writes import WRITE_CHECKS
 
 __all__ = [
     "CONFORMANCE_CHECKS",
+    "CORE_ROLES",
+    "MEMORY_ROLES",
+    "ROLE_CHECKS",
     "ConformanceError",
     "ConformanceKit",
     "KitFactory",
+    "check_roles",
+    "checks_for_roles",
     "run_conformance_check",
     "run_memory_conformance",
 ]
@@ -75,8 +81,16 @@ async def run_conformance_check(name: str, factory: KitFactory) -> None:
     await CONFORMANCE_CHECKS[name](await _kit(factory))
 
 
-async def run_memory_conformance(factory: KitFactory, *, only: list[str] | None = None) -> None:
-    """Run every check (or ``only`` those) and raise :class:`ConformanceError` if any fails."""
-    await _run_each(
-        only or list(CONFORMANCE_CHECKS), lambda name: run_conformance_check(name, factory)
-    )
+async def run_memory_conformance(
+    factory: KitFactory, *, only: list[str] | None = None, roles: Iterable[str] | None = None
+) -> None:
+    """Run every check (or ``only`` those) and raise :class:`ConformanceError` if any fails.
+
+    ``roles`` names the store roles the adapter implements (of :data:`MEMORY_ROLES`, the core
+    ``"entries"`` and ``"indexing"`` always among them): only the checks that exercise nothing
+    else run, so an adapter without share grants, governance or a working store of its own
+    (:data:`ROLE_CHECKS`) proves the roles it has. ``None`` means every role."""
+    names = only or list(CONFORMANCE_CHECKS)
+    if roles is not None:
+        names = checks_for_roles(names, roles)
+    await _run_each(names, lambda name: run_conformance_check(name, factory))

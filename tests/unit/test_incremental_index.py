@@ -43,7 +43,7 @@ async def _index_pending(store: InMemoryVectorStore, rng: np.random.Generator) -
 
 
 def _fresh_search(store: InMemoryVectorStore) -> None:
-    thread = store._threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
+    thread = store._state.threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
     thread.index = None
 
 
@@ -117,7 +117,7 @@ async def test_a_write_updates_the_index_in_place():
         filter=RecallFilter(now=NOW),
     )
     assert len((await store.search(SCOPE, request)).candidates) == 20
-    thread = store._threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
+    thread = store._state.threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
     built = thread.index
     assert built is not None
     await store.put_entries(SCOPE, [_entry(20, "text 20")], now=NOW)
@@ -144,7 +144,7 @@ async def test_tombstones_come_and_go_without_a_rebuild():
     )
     everyone = {f"e{i}" for i in range(11)}
     assert {c.record.id for c in (await store.search(SCOPE, request)).candidates} == everyone
-    thread = store._threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
+    thread = store._state.threads[(SCOPE.tenant_id, SCOPE.resource_id, SCOPE.thread_id)]
     built = thread.index
 
     await store.add_tombstones(SCOPE, [Tombstone("e2", "hold-1", "held", NOW)])

@@ -1,0 +1,179 @@
+"""Writes of the in-memory store: new entries, one call's or a bulk import batch's.
+
+:class:`_EntryWrites` is an object over the store's state (:class:`_InMemoryState`), which
+:class:`~prism_memory.stores.memory.InMemoryVectorStore` delegates to.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..models import MemoryIdentity, Vector
+from ._memory_rows import _export, _InMemoryState, _key, _Row, _ScopeKey
+from .base import (
+    EntryLease,
+    ImportRow,
+    NewEntry,
+    StoredEntries,
+    check_entry_vectors,
+    check_lineage_sources,
+    lineage_source_ids,
+)
+from .rules import inherited_tombstones
+
+
+class _EntryWrites:
+    """:meth:`put_entries` and :meth:`import_rows` of the in-memory store."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: _InMemoryState) -> None:
+        self._state = state
+
+    async def put_entries(
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
+        model: str | None = None,
+    ) -> StoredEntries:
+        """Insert the entries whose id is new, atomically; return the stored records in input order
+        (:attr:`~prism_memory.stores.base.StoredEntries.inserted`: the ids this call inserted).
+
+        A new row is ``pending``, revision 1, ``created_at = written_at = now`` (``indexed`` with its
+        vector when ``vectors`` are given); a new row without a sequence gets ``max(sequence in
+        thread) + 1`` (0 in an empty thread), counting the rows this call wrote before it. An
+        existing id is left as stored (see :meth:`EntryStore.put_entries`).
+        """
+        check_entry_vectors(entries, vectors)
+        checked: list[Vector | None] = [None] * len(entries)
+        width = self._state.width
+        if vectors is not None:
+            valid, width = self._state.check_vectors(
+                (vector, f"vectors[{at}]") for at, vector in enumerate(vectors)
+            )
+            checked = list(valid)
+        key = _key(scope)
+        thread = self._state.thread(key)
+        existing: dict[str, _Row] = {} if thread is None else thread.rows
+        named = [i for i in lineage_source_ids(entries) if i in existing]
+        check_lineage_sources(entries, set(named))
+        staged: dict[str, _Row] = {}
+        top = -1 if thread is None else thread.max_sequence()
+        for entry, vector in zip(entries, checked, strict=True):
+            current = staged.get(entry.id) or existing.get(entry.id)
+            if current is None:
+                sequence = top + 1 if entry.sequence is None else entry.sequence
+                row = _Row(
+                    entry.stored(
+                        scope,
+                        sequence=sequence,
+                        now=now,
+                        metadata=copy.deepcopy(dict(entry.metadata)),
+                        model=model,
+                        indexed=vector is not None,
+                    ),
+                    vector,
+                )
+                if vector is None and lease is not None and lease.covers(entry.id):
+                    row.claimed_by, row.claimed_until = lease.worker_id, lease.until
+            else:
+                row = current  # an existing id is never rewritten (governance holds)
+            top = max(top, row.record.sequence)
+            staged[entry.id] = row
+        changed = [row for row in staged.values() if row is not existing.get(row.record.id)]
+        if changed:
+            thread = self._state.thread_for_write(key)
+            marks = thread.tombstones
+            sources = {i: list(marks.get(i, {}).values()) for i in named}
+            inherited = inherited_tombstones([row.record for row in changed], sources)
+            for row in changed:
+                if thread.tombstones.pop(row.record.id, None) is not None:
+                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
+                self._state.set_row(key, thread, row)
+            for tombstone in inherited:  # before any await: the rows never show without them
+                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
+                    tombstone
+                )
+            if inherited:
+                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
+            if any(row.vector is not None for row in changed):
+                self._state.width = width
+        return StoredEntries(
+            (_export(staged[entry.id].record) for entry in entries),
+            inserted=(row.record.id for row in changed),
+        )
+
+    async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
+        """A bulk import batch, all or nothing (see :meth:`EntryStore.import_rows`).
+
+        One uninterrupted step (nothing in it awaits), as the store's ``apply_governance`` is, so no
+        governance call on the batch's threads runs between its checks and its writes: every
+        vector is checked against the store's width and every lineage source against the thread
+        (or the batch) first, then the new rows are stored in input order -- sequences per thread
+        as :meth:`put_entries` assigns them, ``indexed`` with their vector and model or
+        ``pending`` -- each taking over the excluding tombstones of its sources
+        (:func:`~prism_memory.stores.rules.inherited_tombstones`).
+        """
+        valid, width = self._state.check_vectors(
+            (row.vector, f"import row {at}'s vector")
+            for at, row in enumerate(rows)
+            if row.vector is not None
+        )
+        vectors = iter(valid)
+        by_scope: dict[_ScopeKey, tuple[MemoryIdentity, list[tuple[ImportRow, Vector | None]]]] = {}
+        for row in rows:
+            vector = None if row.vector is None else next(vectors)
+            by_scope.setdefault(_key(row.scope), (row.scope, []))[1].append((row, vector))
+        planned: list[tuple[_ScopeKey, list[_Row], list[str]]] = []
+        for key, (scope, group) in by_scope.items():  # check everything before writing anything
+            thread = self._state.thread(key)
+            existing: dict[str, _Row] = {} if thread is None else thread.rows
+            entries = [row.entry for row, _ in group]
+            named = [i for i in lineage_source_ids(entries) if i in existing]
+            check_lineage_sources(entries, set(named))
+            top = -1 if thread is None else thread.max_sequence()
+            new: dict[str, _Row] = {}
+            for row, vector in group:
+                entry = row.entry
+                if entry.id in existing or entry.id in new:
+                    continue  # an existing id is left as stored
+                sequence = top + 1 if entry.sequence is None else entry.sequence
+                top = max(top, sequence)
+                record = entry.stored(
+                    scope,
+                    sequence=sequence,
+                    now=now,
+                    metadata=copy.deepcopy(dict(entry.metadata)),
+                    model=row.model,
+                    indexed=vector is not None,
+                )
+                new[entry.id] = _Row(record, vector)
+            if new:
+                planned.append((key, list(new.values()), named))
+        inserted = pending = 0
+        for key, new_rows, named in planned:
+            thread = self._state.thread_for_write(key)
+            marks = thread.tombstones
+            sources = {i: list(marks.get(i, {}).values()) for i in named}
+            inherited = inherited_tombstones([made.record for made in new_rows], sources)
+            for made in new_rows:
+                if marks.pop(made.record.id, None) is not None:
+                    thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
+                self._state.set_row(key, thread, made)
+                pending += made.vector is None
+            for tombstone in inherited:
+                marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
+                    tombstone
+                )
+            if inherited:
+                thread.tombstoned(tombstone.entry_id for tombstone in inherited)
+            inserted += len(new_rows)
+        if inserted > pending:  # vectors were stored: the width is the store's now
+            self._state.width = width
+        return inserted, pending
