@@ -13,9 +13,9 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError
-from ._adapter import ReadConsistency, ReadReplica
 from ._engine import Pooling, create_engine, install_vector_codec, normalize_url, pooling_of
 from ._errors import wrap_db_errors
+from ._executor import ReadConsistency, ReadReplica
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 

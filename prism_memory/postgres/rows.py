@@ -33,7 +33,7 @@ from ..stores.base import (
     NewEntry,
     SearchResult,
 )
-from ._engine import decode_vector, encode_vectors
+from ._codec import decode_vector, encode_vectors
 
 __all__ = [
     "RECORD_COLUMNS",

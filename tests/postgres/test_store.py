@@ -800,7 +800,7 @@ async def test_engine_options_size_the_pool_and_keep_the_server_settings(postgre
             name = (await conn.execute(text("SHOW application_name"))).scalar_one()
             plans = (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one()
         assert (name, plans) == ("host-app", "auto")  # the host's name, prism's plan setting
-        assert stores.vector_store._direct_reads  # still the one-round-trip read path
+        assert stores.vector_store.executor.sets_plans  # still the one-round-trip read path
     finally:
         async with stores.engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
@@ -822,7 +822,7 @@ async def test_engine_options_are_checked(postgres_url):
 
 
 async def _backend_pid(store: Any) -> int:
-    ((pid,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+    ((pid,),) = await store.executor.fetch("pid", "SELECT pg_backend_pid()", {})
     return int(pid)
 
 
