@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -449,17 +448,3 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
         self, action: str, *, write: bool, ranked: bool = False
     ) -> AbstractAsyncContextManager[RagOperations]:
         return self.rag._operations(action, write=write, ranked=ranked)
-
-
-def __getattr__(name: str) -> Any:
-    """The stores' factories and :class:`PostgresMemoryStores`, where they were before
-    :mod:`prism_memory.postgres.factories` held them."""
-    if name in {
-        "PostgresMemoryStores",
-        "create_postgres_memory_stores",
-        "create_postgres_vector_store",
-    }:
-        from . import factories
-
-        return getattr(factories, name)
-    raise AttributeError(name)

@@ -83,9 +83,7 @@ def sql_strings(source: str) -> list[tuple[int, str]]:
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 text = first.value + " x"
         elif (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and id(node) not in skip
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
         ):
             text = node.value
         if text is not None and _reads_as_sql(text):
