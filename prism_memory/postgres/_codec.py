@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models import Vector
 
-__all__ = ["decode_vector", "encode_vector", "encode_vectors"]
+__all__ = ["decode_vector", "decode_vectors", "encode_vector", "encode_vectors"]
 
 _HEADER = struct.Struct(">HH")
 
@@ -48,3 +48,17 @@ def decode_vector(data: bytes) -> Vector:
     """Decode pgvector's binary ``vector`` format into a native ``float32`` numpy array."""
     dim, _ = _HEADER.unpack_from(data)
     return np.frombuffer(data, dtype=">f4", count=dim, offset=_HEADER.size).astype(np.float32)
+
+
+def decode_vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
+    """:func:`decode_vector` of each of ``sent`` (recall's candidates, sent as ``vector_send``
+    bytes): one array for the whole batch when their dimensions agree (they do in a table of one
+    embedding model)."""
+    if not sent:
+        return []
+    size = len(sent[0])
+    if any(len(data) != size for data in sent):
+        return [decode_vector(data) for data in sent]
+    # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
+    matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
+    return list(matrix[:, 1:].astype(np.float32))
