@@ -304,6 +304,7 @@ TEXT_ONLY = {
         "known_keys",
         "models_of",
         "stage",
+        "analyze",
     },
     "IndexingRepository": {
         "claim",

@@ -102,6 +102,10 @@ class DriverUnit:
         positional, args = _bound(statement, params)
         return await self.driver.fetchval(positional, *args)
 
+    async def column(self, statement: str, params: Params = None) -> list[Any]:
+        """The first column of every row."""
+        return [row[0] for row in await self.fetch(statement, params)]
+
     async def execute(self, statement: str, params: Params = None) -> int:
         """Run one statement; how many rows it changed."""
         positional, args = _bound(statement, params)
@@ -131,6 +135,10 @@ class SessionUnit:
     async def fetchval(self, statement: str, params: Params = None) -> Any:
         """The first column of the only row, or ``None``."""
         return (await self.session.execute(text(statement), params or {})).scalar_one_or_none()
+
+    async def column(self, statement: str, params: Params = None) -> list[Any]:
+        """The first column of every row."""
+        return list((await self.session.execute(text(statement), params or {})).scalars())
 
     async def execute(self, statement: str, params: Params = None) -> int:
         """Run one statement; how many rows it changed."""

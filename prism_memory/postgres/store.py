@@ -55,7 +55,6 @@ from ._ledger import IndexingLedger
 from ._writes import EntryWriter, VectorWidth
 from .rag_adapter import PostgresRagStore
 from .repositories import EntryRepository, ShareGrantRepository, TombstoneRepository
-from .statements.catalog import SchemaSql
 from .tables import PrismTables
 
 __all__ = ["PostgresVectorStore"]
@@ -168,9 +167,7 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
         try:
             yield
         finally:
-            await self.executor.run_alone(
-                "analysing the loaded table", SchemaSql(self._tables.names).analyze_entries
-            )
+            await self._entries.analyze()
 
     # ---- writes (EntryWriter) ------------------------------------------------------------------
 

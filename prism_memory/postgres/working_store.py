@@ -47,6 +47,11 @@ class PostgresWorkingStore(WorkingStore):
         return self.executor.engine
 
     @property
+    def pooling(self) -> Pooling:
+        """``"transaction"`` when this store runs behind a transaction-mode pooler."""
+        return self.executor.pooling
+
+    @property
     def tables(self) -> PrismTables:
         """The tables this store reads and writes."""
         return self._tables

@@ -32,8 +32,8 @@ from prism_memory.postgres import (
     create_postgres_memory_stores,
     create_postgres_vector_store,
 )
+from prism_memory.postgres._codec import decode_vectors
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
-from prism_memory.postgres.rows import _vectors
 from prism_memory.stores.base import (
     GovernanceChange,
     GovernanceResult,
@@ -546,10 +546,10 @@ def test_a_batch_of_sent_vectors_decodes_like_each_one():
     same = [PgVector(rng.standard_normal(5).astype(np.float32)).to_binary() for _ in range(4)]
     mixed = [*same, PgVector([1.0, -2.0]).to_binary()]
     for sent in (same, mixed):
-        batch = _vectors(sent)
+        batch = decode_vectors(sent)
         assert [v.dtype for v in batch] == [np.float32] * len(sent)
         assert [v.tolist() for v in batch] == [decode_vector(data).tolist() for data in sent]
-    assert list(_vectors([])) == []
+    assert list(decode_vectors([])) == []
 
 
 async def test_vectors_travel_in_binary(make_postgres_stores):

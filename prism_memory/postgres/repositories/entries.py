@@ -30,7 +30,7 @@ from ...models import (
     Vector,
 )
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
-from .._executor import DriverUnit
+from .._executor import DriverUnit, Executor
 from ..rows import (
     RECORD_COLUMNS,
     STAGE_COLUMNS,
@@ -40,7 +40,7 @@ from ..rows import (
     scope_params,
     search_result,
 )
-from ..statements import neighbors_statement, search_statement, thread_lock_key
+from ..statements import SchemaSql, neighbors_statement, search_statement, thread_lock_key
 from ._base import _STATUS_SQL, _in_array, _primary_key, _Repository, _rowcount
 
 __all__ = ["EntryRepository", "TombstoneRepository"]
@@ -330,6 +330,14 @@ class EntryRepository(_Repository):
         stmt = stmt.order_by(t.c.occurred_at, t.c.sequence, t.c.id).limit(limit)
         async with self._session("list_oldest", writes=False) as session:
             return [record_from_row(row) for row in (await session.execute(stmt)).mappings()]
+
+    async def analyze(self) -> None:
+        """Gather the table's statistics (``ANALYZE``, outside any transaction block: the store's
+        executor, never a unit)."""
+        if not isinstance(self.on, Executor):
+            raise TypeError("a table is analysed outside any transaction block")
+        statement = SchemaSql(self.tables.names).analyze_entries
+        await self.on.run_alone("analysing the loaded table", statement)
 
     async def any_width(self) -> int | None:
         """The width of some stored vector, or ``None`` when none is stored."""
