@@ -39,6 +39,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from prism_memory.models import MemoryConsent, MemoryIdentity, ShareGrant
 from prism_memory.postgres import statements
+from prism_memory.postgres._executor import SessionUnit
 from prism_memory.postgres.migrate import build_ddl
 from prism_memory.postgres.rag_store import RagSession, _read_params
 from prism_memory.postgres.repositories import (
@@ -48,7 +49,7 @@ from prism_memory.postgres.repositories import (
     TombstoneRepository,
     WorkingRepository,
 )
-from prism_memory.postgres.statements import catalog
+from prism_memory.postgres.statements import catalog, session
 from prism_memory.postgres.tables import PrismTables, build_metadata
 from prism_memory.rag_types import AccessConstraint, RagScope
 from prism_memory.stores.base import MetadataPatch, Tombstone
@@ -201,6 +202,22 @@ def _named(tables: PrismTables) -> Iterator[Rendered]:
                 f"prism_memory.postgres.statements.catalog.{constant}",
                 value,
             )
+    for constant in sorted(session.__all__):
+        value = getattr(session, constant)
+        if isinstance(value, str):
+            yield Rendered(
+                "session",
+                constant.lower(),
+                f"prism_memory.postgres.statements.session.{constant}",
+                value,
+            )
+    for vectors in (False, True):
+        yield Rendered(
+            "session",
+            f"langgraph_items.vectors_{vectors}",
+            "prism_memory.postgres.statements.session.langgraph_items",
+            session.langgraph_items(vectors=vectors),
+        )
 
 
 # ---- Core and ORM statements, captured on a recording session ---------------------------------
@@ -280,8 +297,25 @@ TEXT_ONLY = {
         "search",
         "neighbors",
         "any_width",
+        "lock_threads",
+        "insert",
+        "lineage_sources",
+        "inherit",
+        "known_keys",
+        "models_of",
+        "stage",
+        "analyze",
     },
-    "IndexingRepository": {"claim", "complete", "fail", "status", "store_vectors"},
+    "IndexingRepository": {
+        "claim",
+        "claim_in",
+        "release",
+        "due_tenants",
+        "complete",
+        "fail",
+        "status",
+        "store_vectors",
+    },
     "RagSession": {
         "query",
         "lexical_query",
@@ -307,7 +341,18 @@ def _calls(tables: PrismTables) -> list[tuple[str, str, Callable[[Any], Any]]]:
             session, tables, dimension=tables.dimension, width=lambda: 4, learn_width=lambda _: None
         )
 
-    e, x, s, w = EntryRepository, IndexingRepository, ShareGrantRepository, WorkingRepository
+    def e(q: Any, t: PrismTables) -> EntryRepository:
+        return EntryRepository(SessionUnit(q), t)
+
+    def x(q: Any, t: PrismTables) -> IndexingRepository:
+        return IndexingRepository(SessionUnit(q), t)
+
+    def s(q: Any, t: PrismTables) -> ShareGrantRepository:
+        return ShareGrantRepository(SessionUnit(q), t)
+
+    def w(q: Any, t: PrismTables) -> WorkingRepository:
+        return WorkingRepository(SessionUnit(q), t)
+
     return [
         (
             "EntryRepository",
@@ -354,12 +399,12 @@ def _calls(tables: PrismTables) -> list[tuple[str, str, Callable[[Any], Any]]]:
         (
             "TombstoneRepository",
             "upsert",
-            lambda q: TombstoneRepository(q, tables).upsert(SCOPE, [stone, other]),
+            lambda q: TombstoneRepository(SessionUnit(q), tables).upsert(SCOPE, [stone, other]),
         ),
         (
             "TombstoneRepository",
             "remove",
-            lambda q: TombstoneRepository(q, tables).remove(SCOPE, "e1", "forgotten"),
+            lambda q: TombstoneRepository(SessionUnit(q), tables).remove(SCOPE, "e1", "forgotten"),
         ),
         (
             "IndexingRepository",

@@ -236,24 +236,15 @@ async def read_langgraph_store(
     from sqlalchemy.engine import make_url
 
     from ..postgres._engine import register_vector_codec
+    from ..postgres.statements.session import LANGGRAPH_HAS_VECTORS, langgraph_items
 
     dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     connection = await asyncpg.connect(dsn)
     try:
-        has_vectors = await connection.fetchval("SELECT to_regclass('store_vectors') IS NOT NULL")
+        has_vectors = await connection.fetchval(LANGGRAPH_HAS_VECTORS)
         if has_vectors:  # decoded from pgvector's binary format into numpy float32 arrays
             await register_vector_codec(connection)
-        vector = (
-            "(SELECT v.embedding FROM store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key "
-            "ORDER BY (v.field_name = ANY($1::text[])) DESC, (v.field_name = '$') DESC, "
-            "v.field_name LIMIT 1)"
-            if has_vectors
-            else "NULL::text"
-        )
-        statement = (
-            f"SELECT s.prefix, s.key, s.value, s.created_at, {vector} AS embedding "  # noqa: S608
-            "FROM store s ORDER BY s.prefix, s.key"
-        )
+        statement = langgraph_items(vectors=bool(has_vectors))
         args: list[Any] = [list(LANGGRAPH_TEXT_FIELDS)] if has_vectors else []
         number = 0
         async with connection.transaction(readonly=True):

@@ -13,14 +13,14 @@
 from __future__ import annotations
 
 from .embedded import EmbeddedPostgres, start_embedded_postgres
-from .store import (
+from .factories import (
     PostgresMemoryStores,
-    PostgresVectorStore,
-    PostgresWorkingStore,
     create_postgres_memory_stores,
     create_postgres_vector_store,
 )
+from .store import PostgresVectorStore
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
+from .working_store import PostgresWorkingStore
 
 __all__ = [
     "EmbeddedPostgres",

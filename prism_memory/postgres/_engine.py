@@ -1,21 +1,20 @@
-"""Engines, URLs and pgvector's binary codec.
+"""Engines, URLs and the registration of the vector codec.
 
-Vectors travel in pgvector's binary wire format: every connection an engine hands out gets an
-asyncpg type codec for ``vector`` (``format="binary"``) that encodes numpy arrays (or pre-encoded
-``bytes``) and decodes to ``float32`` numpy arrays. Nothing is ever formatted as text.
+Vectors travel in pgvector's binary wire format: every connection an engine hands out gets
+prism_memory's own asyncpg type codec for ``vector`` (``format="binary"``; the functions of
+:mod:`prism_memory.postgres._codec`, re-exported here) that encodes numpy arrays (or pre-encoded
+``bytes``) and decodes to ``float32`` numpy arrays. pgvector's Python package registers nothing.
+Nothing is ever formatted as text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import struct
 import time
 import weakref
-from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-import numpy as np
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
@@ -24,7 +23,8 @@ from sqlalchemy.pool import NullPool, Pool, PoolProxiedConnection, QueuePool
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from ..errors import ConfigurationError
-from ..models import Vector
+from ._codec import decode_vector, encode_vector, encode_vectors
+from .statements.session import POOLED_BEGIN, VECTOR_TYPE_SCHEMA
 
 __all__ = [
     "IDLE_PING_SECONDS",
@@ -63,11 +63,6 @@ POOLING_PARAMETER = "prism_pooling"
 """The URL query parameter naming the pooling mode (``…/db?prism_pooling=transaction``); it is
 taken out of the URL before it reaches the driver."""
 
-POOLED_BEGIN = "BEGIN; SET LOCAL max_parallel_workers_per_gather = 0"
-"""In transaction pooling, how a statement that would run alone begins its own transaction: the one
-server setting of :data:`SERVER_SETTINGS` that still matters there (no statement is prepared for
-reuse, so ``plan_cache_mode`` does not) is set in it, in the same round trip."""
-
 SERVER_SETTINGS = {
     "application_name": "prism_memory",
     # asyncpg prepares and caches statements. The recall statements are written so that one plan
@@ -78,13 +73,6 @@ SERVER_SETTINGS = {
     # than it saves (measured with the benchmarks' per-thread recall).
     "max_parallel_workers_per_gather": "0",
 }
-VECTOR_TYPE_SCHEMA = (
-    "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
-    "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1"
-)
-"""The schema of pgvector's ``vector`` type, read once per new connection (here, below the
-statements package, whose rows module needs this codec)."""
-_HEADER = struct.Struct(">HH")
 _CODEC_FLAG = "prism_memory_vector_codec"
 _LAST_USED = "prism_memory_last_used"
 _KEPT_SINCE = "prism_memory_kept_since"
@@ -154,37 +142,6 @@ IDLE_PING_SECONDS = 10.0
 """An engine prism_memory creates pings a pooled connection on checkout only when it sat idle this
 long: a connection used a moment ago is alive, so the hot path (recall) sends no extra round trip.
 Reads also retry once on a connection that turns out dead."""
-
-
-def encode_vector(value: Any) -> bytes:
-    """pgvector's binary ``vector`` format: ``dim``, ``unused`` (uint16 BE), then float32 BE."""
-    if isinstance(value, bytes):
-        return value
-    array = np.asarray(value, dtype=">f4")
-    if array.ndim != 1:
-        raise ValueError("a vector must be one-dimensional")
-    return _HEADER.pack(array.shape[0], 0) + array.tobytes()
-
-
-def encode_vectors(vectors: Sequence[Any]) -> list[bytes]:
-    """:func:`encode_vector` of each row of ``vectors``; rows of one width are converted to
-    big-endian float32 in one pass (a matrix, or a list of 1-D arrays)."""
-    if not len(vectors):
-        return []
-    try:
-        matrix = np.asarray(vectors, dtype=">f4")
-    except (TypeError, ValueError):  # ragged rows, or pre-encoded bytes
-        return [encode_vector(vector) for vector in vectors]
-    if matrix.ndim != 2:
-        return [encode_vector(vector) for vector in vectors]
-    header = _HEADER.pack(matrix.shape[1], 0)
-    return [header + row.tobytes() for row in matrix]
-
-
-def decode_vector(data: bytes) -> Vector:
-    """Decode pgvector's binary ``vector`` format into a native ``float32`` numpy array."""
-    dim, _ = _HEADER.unpack_from(data)
-    return np.frombuffer(data, dtype=">f4", count=dim, offset=_HEADER.size).astype(np.float32)
 
 
 async def register_vector_codec(connection: Any) -> bool:

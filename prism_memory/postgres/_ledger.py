@@ -1,5 +1,6 @@
 """The deferred-indexing ledger of :class:`~prism_memory.postgres.PostgresVectorStore`: claims
-(one statement each, on the driver), vector results, failures and re-queues."""
+(one statement each, committed at once), vector results, failures and re-queues -- every one a
+call of :class:`~prism_memory.postgres.repositories.IndexingRepository`."""
 
 from __future__ import annotations
 
@@ -8,16 +9,21 @@ from datetime import datetime
 
 from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
 from ..stores.base import ClaimedEntry, check_claim
-from ._adapter import _VectorAdapter
-from .repositories import IndexingRepository
-from .rows import claimed_entries
-from .statements import EntrySql, claim_in_statement, claim_statement
+from ._executor import Executor
+from ._writes import VectorWidth
+from .repositories import EntryRepository, IndexingRepository
+from .tables import PrismTables
 
 __all__: list[str] = []
 
 
-class _IndexingLedger(_VectorAdapter):
-    """The indexing-ledger methods of the vector store contract."""
+class IndexingLedger:
+    """The indexing-ledger methods of the vector store contract, over the entries table."""
+
+    def __init__(self, executor: Executor, tables: PrismTables, width: VectorWidth) -> None:
+        self._width = width
+        self._entries = EntryRepository(executor, tables)
+        self._indexing = IndexingRepository(executor, tables)
 
     async def claim_pending(
         self,
@@ -29,19 +35,11 @@ class _IndexingLedger(_VectorAdapter):
         now: datetime,
     ) -> list[ClaimedEntry]:
         """Lease due pending rows with ``FOR UPDATE SKIP LOCKED``, committed at once (one
-        statement in its own transaction, on the driver: see :meth:`_write`)."""
+        statement in its own transaction, on the driver)."""
         check_claim(limit, lease_seconds)
-        if limit == 0:
-            return []
-        statement, params = claim_statement(
-            EntrySql.for_tables(self._tables),
-            scope,
-            limit=limit,
-            worker_id=worker_id,
-            lease_seconds=lease_seconds,
-            now=now,
+        return await self._indexing.claim(
+            scope, limit=limit, worker_id=worker_id, lease_seconds=lease_seconds, now=now
         )
-        return claimed_entries(await self._write("claim_pending", statement, params, visible=False))
 
     async def claim_pending_in(
         self,
@@ -55,20 +53,13 @@ class _IndexingLedger(_VectorAdapter):
     ) -> list[ClaimedEntry]:
         """Lease due pending rows of many threads in one statement (``FOR UPDATE SKIP LOCKED``)."""
         check_claim(limit, lease_seconds, per_scope)
-        wanted = list(dict.fromkeys(scopes))
-        if not wanted or limit == 0 or per_scope == 0:
-            return []
-        statement, params = claim_in_statement(
-            EntrySql.for_tables(self._tables),
-            wanted,
+        return await self._indexing.claim_in(
+            scopes,
             limit=limit,
             per_scope=per_scope,
             worker_id=worker_id,
             lease_seconds=lease_seconds,
             now=now,
-        )
-        return claimed_entries(
-            await self._write("claim_pending", statement, params, visible=False), wanted
         )
 
     async def complete_indexing(
@@ -85,17 +76,14 @@ class _IndexingLedger(_VectorAdapter):
         """
         if not items:
             return 0
-        async with self._unit("complete_indexing") as session:
-            checked, width = self._check_vectors(
-                ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)),
-                await self._known_width(session),
-            )
-            pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
-            done = await IndexingRepository(session, self._tables).complete(
-                pairs, worker_id=worker_id, now=now, model=model
-            )
+        checked, width = self._width.check(
+            ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)),
+            await self._width.known(self._entries),
+        )
+        pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
+        done = await self._indexing.complete(pairs, worker_id=worker_id, now=now, model=model)
         if done:
-            self._remember_width(width)
+            self._width.learn(width)
         return done
 
     async def fail_indexing(
@@ -108,36 +96,26 @@ class _IndexingLedger(_VectorAdapter):
         now: datetime,
     ) -> None:
         """Record a failure while the lease matches (attempts + 1, error, retry or ``failed``)."""
-        async with self._unit("fail_indexing") as session:
-            await IndexingRepository(session, self._tables).fail(
-                item, worker_id=worker_id, error=error, retry_at=retry_at, now=now
-            )
+        await self._indexing.fail(
+            item, worker_id=worker_id, error=error, retry_at=retry_at, now=now
+        )
 
     async def release_claims(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds (expired ones included); count them."""
-        sql = EntrySql.for_tables(self._tables).release
-        return int(
-            (
-                await self._write(
-                    "release_claims", sql, {"worker": worker_id}, count=True, visible=False
-                )
-            )[0]
-        )
+        return await self._indexing.release(worker_id)
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None = None) -> int:
         """Make ``failed`` entries pending again with attempts 0 (the last error is cleared)."""
         if ids is not None:
             check_id_collection(ids, "ids")
-        async with self._unit("requeue_failed") as session:
-            return await IndexingRepository(session, self._tables).requeue_failed(scope, ids)
+        return await self._indexing.requeue_failed(scope, ids)
 
     async def index_status(
         self, scope: MemoryIdentity, ids: Sequence[str]
     ) -> dict[str, tuple[IndexStatus, str | None]]:
         """``id -> (status, last_error)`` for the ids that exist, at their current revision."""
         check_id_collection(ids, "ids")
-        async with self._read_unit("index_status") as session:
-            return await IndexingRepository(session, self._tables).status(scope, ids)
+        return await self._indexing.status(scope, ids)
 
     async def store_vectors(
         self,
@@ -150,18 +128,15 @@ class _IndexingLedger(_VectorAdapter):
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
         if not items:
             return 0
-        async with self._unit("store_vectors") as session:
-            checked, width = self._check_vectors(
-                ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)),
-                await self._known_width(session),
-            )
-            rows = [
-                (entry_id, revision, vector)
-                for (entry_id, revision, _), vector in zip(items, checked, strict=True)
-            ]
-            stored = await IndexingRepository(session, self._tables).store_vectors(
-                scope, rows, model
-            )
+        checked, width = self._width.check(
+            ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)),
+            await self._width.known(self._entries),
+        )
+        rows = [
+            (entry_id, revision, vector)
+            for (entry_id, revision, _), vector in zip(items, checked, strict=True)
+        ]
+        stored = await self._indexing.store_vectors(scope, rows, model)
         if stored:
-            self._remember_width(width)
+            self._width.learn(width)
         return stored

@@ -7,15 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError
-from ._adapter import ReadConsistency, ReadReplica
 from ._engine import Pooling, create_engine, install_vector_codec, normalize_url, pooling_of
-from ._errors import wrap_db_errors
+from ._executor import Executor, ReadConsistency, ReadReplica
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 
@@ -46,27 +44,19 @@ class _SchemaState:
 
 async def _schema_state(engine: AsyncEngine, names: Names) -> _SchemaState:
     schema_sql = SchemaSql(names)
-    with wrap_db_errors("inspecting the prism_memory schema"):
-        async with engine.connect() as conn:
-            found = (
-                await conn.execute(
-                    text(SCHEMA_TABLES),
-                    {"schema": names.schema, "names": [*names.tables, names.version_table]},
-                )
-            ).scalars()
-            tables = frozenset(found)
-            pinned: int | None = None
-            if names.entries in tables:
-                typmod = (
-                    await conn.execute(text(EMBEDDING_TYPMOD), {"relation": schema_sql.entries})
-                ).scalar_one_or_none()
-                pinned = int(typmod) if typmod is not None and int(typmod) > 0 else None
-            version: str | None = None
-            has_version_table = names.version_table in tables
-            if has_version_table:
-                rows = await conn.execute(text(schema_sql.versions))
-                versions = list(rows.scalars())
-                version = versions[0] if len(versions) == 1 else None
+    executor = Executor(engine, owns_engine=False)
+    async with executor.unit("inspecting the prism_memory schema", writes=False) as unit:
+        wanted = {"schema": names.schema, "names": [*names.tables, names.version_table]}
+        tables = frozenset(await unit.column(SCHEMA_TABLES, wanted))
+        pinned: int | None = None
+        if names.entries in tables:
+            typmod = await unit.fetchval(EMBEDDING_TYPMOD, {"relation": schema_sql.entries})
+            pinned = int(typmod) if typmod is not None and int(typmod) > 0 else None
+        version: str | None = None
+        has_version_table = names.version_table in tables
+        if has_version_table:
+            versions = await unit.column(schema_sql.versions)
+            version = versions[0] if len(versions) == 1 else None
     return _SchemaState(
         tables=tables - {names.version_table},
         pinned=pinned,

@@ -1,21 +1,23 @@
 """Writing new entries on PostgreSQL: ``put_entries`` (remember's hot path) and the bulk import,
-each one transaction on the asyncpg driver under the threads' advisory locks (see
-:mod:`prism_memory.postgres._adapter` for the rule)."""
+each one transaction on the asyncpg driver under the threads' advisory locks
+(:meth:`~prism_memory.postgres._executor.Executor.transaction`), every statement a call of
+:class:`~prism_memory.postgres.repositories.EntryRepository` inside it; and the width of the
+stored vectors, which every write checks against."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from ..embedding import assert_finite_vector
 from ..errors import DimensionMismatchError
-from ..models import MemoryIdentity, MemoryRecord, Vector, check_id_collection
+from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
     EntryLease,
     ImportRow,
-    MetadataPatch,
     NewEntry,
     StoredEntries,
     Tombstone,
@@ -24,26 +26,48 @@ from ..stores.base import (
     lineage_source_ids,
 )
 from ..stores.rules import inherited_tombstones
-from ._adapter import _VectorAdapter
-from ._errors import wrap_db_errors
+from ._executor import Executor
 from .repositories import EntryRepository
-from .rows import (
-    STAGE_COLUMNS,
-    insert_params,
-    inserted_record,
-    record_from_row,
-    scope_params,
-    stage_records,
-)
-from .statements import (
-    EntrySql,
-    begin_locked_statement,
-    records_statement,
-    thread_lock_key,
-    to_positional,
-)
+from .rows import insert_params, inserted_record, stage_records
+from .statements import EntrySql, begin_locked_statement, thread_lock_key
+from .tables import PrismTables
 
 __all__: list[str] = []
+
+
+class VectorWidth:
+    """The width of the entries' vectors: the pinned ``dimension``, else the width of the first
+    vector stored (an unpinned table keeps one width), read once and remembered."""
+
+    __slots__ = ("dimension", "value")
+
+    def __init__(self, dimension: int | None) -> None:
+        self.dimension = dimension
+        self.value = dimension
+
+    async def known(self, entries: EntryRepository) -> int | None:
+        """The width, read through ``entries`` while it is not known yet."""
+        if self.value is None:
+            self.value = await entries.any_width()
+        return self.value
+
+    def learn(self, width: int | None) -> None:
+        """Remember the width of vectors just stored (the first ones of an unpinned table)."""
+        if self.value is None and width is not None:
+            self.value = width
+
+    @staticmethod
+    def check(
+        vectors: Iterable[tuple[object, str]], width: int | None
+    ) -> tuple[list[Vector], int | None]:
+        """Every vector finite and of ``width`` (the first one's when ``None``), each named by its
+        label in an error; the checked vectors and their width."""
+        checked: list[Vector] = []
+        for vector, label in vectors:
+            ok = assert_finite_vector(vector, label, expected_length=width)
+            width = ok.shape[0]
+            checked.append(ok)
+        return checked, width
 
 
 def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
@@ -79,9 +103,14 @@ class _StoredAndNewError(Exception):
     """:attr:`EntrySql.insert_new` met a batch of stored and new ids: written again exactly."""
 
 
-class _EntryWrites(_VectorAdapter):
-    """``put_entries``, ``known_keys`` and ``import_rows`` of
-    :class:`~prism_memory.postgres.PostgresVectorStore`."""
+class EntryWriter:
+    """``put_entries`` and ``import_rows`` of :class:`~prism_memory.postgres.PostgresVectorStore`."""
+
+    def __init__(self, executor: Executor, tables: PrismTables, width: VectorWidth) -> None:
+        self._executor = executor
+        self._tables = tables
+        self._width = width
+        self._entries = EntryRepository(executor, tables)
 
     async def put_entries(
         self,
@@ -112,53 +141,35 @@ class _EntryWrites(_VectorAdapter):
         for at, entry in enumerate(entries):
             first.setdefault(entry.id, at)
         unique = [entries[at] for at in first.values()]
-        with wrap_db_errors("put_entries"):
-            async with self._driver() as driver:
-                checked: list[Vector] | None = None
-                width = self._width
-                if vectors is not None:
-                    if width is None:  # unpinned: the width of the vectors stored so far
-                        async with self._alone(driver):
-                            width = await driver.fetchval(
-                                EntrySql.for_tables(self._tables).any_width
-                            )
-                    checked = _finite_rows(vectors, len(unique), width)
-                    if checked is not None:
-                        width = checked[0].shape[0]
-                if vectors is not None and checked is None:
-                    checked, width = self._check_vectors(
-                        ((vectors[at], f"vectors[{at}]") for at in first.values()),
-                        width,
-                    )
-                params = insert_params(
-                    scope, unique, now=now, lease=lease, vectors=checked, model=model
+        checked: list[Vector] | None = None
+        width = self._width.value
+        if vectors is not None:
+            width = await self._width.known(self._entries)
+            checked = _finite_rows(vectors, len(unique), width)
+            if checked is not None:
+                width = checked[0].shape[0]
+            else:
+                checked, width = self._width.check(
+                    ((vectors[at], f"vectors[{at}]") for at in first.values()), width
                 )
-                # insert_new first (one primary-key probe per row, whatever the table's
-                # statistics); a batch of stored and new ids again with the exact insert, so the
-                # sequences keep no gap
-                indexed = checked is not None
-                try:
-                    stored, inserted = await self._insert(
-                        driver,
-                        scope,
-                        params,
-                        unique,
-                        now,
-                        indexed=indexed,
-                        model=model,
-                        exact=False,
-                    )
-                except _StoredAndNewError:
-                    stored, inserted = await self._insert(
-                        driver, scope, params, unique, now, indexed=indexed, model=model, exact=True
-                    )
+        params = insert_params(scope, unique, now=now, lease=lease, vectors=checked, model=model)
+        # insert_new first (one primary-key probe per row, whatever the table's statistics); a
+        # batch of stored and new ids again with the exact insert, so the sequences keep no gap
+        indexed = checked is not None
+        try:
+            stored, inserted = await self._insert(
+                scope, params, unique, now, indexed=indexed, model=model, exact=False
+            )
+        except _StoredAndNewError:
+            stored, inserted = await self._insert(
+                scope, params, unique, now, indexed=indexed, model=model, exact=True
+            )
         if checked is not None and inserted:
-            self._remember_width(width)
+            self._width.learn(width)
         return StoredEntries((stored[entry.id] for entry in entries), inserted=inserted)
 
     async def _insert(
         self,
-        driver: Any,
         scope: MemoryIdentity,
         params: Mapping[str, Any],
         unique: Sequence[NewEntry],
@@ -168,21 +179,22 @@ class _EntryWrites(_VectorAdapter):
         model: str | None,
         exact: bool,
     ) -> tuple[dict[str, MemoryRecord], set[str]]:
-        """:meth:`put_entries`' transaction on the asyncpg ``driver``: the records by id, and the
-        ids it inserted (``indexed`` with their vectors, else pending). With :attr:`EntrySql.insert`
-        when ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
+        """:meth:`put_entries`' transaction: the records by id, and the ids it inserted
+        (``indexed`` with their vectors, else pending). With :attr:`EntrySql.insert` when
+        ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
         when no entry gives a sequence), raising :class:`_StoredAndNewError` (the transaction
         rolled back) when that skipped some rows but not all."""
         sql = EntrySql.for_tables(self._tables)
         appended = not exact and all(entry.sequence is None for entry in unique)
         statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
-        insert, names = to_positional(statement)
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
-        async with self._transaction(driver, begin_locked_statement(scope), "put_entries"):
-            sources = await self._lineage_sources(driver, scope, unique)
-            rows = await driver.fetch(insert, *(params[name] for name in names))
+        begin = begin_locked_statement(scope)
+        async with self._executor.transaction("put_entries", begin) as unit:
+            entries = EntryRepository(unit, self._tables)
+            sources = await _lineage_sources(entries, scope, unique)
+            rows = await entries.insert(statement, params)
             if appended:  # one row: how many it inserted, from which sequence on
                 count, first = int(rows[0]["inserted"]), rows[0]["first"]
                 numbered = unique if count else []
@@ -202,129 +214,21 @@ class _EntryWrites(_VectorAdapter):
             }
             inherited = inherited_tombstones(list(stored.values()), sources) if sources else []
             if inherited:
-                await self._inherit(driver, scope, inherited)
+                await entries.inherit(scope, inherited)
             inserted = set(stored)
             existing = [entry.id for entry in unique if entry.id not in inserted]
             if existing:  # a replay: read back what is stored
-                read, values = records_statement(self._tables, scope, existing)
-                read, names = to_positional(read)
-                found = await driver.fetch(read, *(values[name] for name in names))
-                stored.update((row["id"], record_from_row(row)) for row in found)
+                stored.update((record.id, record) for record in await entries.get(scope, existing))
         return stored, inserted
-
-    async def _lineage_sources(
-        self, driver: Any, scope: MemoryIdentity, entries: Sequence[NewEntry]
-    ) -> dict[str, list[Tombstone]]:
-        """Inside :meth:`_insert`'s transaction, under the thread's lock (as governance walks
-        lineage): check that every lineage source of ``entries`` exists, in the thread or among
-        them (:func:`check_lineage_sources`), and return the stored ones' tombstones, for the new
-        rows to inherit."""
-        named = lineage_source_ids(entries)
-        if not named:
-            return {}
-        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
-        values = {**scope_params(scope), "ids": named}
-        rows = await driver.fetch(statement, *(values[name] for name in binds))
-        check_lineage_sources(entries, {row["id"] for row in rows})
-        found: dict[str, list[Tombstone]] = {}
-        for row in rows:
-            if row["cause_id"] is not None:
-                found.setdefault(row["id"], []).append(
-                    Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
-                )
-        return found
-
-    async def _import_lineage(
-        self, driver: Any, rows: Sequence[ImportRow], now: datetime
-    ) -> dict[MemoryIdentity, list[Tombstone]]:
-        """Inside :meth:`import_rows`' transaction, under the batch's thread locks (as
-        :meth:`put_entries` checks lineage): every lineage source of the batch exists, in its
-        thread or in the batch -- a source forgotten since the import's own check fails the batch,
-        whole -- and, per thread, the tombstones the batch's new derived rows take over from their
-        sources (:func:`inherited_tombstones`; one read per thread that holds lineage, of the
-        sources and of the derived ids, so that an id stored already inherits nothing)."""
-        found: dict[MemoryIdentity, list[Tombstone]] = {}
-        statement, binds = to_positional(EntrySql.for_tables(self._tables).lineage_sources)
-        for scope, group in _lineage_scopes(rows).items():
-            entries = [row.entry for row in group]
-            derived = [entry for entry in entries if entry.lineage is not None]
-            named = lineage_source_ids(entries)
-            values = {
-                **scope_params(scope),
-                "ids": sorted({*named, *(entry.id for entry in derived)}),
-            }
-            stored = await driver.fetch(statement, *(values[name] for name in binds))
-            present = {row["id"] for row in stored}
-            check_lineage_sources(entries, present)
-            marks: dict[str, list[Tombstone]] = {}
-            for row in stored:
-                if row["cause_id"] is not None:
-                    marks.setdefault(row["id"], []).append(
-                        Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
-                    )
-            new = [
-                inserted_record(
-                    scope, row.entry, 0, now=now, indexed=row.vector is not None, model=row.model
-                )
-                for row in group
-                if row.entry.lineage is not None and row.entry.id not in present
-            ]
-            inherited = inherited_tombstones(new, marks) if marks else []
-            if inherited:
-                found[scope] = inherited
-        return found
-
-    async def _inherit(
-        self, driver: Any, scope: MemoryIdentity, inherited: Sequence[Tombstone]
-    ) -> None:
-        """Store the tombstones new rows of ``scope`` inherit (:attr:`EntrySql.inherit`)."""
-        inherit, binds = to_positional(EntrySql.for_tables(self._tables).inherit)
-        values = {
-            **scope_params(scope),
-            "entries": [t.entry_id for t in inherited],
-            "causes": [t.cause_id for t in inherited],
-            "reasons": [t.reason for t in inherited],
-            "times": [t.created_at for t in inherited],
-        }
-        await driver.execute(inherit, *(values[name] for name in binds))
-
-    async def merge_metadata(
-        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
-    ) -> int:
-        """Merge each patch into its entry's metadata in one statement (see
-        :meth:`VectorStore.merge_metadata`)."""
-        check_id_collection(list(patches), "patches")
-        if not patches:
-            return 0
-        async with self._unit("merge_metadata") as session:
-            return await EntryRepository(session, self._tables).merge_metadata(scope, patches)
-
-    async def known_keys(
-        self, keys: Sequence[tuple[MemoryIdentity, str]]
-    ) -> set[tuple[MemoryIdentity, str]]:
-        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
-        if not keys:
-            return set()
-        rows = await self._fetch(
-            "known_keys",
-            EntrySql.for_tables(self._tables).known_keys,
-            {
-                "tenants": [scope.tenant_id for scope, _ in keys],
-                "resources": [scope.resource_id for scope, _ in keys],
-                "threads": [scope.thread_id for scope, _ in keys],
-                "ids": [entry_id for _, entry_id in keys],
-            },
-        )
-        return {keys[int(row["ord"]) - 1] for row in rows}
 
     async def import_rows(self, rows: Sequence[ImportRow], *, now: datetime) -> tuple[int, int]:
         """A bulk import batch in one transaction (see :meth:`VectorStore.import_rows`).
 
         On one pooled connection's asyncpg driver: ``BEGIN`` and the per-connection staging table
-        (:attr:`EntrySql.import_stage`) in one round trip; the advisory lock of every thread of the
+        (:attr:`EntrySql.import_begin`) in one round trip; the advisory lock of every thread of the
         batch (:attr:`EntrySql.lock_threads`, the lock :meth:`put_entries` takes, in one order);
         under them, per thread that holds lineage, its sources checked and their tombstones read
-        (:meth:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
+        (:func:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
         pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
         (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
         (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries
@@ -338,36 +242,71 @@ class _EntryWrites(_VectorAdapter):
         widths = {row.vector.shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
             raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
-        with wrap_db_errors("import_rows"):
-            async with self._driver() as driver:
-                if widths:
-                    width = self._width
-                    if width is None:  # unpinned: the width of the vectors stored so far
-                        async with self._alone(driver):
-                            width = await driver.fetchval(sql.any_width)
-                    (given,) = widths
-                    if width is not None and given != width:
-                        raise DimensionMismatchError(
-                            f"the vectors have width {given}, the store holds width {width}"
-                        )
-                records = stage_records(rows)
-                keys = sorted({thread_lock_key(row.scope) for row in rows})
-                insert, names = to_positional(sql.import_insert)
-                begin = f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql.import_stage}"
-                async with self._transaction(driver, begin, "import_entries"):
-                    lock, _ = to_positional(sql.lock_threads)
-                    await driver.fetchval(lock, keys)
-                    inherited = await self._import_lineage(driver, rows, now)
-                    await driver.copy_records_to_table(
-                        sql.stage.split(".", 1)[1].strip('"'),
-                        schema_name="pg_temp",
-                        records=records,
-                        columns=STAGE_COLUMNS,
-                    )
-                    row = await driver.fetchrow(insert, *({"now": now}[name] for name in names))
-                    # after the insert, which cleared what a forgotten entry of the same id left
-                    for scope, tombstones in inherited.items():
-                        await self._inherit(driver, scope, tombstones)
+        if widths:
+            width = await self._width.known(self._entries)
+            (given,) = widths
+            if width is not None and given != width:
+                raise DimensionMismatchError(
+                    f"the vectors have width {given}, the store holds width {width}"
+                )
+        records = stage_records(rows)
+        keys = sorted({thread_lock_key(row.scope) for row in rows})
+        async with self._executor.transaction("import_entries", sql.import_begin) as unit:
+            entries = EntryRepository(unit, self._tables)
+            await entries.lock_threads(keys)
+            inherited = await _import_lineage(entries, rows, now)
+            await entries.stage(records)
+            (row,) = await entries.insert(sql.import_insert, {"now": now})
+            # after the insert, which cleared what a forgotten entry of the same id left
+            for scope, tombstones in inherited.items():
+                await entries.inherit(scope, tombstones)
         if widths and row["inserted"]:
-            self._remember_width(next(iter(widths)))
+            self._width.learn(next(iter(widths)))
         return int(row["inserted"]), int(row["pending"])
+
+
+async def _lineage_sources(
+    entries: EntryRepository, scope: MemoryIdentity, batch: Sequence[NewEntry]
+) -> dict[str, list[Tombstone]]:
+    """Inside :meth:`EntryWriter._insert`'s transaction, under the thread's lock (as governance
+    walks lineage): check that every lineage source of ``batch`` exists, in the thread or among
+    them (:func:`check_lineage_sources`), and return the stored ones' tombstones, for the new rows
+    to inherit."""
+    named = lineage_source_ids(batch)
+    if not named:
+        return {}
+    found = await entries.lineage_sources(scope, named)
+    check_lineage_sources(batch, set(found))
+    return {entry_id: marks for entry_id, marks in found.items() if marks}
+
+
+async def _import_lineage(
+    entries: EntryRepository, rows: Sequence[ImportRow], now: datetime
+) -> dict[MemoryIdentity, list[Tombstone]]:
+    """Inside :meth:`EntryWriter.import_rows`' transaction, under the batch's thread locks (as
+    :meth:`EntryWriter.put_entries` checks lineage): every lineage source of the batch exists, in
+    its thread or in the batch -- a source forgotten since the import's own check fails the batch,
+    whole -- and, per thread, the tombstones the batch's new derived rows take over from their
+    sources (:func:`inherited_tombstones`; one read per thread that holds lineage, of the sources
+    and of the derived ids, so that an id stored already inherits nothing)."""
+    found: dict[MemoryIdentity, list[Tombstone]] = {}
+    for scope, group in _lineage_scopes(rows).items():
+        batch = [row.entry for row in group]
+        derived = [entry for entry in batch if entry.lineage is not None]
+        named = lineage_source_ids(batch)
+        stored = await entries.lineage_sources(
+            scope, sorted({*named, *(entry.id for entry in derived)})
+        )
+        check_lineage_sources(batch, set(stored))
+        marks = {entry_id: marks for entry_id, marks in stored.items() if marks}
+        new = [
+            inserted_record(
+                scope, row.entry, 0, now=now, indexed=row.vector is not None, model=row.model
+            )
+            for row in group
+            if row.entry.lineage is not None and row.entry.id not in stored
+        ]
+        inherited = inherited_tombstones(new, marks) if marks else []
+        if inherited:
+            found[scope] = inherited
+    return found

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, StorageError
 from ._engine import normalize_url
+from .statements.session import CREATE_VECTOR_EXTENSION
 
 __all__ = ["EmbeddedPostgres", "running_logs", "start_embedded_postgres"]
 
@@ -129,7 +130,7 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
         directory.parent.mkdir(parents=True, exist_ok=True)
     try:
         server = get_server(directory, cleanup_mode="stop")
-        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+        server.psql(CREATE_VECTOR_EXTENSION)
         uri = str(server.get_uri())
     except Exception as exc:
         if temporary:

@@ -2,11 +2,11 @@
 their statements.
 
 :class:`~prism_memory.postgres.statements.RagSql` builds every statement once per table set;
-:class:`RagSession` runs them inside the caller's session (it flushes, never commits);
-:class:`~prism_memory.postgres.rag_adapter.PostgresRagOperations` is the mixin that makes
-:class:`~prism_memory.postgres.PostgresVectorStore` a
-:class:`~prism_memory.stores.rag_base.RagStore` -- each call one unit of work, or all of them in
-one transaction.
+:class:`RagSession` -- the RAG tables' repository -- runs them inside a session unit of the store's
+executor (it flushes, never commits); :class:`~prism_memory.postgres.rag_adapter.PostgresRagStore`
+is the :class:`~prism_memory.stores.rag_base.RagStore` that opens those units -- each call one
+unit of work, or all of them in one transaction -- and the one
+:class:`~prism_memory.postgres.PostgresVectorStore` hands its RAG calls to.
 
 Authorisation and the vector leg
 --------------------------------
@@ -39,6 +39,7 @@ below ~2,000 rows).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -289,13 +290,11 @@ class RagSession(RagOperations):
         generation: int | None = None,
     ) -> list[RagHit]:
         """The ``top_k`` nearest authorised chunks (exact or HNSW; see the module docstring)."""
-        scope = resolve_scope(scope)
-        check_top_k(top_k)
-        auth = check_authorization(authorization)
-        params, flags = _read_params(scope, filter, auth)
+        read = _Read.of(scope, filter, authorization, top_k=top_k)
+        params, flags = read.params, read.flags
         query = assert_finite_vector(embedding, "query embedding", await self._known_width())
         gen = resolve_generation(generation)
-        if auth == ACL:
+        if read.denied:
             return []
         params.update(generation=gen, query=query, limit=top_k)
         restricted = flags["acl"] or flags["filtered"]
@@ -336,16 +335,13 @@ class RagSession(RagOperations):
         generation: int | None = None,
     ) -> list[RagHit]:
         """The best BM25 matches among authorised chunks (selected in SQL, scored in Python)."""
-        scope = resolve_scope(scope)
-        check_top_k(top_k)
-        terms = lexical_terms(text)
-        auth = check_authorization(authorization)
-        params, flags = _read_params(scope, filter, auth)
+        read = _Read.of(scope, filter, authorization, top_k=top_k, text=text)
+        params, flags, terms = read.params, read.flags, read.terms
         gen = resolve_generation(generation)
-        if auth == ACL or not terms:
+        if read.denied or not terms:
             return []
         if gen is None:  # one generation for the statistics and the selection
-            gen = await self.get_current_generation(scope)
+            gen = await self.get_current_generation(read.scope)
         params.update(generation=gen, terms=list(terms))
         stats = await self._stats(params, flags)
         if stats.documents == 0:
@@ -388,14 +384,11 @@ class RagSession(RagOperations):
         generation: int | None = None,
     ) -> CorpusStats:
         """BM25 statistics of the authorised, filtered chunks of the generation."""
-        scope = resolve_scope(scope)
-        terms = lexical_terms(text)
-        auth = check_authorization(authorization)
-        params, flags = _read_params(scope, filter, auth)
-        if auth == ACL:
+        read = _Read.of(scope, filter, authorization, text=text)
+        if read.denied:
             return CorpusStats()
-        params.update(generation=resolve_generation(generation), terms=list(terms))
-        return await self._stats(params, flags)
+        read.params.update(generation=resolve_generation(generation), terms=list(read.terms))
+        return await self._stats(read.params, read.flags)
 
     # ---- generations -------------------------------------------------------------------------
 
@@ -484,6 +477,41 @@ class RagSession(RagOperations):
             group_ids=tuple(r.principal_id for r in rows if r.principal_kind == "group"),
             access_version=max(int(r.access_version) for r in rows),
         )
+
+
+_NO_TEXT: Final = object()
+"""A read without a lexical text (``query``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What every read (``query``, ``lexical_query``, ``lexical_stats``) checks first, in this
+    order -- the scope, ``top_k``, the text's terms, the authorization, the filter -- and what it
+    makes of them: the bound values and flags of its statement, and whether the ACL denies it."""
+
+    scope: RagScope
+    terms: tuple[str, ...]
+    params: dict[str, Any]
+    flags: dict[str, bool]
+    denied: bool
+
+    @classmethod
+    def of(
+        cls,
+        scope: RagScope,
+        filter: Mapping[str, JsonScalar] | None,
+        authorization: Authorization,
+        *,
+        top_k: int | None = None,
+        text: object = _NO_TEXT,
+    ) -> _Read:
+        scope = resolve_scope(scope)
+        if top_k is not None:
+            check_top_k(top_k)
+        terms = lexical_terms(text) if text is not _NO_TEXT else ()
+        auth = check_authorization(authorization)
+        params, flags = _read_params(scope, filter, auth)
+        return cls(scope, terms, params, flags, denied=auth == ACL)
 
 
 def _read_params(

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from ..lexical import CorpusStats, tokenize
 from ..models import (
     Candidate,
@@ -33,7 +31,7 @@ from ..stores.base import (
     NewEntry,
     SearchResult,
 )
-from ._engine import decode_vector, encode_vectors
+from ._codec import decode_vectors, encode_vectors
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -384,7 +382,7 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
     found = [r for r in rows if r["id"] is not None]
-    vectors = _vectors([r["embedding"] for r in found])
+    vectors = decode_vectors([r["embedding"] for r in found])
     # ranking reads a few fields of every candidate; whole records are built for the hits only
     candidates = [
         Candidate.deferred(
@@ -401,16 +399,3 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         for r, vector in zip(found, vectors, strict=True)
     ]
     return SearchResult(candidates, stats, pending=int(first["pending"]))
-
-
-def _vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
-    """Stored vectors from pgvector's binary format (``vector_send``): one array for the whole
-    batch when their dimensions agree (they do in a table of one embedding model)."""
-    if not sent:
-        return []
-    size = len(sent[0])
-    if any(len(data) != size for data in sent):
-        return [decode_vector(data) for data in sent]
-    # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
-    matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
-    return list(matrix[:, 1:].astype(np.float32))

@@ -210,9 +210,10 @@ def names_for(schema: str, table: str) -> Names:
 class BinaryVector(VECTOR):
     """pgvector's ``vector`` column type, without the text conversion.
 
-    pgvector's SQLAlchemy type turns every value into text. prism_memory registers pgvector's binary
-    asyncpg codec on each connection instead (see :mod:`prism_memory.postgres._engine`), so values
-    pass through untouched: numpy ``float32`` arrays in, numpy ``float32`` arrays out.
+    pgvector's SQLAlchemy type turns every value into text. prism_memory registers its own asyncpg
+    codec of pgvector's binary format on each connection instead (:mod:`prism_memory.postgres._codec`,
+    registered by :mod:`prism_memory.postgres._engine`; the one encoder and decoder of the adapter),
+    so values pass through untouched: numpy ``float32`` arrays in, numpy ``float32`` arrays out.
     """
 
     cache_ok = True

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._clock import utcnow
@@ -46,7 +45,6 @@ from ..indexing import (
 from ..stores.base import ClaimedEntry
 from ._engine import create_engine
 from .repositories import IndexingRepository
-from .statements import EntrySql
 from .store import PostgresVectorStore
 
 __all__ = [
@@ -155,6 +153,7 @@ class IndexingWorker:
             poll_seconds = POLL_SECONDS if self.listening else POLL_SECONDS_WITHOUT_LISTEN
         self._lease_seconds = base.lease_seconds
         self.store = store
+        self._indexing = IndexingRepository(store.executor, store.tables)
         self.counts = WorkerCounts()
         self._model = embedder_model(embedder)
         self._status_file = Path(status_file) if status_file is not None else None
@@ -188,23 +187,19 @@ class IndexingWorker:
         long any tenant's backlog is. A tenant whose rows are all leased or waiting for a retry is
         listed too; its claim simply comes back empty.
         """
-        sql = EntrySql.for_tables(self.store.tables).due_tenants
-        async with self.store._unit("listing tenants with pending rows") as session:
-            rows = await session.execute(text(sql), {"limit": _TENANTS_PER_ROUND})
-            return [str(tenant) for tenant in rows.scalars()]
+        return await self._indexing.due_tenants(_TENANTS_PER_ROUND)
 
     async def claim_for_tenant(self, tenant_id: str, *, limit: int) -> list[ClaimedEntry]:
         """Lease up to ``limit`` of ``tenant_id``'s due rows for this worker."""
         now = utcnow()
-        async with self.store._unit("claim_pending") as session:
-            return await IndexingRepository(session, self.store.tables).claim(
-                None,
-                tenant_id=tenant_id,
-                limit=limit,
-                worker_id=self.worker_id,
-                lease_seconds=self._lease_seconds,
-                now=now,
-            )
+        return await self._indexing.claim(
+            None,
+            tenant_id=tenant_id,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease_seconds=self._lease_seconds,
+            now=now,
+        )
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         if payload == self._payload:

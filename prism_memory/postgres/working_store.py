@@ -8,17 +8,53 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from ..errors import ConflictError
 from ..models import WorkingMemoryRecord
 from ..stores.base import WorkingStore
-from ._adapter import _Adapter
+from ._engine import Pooling
+from ._executor import Executor
 from .repositories import WorkingRepository
+from .tables import PrismTables
 
 __all__ = ["PostgresWorkingStore"]
 
 
-class PostgresWorkingStore(_Adapter, WorkingStore):
-    """:class:`~prism_memory.stores.base.WorkingStore` on PostgreSQL (optimistic versions)."""
+class PostgresWorkingStore(WorkingStore):
+    """:class:`~prism_memory.stores.base.WorkingStore` on PostgreSQL (optimistic versions): a
+    :class:`~prism_memory.postgres.repositories.WorkingRepository` over its own executor."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        tables: PrismTables,
+        *,
+        owns_engine: bool,
+        engine_sets_plans: bool = False,
+        pooling: Pooling = "session",
+    ) -> None:
+        self.executor = Executor(
+            engine, owns_engine=owns_engine, sets_plans=engine_sets_plans, pooling=pooling
+        )
+        """Where every statement of this store runs."""
+        self._tables = tables
+        self._documents = WorkingRepository(self.executor, tables)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this store runs on."""
+        return self.executor.engine
+
+    @property
+    def pooling(self) -> Pooling:
+        """``"transaction"`` when this store runs behind a transaction-mode pooler."""
+        return self.executor.pooling
+
+    @property
+    def tables(self) -> PrismTables:
+        """The tables this store reads and writes."""
+        return self._tables
 
     def __repr__(self) -> str:
         names = self._tables.names
@@ -28,10 +64,7 @@ class PostgresWorkingStore(_Adapter, WorkingStore):
         self, tenant_id: str, resource_id: str, thread_id: str | None
     ) -> WorkingMemoryRecord | None:
         """The current document, or ``None`` when none was written."""
-        async with self._unit("get_working", writes=False) as session:
-            return await WorkingRepository(session, self._tables).get(
-                tenant_id, resource_id, thread_id
-            )
+        return await self._documents.get(tenant_id, resource_id, thread_id)
 
     async def put_working(
         self,
@@ -48,8 +81,8 @@ class PostgresWorkingStore(_Adapter, WorkingStore):
         With ``expected_version`` the statement only applies at that version (``0``: no document
         yet); otherwise :class:`~prism_memory.errors.ConflictError`.
         """
-        async with self._unit("put_working") as session:
-            repo = WorkingRepository(session, self._tables)
+        async with self.executor.unit("put_working") as unit:
+            repo = WorkingRepository(unit, self._tables)
             written = await repo.put(
                 tenant_id,
                 resource_id,
@@ -67,4 +100,4 @@ class PostgresWorkingStore(_Adapter, WorkingStore):
 
     async def close(self) -> None:
         """Dispose of the engine if this store created it."""
-        await self._dispose()
+        await self.executor.close()

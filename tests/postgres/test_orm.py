@@ -10,6 +10,7 @@ from sqlalchemy import inspect, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism_memory.models import MemoryConsent, MemoryIdentity, ShareGrant
+from prism_memory.postgres._executor import SessionUnit
 from prism_memory.postgres.orm import (
     EntryRow,
     RagChunkRow,
@@ -256,7 +257,7 @@ async def test_working_repository_flushes_never_commits_and_keeps_the_identity_m
     stores = await make_postgres_stores()
     tables = stores.working_store.tables
     async with AsyncSession(stores.engine) as session, session.begin():
-        repo = WorkingRepository(session, tables)
+        repo = WorkingRepository(SessionUnit(session), tables)
         first = await repo.put("t", "r", None, {"v": 1}, expected_version=0, now=NOW)
         assert first is not None
         assert first.version == 1

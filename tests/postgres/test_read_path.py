@@ -103,8 +103,7 @@ async def test_a_dead_pooled_connection_is_retried_once(postgres_url):
         assert {c.record.id for c in first} == {"e0", "e1", "e2"}
         # the backend of the connection the store reads on dies (a failover, an idle timeout, an
         # admin): the connection it keeps between operations, which the next read takes
-        async with store._driver() as driver:
-            pid = await driver.fetchval("SELECT pg_backend_pid()")
+        pid = await store.executor.fetchval("pid", "SELECT pg_backend_pid()")
         killer = await asyncpg.connect(libpq)
         try:
             assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
@@ -126,10 +125,10 @@ async def test_a_read_opens_no_transaction(make_postgres_stores):
     # VACUUM refuses to run inside a transaction block: sent the way reads are sent, it runs,
     # so nothing wraps a read in BEGIN/COMMIT.
     vacuum = f'VACUUM "{names.schema}"."{names.entries}"'
-    await store._fetch("probe", vacuum, {})
+    await store.executor.fetch("probe", vacuum, {})
     with pytest.raises(StorageError, match="transaction block"):
-        async with store._unit("probe") as session:
-            await session.execute(text(vacuum))
+        async with store.executor.unit("probe") as unit:
+            await unit.execute(vacuum)
 
 
 async def test_refetch_reads_the_chosen_rows_by_address(make_postgres_stores):
@@ -358,8 +357,8 @@ async def test_a_read_cancelled_midway_drops_its_connection(postgres_url):
     watcher = await asyncpg.connect(libpq)
     try:
         store = stores.vector_store
-        ((before,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
-        sleeping = asyncio.ensure_future(store._fetch("sleep", "SELECT pg_sleep(30)", {}))
+        ((before,),) = await store.executor.fetch("pid", "SELECT pg_backend_pid()", {})
+        sleeping = asyncio.ensure_future(store.executor.fetch("sleep", "SELECT pg_sleep(30)", {}))
         running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'"
         for _ in range(3000):  # until the statement runs (or 30 s)
             if await watcher.fetchval(running):
@@ -368,7 +367,7 @@ async def test_a_read_cancelled_midway_drops_its_connection(postgres_url):
         sleeping.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sleeping
-        ((after,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+        ((after,),) = await store.executor.fetch("pid", "SELECT pg_backend_pid()", {})
         assert after != before
     finally:
         await watcher.close()

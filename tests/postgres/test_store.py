@@ -32,8 +32,8 @@ from prism_memory.postgres import (
     create_postgres_memory_stores,
     create_postgres_vector_store,
 )
+from prism_memory.postgres._codec import decode_vectors
 from prism_memory.postgres._engine import create_engine, decode_vector, encode_vector, normalize_url
-from prism_memory.postgres.rows import _vectors
 from prism_memory.stores.base import (
     GovernanceChange,
     GovernanceResult,
@@ -546,10 +546,10 @@ def test_a_batch_of_sent_vectors_decodes_like_each_one():
     same = [PgVector(rng.standard_normal(5).astype(np.float32)).to_binary() for _ in range(4)]
     mixed = [*same, PgVector([1.0, -2.0]).to_binary()]
     for sent in (same, mixed):
-        batch = _vectors(sent)
+        batch = decode_vectors(sent)
         assert [v.dtype for v in batch] == [np.float32] * len(sent)
         assert [v.tolist() for v in batch] == [decode_vector(data).tolist() for data in sent]
-    assert list(_vectors([])) == []
+    assert list(decode_vectors([])) == []
 
 
 async def test_vectors_travel_in_binary(make_postgres_stores):
@@ -800,7 +800,7 @@ async def test_engine_options_size_the_pool_and_keep_the_server_settings(postgre
             name = (await conn.execute(text("SHOW application_name"))).scalar_one()
             plans = (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one()
         assert (name, plans) == ("host-app", "auto")  # the host's name, prism's plan setting
-        assert stores.vector_store._direct_reads  # still the one-round-trip read path
+        assert stores.vector_store.executor.sets_plans  # still the one-round-trip read path
     finally:
         async with stores.engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
@@ -822,7 +822,7 @@ async def test_engine_options_are_checked(postgres_url):
 
 
 async def _backend_pid(store: Any) -> int:
-    ((pid,),) = await store._fetch("pid", "SELECT pg_backend_pid()", {})
+    ((pid,),) = await store.executor.fetch("pid", "SELECT pg_backend_pid()", {})
     return int(pid)
 
 

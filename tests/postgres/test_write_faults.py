@@ -131,12 +131,20 @@ async def test_a_killed_connection_leaves_a_write_whole_or_absent(
         )
         await prepare(scope)
         killer.arm(target)
-        with pytest.raises(PrismMemoryError):
+        try:
             await write(scope)
+        except PrismMemoryError:
+            raised = True
+        else:
+            raised = False
         killer.armed = False
         assert killer.fired
         state = await _snapshot(stores, scope.tenant_id)
         assert state in (before, after), f"a kill at statement {target} of {statements} left a part"
+        # a kill at the ROLLBACK of the first attempt (a batch of stored and new ids is written
+        # again exactly, in a new transaction) leaves nothing, and the second attempt -- on a
+        # fresh connection -- writes the whole batch; any other kill reaches the caller
+        assert raised or state == after, f"a kill at statement {target} was lost"
         if state == before:  # the same write now completes
             await write(scope)
             assert await _snapshot(stores, scope.tenant_id) == after

@@ -1,11 +1,12 @@
-"""Async repositories over prism_memory's tables.
+"""Async repositories over prism_memory's tables: the one API the stores call for their tables,
+hot paths included.
 
-A repository is *given* an :class:`~sqlalchemy.ext.asyncio.AsyncSession` and the tables; it builds
-statements and executes them, and never commits: the unit of work (``async with session.begin()``)
-belongs to the adapter one layer up (:mod:`prism_memory.postgres.store`). The hot writes and reads
-do not come here at all: remember's batch insert, the bulk import, recall's search and neighbours
-(on engines prism_memory made) and the claims run on the asyncpg driver
-(:mod:`prism_memory.postgres._adapter`).
+A repository is given the store's :class:`~prism_memory.postgres._executor.Executor` -- then each
+call is a unit of work of its own, on the asyncpg driver for a named statement or in a session for
+a Core/ORM one, as the executor decides -- or a unit the caller opened
+(:class:`~prism_memory.postgres._executor.SessionUnit`,
+:class:`~prism_memory.postgres._executor.DriverUnit`) -- then each call runs inside it, and the
+caller commits. A repository never commits, and never executes around the executor.
 
 Two styles, chosen per path:
 
@@ -19,8 +20,8 @@ Two styles, chosen per path:
   :expected`` -- so concurrent writers neither collide nor lose updates.
 * **Core statements and named SQL** (:mod:`.entries`, :mod:`.indexing`). :class:`EntryRepository`
   and :class:`IndexingRepository` never build ORM objects: updates, deletes and reads by key are
-  Core statements over the Core table; text replacement, dependents, the lineage lock, vector
-  writes and the session path of recall execute the named statements of
+  Core statements over the Core table; remember's insert and the bulk import, recall's search and
+  neighbours, lineage, text replacement, claims and vector writes run the named statements of
   :mod:`prism_memory.postgres.statements`, with bound parameters. Rows become records in
   :mod:`prism_memory.postgres.rows`.
 """

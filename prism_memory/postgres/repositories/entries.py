@@ -1,9 +1,9 @@
-"""Entries and their tombstones: reads by key, consent, legal hold, deletes, lineage, and the
-session path of recall."""
+"""Entries and their tombstones: the batch insert and the bulk import's statements, reads by key,
+recall's search and neighbours, consent, legal hold, deletes, lineage."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,6 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
-    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -31,15 +30,17 @@ from ...models import (
     Vector,
 )
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
+from .._executor import DriverUnit, Executor
 from ..rows import (
     RECORD_COLUMNS,
+    STAGE_COLUMNS,
     consent_values,
     lexical_values,
     record_from_row,
     scope_params,
     search_result,
 )
-from ..statements import neighbors_statement, search_statement, thread_lock_key
+from ..statements import SchemaSql, neighbors_statement, search_statement, thread_lock_key
 from ._base import _STATUS_SQL, _in_array, _primary_key, _Repository, _rowcount
 
 __all__ = ["EntryRepository", "TombstoneRepository"]
@@ -64,7 +65,77 @@ class EntryRepository(_Repository):
 
     async def lock_thread(self, scope: MemoryIdentity) -> None:
         """Serialise writers of one thread until the transaction ends (sequence assignment)."""
-        await self.session.execute(text(self.sql.lock_thread), {"key": thread_lock_key(scope)})
+        await self._rows("lock_thread", self.sql.lock_thread, {"key": thread_lock_key(scope)})
+
+    async def lock_threads(self, keys: Sequence[str]) -> None:
+        """The advisory locks of many threads (:attr:`EntrySql.lock_threads`, in one order)."""
+        await self._value("lock_threads", self.sql.lock_threads, {"keys": list(keys)})
+
+    async def insert(self, statement: str, params: Mapping[str, Any]) -> Sequence[Any]:
+        """One of the batch inserts (:attr:`EntrySql.insert`, ``insert_new``,
+        ``insert_new_appended``, ``import_insert``) with its values; its rows."""
+        return await self._written("put_entries", statement, params)
+
+    async def stage(self, records: Iterable[Any]) -> None:
+        """A binary ``COPY`` of an import batch into the staging table (:attr:`EntrySql.stage`;
+        only inside the import's driver transaction, which created it)."""
+        if not isinstance(self.on, DriverUnit):
+            raise TypeError("the staging table lives in the import's driver transaction")
+        await self.on.copy(self.sql.stage.split(".", 1)[1].strip('"'), records, STAGE_COLUMNS)
+
+    async def lineage_sources(self, scope: MemoryIdentity, ids: Sequence[str]) -> dict[str, Any]:
+        """Which of ``ids`` the thread holds, each with its tombstones (``id -> [Tombstone]``,
+        empty for a source without one) -- :attr:`EntrySql.lineage_sources`."""
+        params = {**scope_params(scope), "ids": list(ids)}
+        found: dict[str, list[Tombstone]] = {}
+        for row in await self._rows("lineage_sources", self.sql.lineage_sources, params):
+            marks = found.setdefault(row["id"], [])
+            if row["cause_id"] is not None:
+                marks.append(
+                    Tombstone(row["id"], row["cause_id"], row["reason"], row["created_at"])
+                )
+        return found
+
+    async def inherit(self, scope: MemoryIdentity, inherited: Sequence[Tombstone]) -> None:
+        """Store the tombstones new rows of ``scope`` inherit (:attr:`EntrySql.inherit`)."""
+        values = {
+            **scope_params(scope),
+            "entries": [t.entry_id for t in inherited],
+            "causes": [t.cause_id for t in inherited],
+            "reasons": [t.reason for t in inherited],
+            "times": [t.created_at for t in inherited],
+        }
+        await self._changed("inherit", self.sql.inherit, values)
+
+    async def known_keys(
+        self, keys: Sequence[tuple[MemoryIdentity, str]]
+    ) -> set[tuple[MemoryIdentity, str]]:
+        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
+        if not keys:
+            return set()
+        params = {
+            "tenants": [scope.tenant_id for scope, _ in keys],
+            "resources": [scope.resource_id for scope, _ in keys],
+            "threads": [scope.thread_id for scope, _ in keys],
+            "ids": [entry_id for _, entry_id in keys],
+        }
+        rows = await self._rows("known_keys", self.sql.known_keys, params)
+        return {keys[int(row["ord"]) - 1] for row in rows}
+
+    async def models_of(self, scopes: Sequence[MemoryIdentity]) -> dict[MemoryIdentity, set[str]]:
+        """The recorded models of many threads in one read (:attr:`EntrySql.models_of`)."""
+        unique = list(dict.fromkeys(scopes))
+        if not unique:
+            return {}
+        params = {
+            "tenants": [scope.tenant_id for scope in unique],
+            "resources": [scope.resource_id for scope in unique],
+            "threads": [scope.thread_id for scope in unique],
+        }
+        found: dict[MemoryIdentity, set[str]] = {}
+        for row in await self._rows("embedding_models_of", self.sql.models_of, params):
+            found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
+        return found
 
     async def get(self, scope: MemoryIdentity, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records of ``ids`` in scope, in the order of ``ids`` (each once)."""
@@ -73,7 +144,7 @@ class EntryRepository(_Repository):
             return []
         # one primary-key descent per id, whatever the statistics (RowSql.records)
         params = {**scope_params(scope), "ids": wanted}
-        rows = (await self.session.execute(text(self.sql.records), params)).mappings()
+        rows = await self._rows("get_entries", self.sql.records, params)
         found = {row["id"]: record_from_row(row) for row in rows}
         return [found[i] for i in wanted if i in found]
 
@@ -83,7 +154,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return set()
         params = {**scope_params(scope), "ids": wanted}
-        return set((await self.session.execute(text(self.sql.known_ids), params)).scalars())
+        return {row["id"] for row in await self._rows("known_ids", self.sql.known_ids, params)}
 
     async def set_consent(
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent
@@ -96,7 +167,8 @@ class EntryRepository(_Repository):
             .values(consent_values(consent))
             .returning(*(t.c[name] for name in RECORD_COLUMNS))
         )
-        row = (await self.session.execute(stmt)).mappings().one_or_none()
+        async with self._session("set_consent") as session:
+            row = (await session.execute(stmt)).mappings().one_or_none()
         return None if row is None else record_from_row(row)
 
     async def replace_text(
@@ -118,9 +190,8 @@ class EntryRepository(_Repository):
             "model": model,
             **lexical_values(new_text),
         }
-        result = await self.session.execute(text(self.sql.replace_text), params)
-        row = result.mappings().one_or_none()
-        return None if row is None else record_from_row(row)
+        rows = await self._written("replace_text", self.sql.replace_text, params)
+        return record_from_row(rows[0]) if rows else None
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         """Put ``ids`` under legal hold; return how many of them exist."""
@@ -131,7 +202,8 @@ class EntryRepository(_Repository):
         stmt = (
             update(t).where(self._scoped(scope), _in_array(t.c.id, wanted)).values(legal_hold=True)
         )
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("set_legal_hold") as session:
+            return _rowcount(await session.execute(stmt))
 
     async def merge_metadata(
         self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
@@ -160,7 +232,8 @@ class EntryRepository(_Repository):
             )
             .values(metadata=t.c.metadata.op("||")(values.op("->")(t.c.id)))
         )
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("merge_metadata") as session:
+            return _rowcount(await session.execute(stmt))
 
     async def delete(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
         """Really delete ``ids`` in scope; return how many rows went."""
@@ -169,7 +242,8 @@ class EntryRepository(_Repository):
             return 0
         t = self.tables.entries
         stmt = delete(t).where(self._scoped(scope), _in_array(t.c.id, wanted))
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("delete") as session:
+            return _rowcount(await session.execute(stmt))
 
     async def dependents(
         self, scope: MemoryIdentity, source_ids: Sequence[str], limit: int
@@ -179,13 +253,14 @@ class EntryRepository(_Repository):
         if not wanted or limit == 0:
             return []
         params = {**scope_params(scope), "ids": wanted, "limit": limit}
-        rows = (await self.session.execute(text(self.sql.dependents), params)).all()
-        return [(row[0], tuple(row[1] or ())) for row in rows]
+        rows = await self._rows("dependents", self.sql.dependents, params)
+        return [(row["id"], tuple(row["sources"] or ())) for row in rows]
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
-        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`)."""
+        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`),
+        in one round trip -- on the read replica when it may answer."""
         statement, params, terms = search_statement(self.sql, scope, request)
-        rows = (await self.session.execute(text(statement), params)).mappings().all()
+        rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
         return search_result(rows, terms)
 
     async def neighbors(
@@ -195,7 +270,7 @@ class EntryRepository(_Repository):
         if not ranges:
             return []
         statement, params = neighbors_statement(self.sql, scope, ranges, flt)
-        rows = (await self.session.execute(text(statement), params)).mappings()
+        rows = await self._rows("neighbors", statement, params, replica=True, custom_plans=True)
         return [record_from_row(row) for row in rows]
 
     async def list_by_thread(
@@ -211,7 +286,8 @@ class EntryRepository(_Repository):
                 (t.c.sequence > after[0]) | ((t.c.sequence == after[0]) & (t.c.id > after[1]))
             )
         stmt = stmt.order_by(t.c.sequence, t.c.id).limit(limit)
-        return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
+        async with self._session("list_by_thread", read=True) as session:
+            return [record_from_row(row) for row in (await session.execute(stmt)).mappings()]
 
     async def count(self, scope: MemoryIdentity, status: IndexStatus | None = None) -> int:
         """How many entries the thread holds (with ``status``, only those in it)."""
@@ -222,7 +298,9 @@ class EntryRepository(_Repository):
             # after five runs) can then use the partial ``status = 'pending'`` indexes -- with a
             # bound status the generic plan walked the whole thread (3.7x slower on 4,879 rows)
             stmt = stmt.where(t.c.status == literal_column(f"'{_STATUS_SQL[status]}'"))
-        return int((await self.session.execute(stmt)).scalar_one())
+        action = "count_by_thread" if status is None else f"count_{status}"
+        async with self._session(action, read=True) as session:
+            return int((await session.execute(stmt)).scalar_one())
 
     async def embedding_models(self, scope: MemoryIdentity | None) -> set[str]:
         """The distinct non-NULL ``embedding_model`` values of the thread (of the table: ``None``)."""
@@ -230,7 +308,8 @@ class EntryRepository(_Repository):
         stmt = select(t.c.embedding_model).where(t.c.embedding_model.is_not(None)).distinct()
         if scope is not None:
             stmt = stmt.where(self._scoped(scope))
-        return {str(model) for model in (await self.session.execute(stmt)).scalars()}
+        async with self._session("embedding_models", writes=False) as session:
+            return {str(model) for model in (await session.execute(stmt)).scalars()}
 
     async def list_oldest(
         self,
@@ -249,11 +328,20 @@ class EntryRepository(_Repository):
         if not include_held:
             stmt = stmt.where(t.c.legal_hold.is_(False))
         stmt = stmt.order_by(t.c.occurred_at, t.c.sequence, t.c.id).limit(limit)
-        return [record_from_row(row) for row in (await self.session.execute(stmt)).mappings()]
+        async with self._session("list_oldest", writes=False) as session:
+            return [record_from_row(row) for row in (await session.execute(stmt)).mappings()]
+
+    async def analyze(self) -> None:
+        """Gather the table's statistics (``ANALYZE``, outside any transaction block: the store's
+        executor, never a unit)."""
+        if not isinstance(self.on, Executor):
+            raise TypeError("a table is analysed outside any transaction block")
+        statement = SchemaSql(self.tables.names).analyze_entries
+        await self.on.run_alone("analysing the loaded table", statement)
 
     async def any_width(self) -> int | None:
         """The width of some stored vector, or ``None`` when none is stored."""
-        found = (await self.session.execute(text(self.sql.any_width))).scalar_one_or_none()
+        found = await self._value("vector_width", self.sql.any_width)
         return None if found is None else int(found)
 
 
@@ -291,7 +379,8 @@ class TombstoneRepository(_Repository):
             index_elements=_primary_key(model.__table__),
             set_={"created_at": stmt.excluded.created_at},
         )
-        await self.session.execute(stmt)
+        async with self._session("upsert_tombstones") as session:
+            await session.execute(stmt)
 
     async def remove(self, scope: MemoryIdentity, cause_id: str, reason: TombstoneReason) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; count them."""
@@ -303,4 +392,5 @@ class TombstoneRepository(_Repository):
             model.cause_id == cause_id,
             model.reason == reason,
         )
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("remove_tombstones") as session:
+            return _rowcount(await session.execute(stmt))

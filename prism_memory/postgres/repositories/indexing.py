@@ -1,18 +1,18 @@
-"""The deferred-indexing ledger's session-side statements: claims of the service worker, vector
-results, failures, re-queues and status."""
+"""The deferred-indexing ledger: claims (the queue's and the service worker's), vector results,
+failures, lease releases, re-queues and status."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import text, update
+from sqlalchemy import update
 
 from ...models import IndexStatus, MemoryIdentity, Vector
 from ...stores.base import ClaimedEntry
 from .._engine import encode_vector
 from ..rows import claimed_entries, scope_params
-from ..statements import claim_statement
+from ..statements import claim_in_statement, claim_statement
 from ._base import _in_array, _Repository, _rowcount
 
 __all__ = ["IndexingRepository"]
@@ -46,7 +46,47 @@ class IndexingRepository(_Repository):
             now=now,
             tenant_id=tenant_id,
         )
-        return claimed_entries((await self.session.execute(text(statement), params)).mappings())
+        rows = await self._written("claim_pending", statement, params, visible=False)
+        return claimed_entries(rows)
+
+    async def claim_in(
+        self,
+        scopes: Sequence[MemoryIdentity],
+        *,
+        limit: int,
+        per_scope: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` due pending rows of many threads, at most ``per_scope`` each, in
+        one statement; in the order of ``scopes``."""
+        wanted = list(dict.fromkeys(scopes))
+        if not wanted or limit == 0 or per_scope == 0:
+            return []
+        statement, params = claim_in_statement(
+            self.sql,
+            wanted,
+            limit=limit,
+            per_scope=per_scope,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+        )
+        rows = await self._written("claim_pending", statement, params, visible=False)
+        return claimed_entries(rows, wanted)
+
+    async def release(self, worker_id: str) -> int:
+        """Drop every lease ``worker_id`` holds (expired ones included); count them."""
+        return await self._changed(
+            "release_claims", self.sql.release, {"worker": worker_id}, visible=False
+        )
+
+    async def due_tenants(self, limit: int) -> list[str]:
+        """Tenants with pending rows, in order, at most ``limit`` (:attr:`EntrySql.due_tenants`)."""
+        statement = self.sql.due_tenants
+        rows = await self._rows("listing tenants with pending rows", statement, {"limit": limit})
+        return [str(row["tenant_id"]) for row in rows]
 
     async def complete(
         self,
@@ -71,7 +111,7 @@ class IndexingRepository(_Repository):
             "now": now,
             "model": model,
         }
-        return _rowcount(await self.session.execute(text(self.sql.complete), params))
+        return await self._changed("complete_indexing", self.sql.complete, params)
 
     async def fail(
         self,
@@ -93,7 +133,7 @@ class IndexingRepository(_Repository):
             "new_status": "pending" if retry_at is not None else "failed",
             "now": now,
         }
-        await self.session.execute(text(self.sql.fail), params)
+        await self._changed("fail_indexing", self.sql.fail, params)
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None) -> int:
         """Failed rows (all of the thread's, or ``ids``) become pending with attempts 0."""
@@ -117,7 +157,8 @@ class IndexingRepository(_Repository):
             claimed_by=None,
             claimed_until=None,
         )
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("requeue_failed") as session:
+            return _rowcount(await session.execute(stmt))
 
     async def status(
         self, scope: MemoryIdentity, ids: Sequence[str]
@@ -128,8 +169,8 @@ class IndexingRepository(_Repository):
             return {}
         # one array parameter however many ids are watched, one primary-key descent per id
         params = {**scope_params(scope), "ids": wanted}
-        rows = await self.session.execute(text(self.sql.index_status), params)
-        return {row.id: (row.status, row.last_error) for row in rows}
+        rows = await self._rows("index_status", self.sql.index_status, params, replica=True)
+        return {row["id"]: (row["status"], row["last_error"]) for row in rows}
 
     async def store_vectors(
         self,
@@ -147,4 +188,4 @@ class IndexingRepository(_Repository):
             "embeddings": [encode_vector(vector) for _, _, vector in items],
             "model": model,
         }
-        return _rowcount(await self.session.execute(text(self.sql.store_vectors), params))
+        return await self._changed("store_vectors", self.sql.store_vectors, params)

@@ -60,13 +60,16 @@ class ShareGrantRepository(_Repository):
                 "expires_at": stmt.excluded.expires_at,
             },
         ).returning(model)
-        row = (await self.session.scalars(upsert, execution_options=_POPULATE)).one()
-        return self._grant(row)
+        async with self._session("put_share_grant") as session:
+            row = (await session.scalars(upsert, execution_options=_POPULATE)).one()
+            return self._grant(row)
 
     async def get(self, tenant: str, resource: str, parent: str, child: str) -> ShareGrant | None:
         """The grant, expired or not (``session.get`` by primary key)."""
-        row = await self.session.get(self.tables.orm.ShareGrant, (tenant, resource, parent, child))
-        return None if row is None else self._grant(row)
+        key = (tenant, resource, parent, child)
+        async with self._session("get_share_grant", writes=False) as session:
+            row = await session.get(self.tables.orm.ShareGrant, key)
+            return None if row is None else self._grant(row)
 
     async def delete(self, tenant: str, resource: str, parent: str, child: str) -> int:
         """Delete the grant; 1 if there was one."""
@@ -77,7 +80,8 @@ class ShareGrantRepository(_Repository):
             model.parent_thread_id == parent,
             model.child_thread_id == child,
         )
-        return _rowcount(await self.session.execute(stmt))
+        async with self._session("delete_share_grant") as session:
+            return _rowcount(await session.execute(stmt))
 
 
 class WorkingRepository(_Repository):
@@ -108,12 +112,13 @@ class WorkingRepository(_Repository):
         self, tenant: str, resource: str, thread: str | None
     ) -> WorkingMemoryRecord | None:
         """The current document, or ``None`` (``session.get`` by primary key, re-read)."""
-        row = await self.session.get(
-            self.tables.orm.WorkingMemory,
-            self._key(tenant, resource, thread),
-            populate_existing=True,
-        )
-        return self._record(row)
+        async with self._session("get_working", writes=False) as session:
+            row = await session.get(
+                self.tables.orm.WorkingMemory,
+                self._key(tenant, resource, thread),
+                populate_existing=True,
+            )
+            return self._record(row)
 
     async def put(
         self,
@@ -150,10 +155,11 @@ class WorkingRepository(_Repository):
                 )
             else:
                 upsert = stmt.on_conflict_do_nothing(index_elements=index)
-            written = await self.session.scalars(
-                upsert.returning(model), execution_options=_POPULATE
-            )
-            return self._record(written.one_or_none())
+            async with self._session("put_working") as session:
+                written = await session.scalars(
+                    upsert.returning(model), execution_options=_POPULATE
+                )
+                return self._record(written.one_or_none())
         conditional = (
             update(model)
             .where(
@@ -165,8 +171,9 @@ class WorkingRepository(_Repository):
             .values(version=model.version + 1, data=document, updated_at=now)
             .returning(model)
         )
-        found = await self.session.scalars(conditional, execution_options=_POPULATE)
-        return self._record(found.one_or_none())
+        async with self._session("put_working") as session:
+            found = await session.scalars(conditional, execution_options=_POPULATE)
+            return self._record(found.one_or_none())
 
     async def version(self, tenant: str, resource: str, thread: str | None) -> int:
         """The current version, 0 when there is no document."""

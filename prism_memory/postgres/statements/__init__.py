@@ -16,10 +16,14 @@ identifiers; values always bound) and cached:
 * :mod:`.catalog` -- the schema itself: inspection, maintenance, planner settings (:class:`SchemaSql`).
 
 :class:`EntrySql` is all the entries-table families at once, the object the store and its
-repositories hold. Which index each statement expects is in its docstring; how a statement is
-executed is :mod:`prism_memory.postgres.store`'s business (:func:`to_positional` rewrites binds for
-the asyncpg driver). Core and ORM statements built with SQLAlchemy's expression language stay in
-:mod:`prism_memory.postgres.repositories`: they are not SQL text.
+repositories hold; :mod:`.session` holds the statements of a connection rather than a table
+(``BEGIN``/``COMMIT``, the pooler-mode ``BEGIN``, the vector codec's type lookup, the LangGraph
+reader's reads), a leaf the engine module imports. Which index each statement expects is in its
+docstring; every statement is executed by :mod:`prism_memory.postgres._executor`, called by the
+repositories (:func:`to_positional` rewrites binds for the asyncpg driver). Core and ORM
+statements built with SQLAlchemy's expression language stay in
+:mod:`prism_memory.postgres.repositories`: they are not SQL text. No other module of the package
+holds SQL text (``tests/unit/test_sql_only_in_statements.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ __all__ = [
 ]
 
 
-class EntrySql(RowSql, RecallSql, LineageSql, IndexingSql, ImportSql):
+class _WriteSql(RowSql, LineageSql, ImportSql):
+    """The families that write entries: rows by key, lineage and tombstones, the bulk import."""
+
+
+class EntrySql(_WriteSql, RecallSql, IndexingSql):
     """Every statement over the entries and tombstones tables of one table set (the families
-    above, together); built once per table set, executed by the store and its repositories."""
+    above, together); built once per table set, executed through the repositories."""

@@ -29,6 +29,13 @@ class ImportSql(TableSql):
         )
 
     @functools.cached_property
+    def import_begin(self) -> str:
+        """How the bulk import's transaction begins: ``READ COMMITTED`` (it must see what the
+        writer that held a thread's lock before it committed) and :attr:`import_stage`, in one
+        round trip."""
+        return f"BEGIN ISOLATION LEVEL READ COMMITTED; {self.import_stage}"
+
+    @functools.cached_property
     def stage(self) -> str:
         """The staging table's name (in ``pg_temp``), derived from the entries table's."""
         return "pg_temp." + quote(self.entries.rsplit(".", 1)[-1].strip('"') + "_import")

@@ -1,0 +1,472 @@
+"""The one executor of the PostgreSQL adapter: every statement of every store runs through an
+:class:`Executor`, and so does every decision about where and how it runs.
+
+It hands out *units*, each the same small surface -- ``fetch``, ``fetchval``, ``execute`` of a
+named statement of :mod:`prism_memory.postgres.statements` -- over one of two carriers:
+
+* **the asyncpg driver** of a kept pooled connection, for single statements
+  (:meth:`Executor.fetch`, :meth:`Executor.write`: prepared once per connection, no ORM or
+  ``Connection`` layer around them; see ``benchmarks/README.md``) and for locked multi-statement
+  transactions (:meth:`Executor.transaction` yields a :class:`DriverUnit`: remember's insert, the
+  bulk import);
+* **a SQLAlchemy session** (:meth:`Executor.unit` yields a :class:`SessionUnit`,
+  ``async with session.begin()``) for the units whose repositories build Core and ORM statements
+  (governance, the working document, share grants, the RAG operations) -- and for a read that
+  needs custom plans on a host's engine, whose connections prism_memory did not configure.
+
+The repositories of :mod:`prism_memory.postgres.repositories` are the one API the stores call;
+they hold an executor (each call its own unit) or a unit (a call inside a caller's transaction).
+Nothing else runs SQL.
+
+The decisions taken here for every statement:
+
+* **pooler mode** (``pooling="transaction"``): a statement that would run alone runs inside its
+  own ``BEGIN … COMMIT`` (:data:`~prism_memory.postgres.statements.session.POOLED_BEGIN`), so a
+  statement prepared unnamed on one server connection of a transaction pooler is executed on the
+  same one;
+* **where a read runs** (a :class:`ReadReplica`): ``fetch(..., replica=True)`` and
+  ``unit(..., read=True)`` go to the replica once it has replayed the primary's WAL past this
+  store's last write (:meth:`Executor._replica_ready`), else to the primary; every other unit is
+  the primary's, and one that may write counts as a write (:meth:`Executor.wrote`);
+* **a lost connection**: a single read is retried once on a fresh connection; nothing else is;
+* **errors and traces**: every unit is one database span (``otel.db_span``, named by its action,
+  never by its SQL) inside :func:`~prism_memory.postgres._errors.wrap_db_errors`, so every driver
+  error reaches the caller as a :class:`~prism_memory.errors.PrismMemoryError` and a call applies
+  entirely or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.util.concurrency import greenlet_spawn
+
+from .. import _telemetry as otel
+from ._engine import KeptConnections, Pooling
+from ._errors import sqlstate_of, translate, wrap_db_errors
+from .statements import to_positional
+from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
+from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
+
+__all__ = ["DriverUnit", "Executor", "ReadConsistency", "ReadReplica", "SessionUnit"]
+
+Params = Mapping[str, Any] | None
+
+ReadConsistency = Literal["session", "strict"]
+"""What a replica read waits for: ``"session"`` -- every write this store made (read your own
+writes); ``"strict"`` -- everything the primary had committed when the read began."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReplica:
+    """Where a store sends its reads (recall, export, ``index_status``, counts, RAG queries): a
+    streaming replica's engine, how long a read waits for the replica to replay what it must see
+    before it reads from the primary instead, and what it must see (:data:`ReadConsistency`)."""
+
+    engine: AsyncEngine
+    wait_seconds: float = 0.25
+    consistency: ReadConsistency = "session"
+
+
+def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
+    """``statement`` with ``$n`` binds for the driver, and its arguments in order."""
+    positional, names = to_positional(statement)
+    values = params or {}
+    return positional, [values[name] for name in names]
+
+
+class DriverUnit:
+    """Statements inside one transaction on an asyncpg connection (:meth:`Executor.transaction`)."""
+
+    __slots__ = ("driver",)
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    async def fetch(self, statement: str, params: Params = None) -> list[Any]:
+        """The rows of one named statement."""
+        positional, args = _bound(statement, params)
+        return list(await self.driver.fetch(positional, *args))
+
+    async def fetchval(self, statement: str, params: Params = None) -> Any:
+        """The first column of the first row, or ``None``."""
+        positional, args = _bound(statement, params)
+        return await self.driver.fetchval(positional, *args)
+
+    async def column(self, statement: str, params: Params = None) -> list[Any]:
+        """The first column of every row."""
+        return [row[0] for row in await self.fetch(statement, params)]
+
+    async def execute(self, statement: str, params: Params = None) -> int:
+        """Run one statement; how many rows it changed."""
+        positional, args = _bound(statement, params)
+        status = await self.driver.execute(positional, *args)
+        return _changed(status)
+
+    async def copy(self, table: str, records: Iterable[Any], columns: Sequence[str]) -> None:
+        """A binary ``COPY`` of ``records`` into the temporary ``table``."""
+        await self.driver.copy_records_to_table(
+            table, schema_name="pg_temp", records=records, columns=columns
+        )
+
+
+class SessionUnit:
+    """Statements inside one SQLAlchemy session's transaction (:meth:`Executor.unit`); its
+    :attr:`session` runs the repositories' Core and ORM statements."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def fetch(self, statement: str, params: Params = None) -> Sequence[Any]:
+        """The rows of one named statement (mappings)."""
+        return (await self.session.execute(text(statement), params or {})).mappings().all()
+
+    async def fetchval(self, statement: str, params: Params = None) -> Any:
+        """The first column of the only row, or ``None``."""
+        return (await self.session.execute(text(statement), params or {})).scalar_one_or_none()
+
+    async def column(self, statement: str, params: Params = None) -> list[Any]:
+        """The first column of every row."""
+        return list((await self.session.execute(text(statement), params or {})).scalars())
+
+    async def execute(self, statement: str, params: Params = None) -> int:
+        """Run one statement; how many rows it changed."""
+        return rowcount(await self.session.execute(text(statement), params or {}))
+
+
+Unit = DriverUnit | SessionUnit
+
+
+def rowcount(result: Any) -> int:
+    """How many rows a SQLAlchemy result changed (0 when it does not say)."""
+    return max(int(getattr(result, "rowcount", -1) or 0), 0)
+
+
+def _changed(status: str) -> int:
+    """How many rows an asyncpg command status (``"UPDATE 3"``) names."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
+class _Endpoint:
+    """One server's engine, its session factory and the connections kept between operations."""
+
+    __slots__ = ("engine", "kept", "sessions")
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        self.kept = KeptConnections(engine)
+
+
+class _Replica(_Endpoint):
+    """The read endpoint, and the primary's WAL position it must have replayed to answer."""
+
+    __slots__ = ("config", "covered", "needed", "writes")
+
+    def __init__(self, config: ReadReplica) -> None:
+        super().__init__(config.engine)
+        self.config = config
+        self.writes = 0
+        """Writes this store finished on the primary (each may change what a read sees)."""
+        self.covered = 0
+        """How many of them :attr:`needed` covers."""
+        self.needed: int | None = None
+        """A WAL position of the primary after those writes; ``None``: nothing to wait for."""
+
+
+class Executor:
+    """Where every statement of a store runs: the engine (and replica), the pooling mode, the
+    connections kept between operations, and the units of work (see the module docstring)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        owns_engine: bool,
+        sets_plans: bool = False,
+        pooling: Pooling = "session",
+        replica: ReadReplica | None = None,
+        owns_replica_engine: bool = False,
+    ) -> None:
+        self._pooling: Pooling = pooling
+        self._owns_engine = owns_engine
+        self._primary = _Endpoint(engine)
+        self._replica = None if replica is None else _Replica(replica)
+        self._owns_replica_engine = owns_replica_engine
+        # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS),
+        # so a read that needs custom plans goes to the driver directly; on a host's engine it runs
+        # in a unit that asks for them transaction-locally.
+        self._sets_plans = sets_plans
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The primary's engine."""
+        return self._primary.engine
+
+    @property
+    def pooling(self) -> Pooling:
+        """``"transaction"`` behind a transaction-mode pooler (every statement inside a
+        transaction, nothing prepared for reuse, no ``LISTEN``)."""
+        return self._pooling
+
+    @property
+    def sets_plans(self) -> bool:
+        """Whether the engine's connections carry prism_memory's planner settings (then every
+        read goes to the driver directly)."""
+        return self._sets_plans
+
+    @property
+    def read_replica(self) -> ReadReplica | None:
+        """Where reads go, if not to the primary."""
+        return None if self._replica is None else self._replica.config
+
+    # ---- units on a session ---------------------------------------------------------------
+
+    @asynccontextmanager
+    async def unit(
+        self, action: str, *, writes: bool = True, read: bool = False, custom_plans: bool = False
+    ) -> AsyncIterator[SessionUnit]:
+        """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
+        it has replayed what it must (:meth:`_replica_ready`); else on the primary, where
+        ``writes=False`` says it only reads (a replica read that follows need not wait for it)."""
+        endpoint: _Endpoint = self._primary
+        if read and self._replica is not None and await self._replica_ready(action):
+            endpoint = self._replica
+        try:
+            with otel.db_span(action), wrap_db_errors(action):
+                async with endpoint.sessions() as session, session.begin():
+                    if custom_plans:
+                        await session.execute(text(CUSTOM_PLANS))
+                    yield SessionUnit(session)
+        finally:
+            if writes and not read:
+                self.wrote()
+
+    # ---- single statements on the driver --------------------------------------------------
+
+    async def fetch(
+        self,
+        action: str,
+        statement: str,
+        params: Params = None,
+        *,
+        replica: bool = False,
+        custom_plans: bool = False,
+    ) -> Sequence[Any]:
+        """One read in one round trip, on the primary -- or, with ``replica``, on the read replica
+        when :meth:`_replica_ready` allows. ``custom_plans`` on a host's engine: inside a unit that
+        asks for them (:attr:`sets_plans`)."""
+        if custom_plans and not self._sets_plans:
+            async with self.unit(action, read=replica, writes=False, custom_plans=True) as unit:
+                return await unit.fetch(statement, params)
+        endpoint: _Endpoint = self._primary
+        if replica and self._replica is not None and await self._replica_ready(action):
+            endpoint = self._replica
+        return await self._fetch_on(endpoint, action, statement, params)
+
+    async def fetchval(self, action: str, statement: str, params: Params = None) -> Any:
+        """The first column of the first row of one read on the primary, or ``None``."""
+        rows = await self._fetch_on(self._primary, action, statement, params)
+        return rows[0][0] if rows else None
+
+    async def _fetch_on(
+        self, endpoint: _Endpoint, action: str, statement: str, params: Params = None
+    ) -> list[Any]:
+        """One read on ``endpoint``: the statement goes straight to the pooled connection's
+        asyncpg driver -- no transaction around it, prepared once per connection and cached by
+        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
+        read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
+        positional, args = _bound(statement, params)
+        for attempt in (1, 2):
+            with otel.db_span(action), wrap_db_errors(action):
+                driver: Any = None
+                try:
+                    async with self._driver(endpoint) as driver, self._alone(driver):
+                        return list(await driver.fetch(positional, *args))
+                except Exception as exc:  # _driver has dropped a lost connection already
+                    if driver is None or not _connection_lost(exc, driver):
+                        raise
+                    if attempt == 2:
+                        raise translate(exc, action) from exc
+                # the server restarted or failed over: every pooled connection is suspect
+                await endpoint.kept.release()
+                await endpoint.engine.dispose()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def write(
+        self,
+        action: str,
+        statement: str,
+        params: Params = None,
+        *,
+        count: bool = False,
+        visible: bool = True,
+    ) -> list[Any]:
+        """One writing statement in one round trip, in its own transaction (a single statement
+        applies entirely or not at all), on the driver. Returns its rows, or with ``count`` the
+        number of rows it changed (as a one-item list). Never retried: a connection lost
+        mid-statement leaves it applied or not, and the caller's next attempt decides.
+        ``visible=False``: no read sees what it changes (a claim's lease), so a replica read
+        after it need not wait for it."""
+        positional, args = _bound(statement, params)
+        try:
+            with otel.db_span(action), wrap_db_errors(action):
+                async with self._driver() as driver, self._alone(driver):
+                    if count:
+                        return [_changed(await driver.execute(positional, *args))]
+                    return list(await driver.fetch(positional, *args))
+        finally:
+            if visible:
+                self.wrote()
+
+    async def run_alone(self, action: str, statement: str) -> None:
+        """A statement that must run outside any transaction block (``ANALYZE`` of a bulk load),
+        on the driver, on the primary."""
+        with otel.db_span(action), wrap_db_errors(action):
+            async with self._driver() as driver:
+                await driver.execute(statement)
+
+    # ---- transactions on the driver -------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self, action: str, begin: str = BEGIN) -> AsyncIterator[DriverUnit]:
+        """A transaction on the asyncpg driver of a pooled connection: ``begin`` (``BEGIN ...``,
+        and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
+        rolled back when the body raises (a connection left in a transaction is then dropped)."""
+        with otel.db_span(action), wrap_db_errors(action):
+            async with self._driver() as driver, self._begun(driver, begin):
+                yield DriverUnit(driver)
+
+    @asynccontextmanager
+    async def _begun(self, driver: Any, begin: str) -> AsyncIterator[None]:
+        try:
+            await driver.execute(begin)
+            yield
+            await driver.execute(COMMIT)
+        except BaseException:
+            if not driver.is_closed() and driver.is_in_transaction():
+                with contextlib.suppress(Exception):
+                    await driver.execute(ROLLBACK)
+            raise
+        finally:
+            self.wrote()
+
+    @asynccontextmanager
+    async def _driver(self, endpoint: _Endpoint | None = None) -> AsyncIterator[Any]:
+        """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
+        kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
+        pooled again, when it was lost, is left inside a transaction, or an operation on it was
+        cancelled midway."""
+        kept = (endpoint or self._primary).kept
+        pooled = await kept.take()
+        driver: Any = pooled.driver_connection
+        try:
+            yield driver
+        except BaseException as exc:
+            if (
+                isinstance(exc, asyncio.CancelledError)
+                or _connection_lost(exc, driver)
+                or driver.is_in_transaction()
+            ):
+                await greenlet_spawn(pooled.invalidate, exc)
+            await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
+            raise
+        if driver.is_in_transaction():  # never handed on with a transaction open
+            await greenlet_spawn(pooled.invalidate)
+            await greenlet_spawn(pooled.close)
+        else:
+            await kept.give(pooled)
+
+    def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
+        """Around a statement that runs outside any transaction of ours: nothing, or behind a
+        transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
+        prepared on one server connection could otherwise be bound and run on another."""
+        if self._pooling == "transaction":
+            return self._begun(driver, POOLED_BEGIN)
+        return contextlib.nullcontext()
+
+    # ---- replica routing ------------------------------------------------------------------
+
+    def wrote(self) -> None:
+        """A write on the primary finished (or may have): the next replica read must see it."""
+        if self._replica is not None:
+            self._replica.writes += 1
+
+    async def _replica_ready(self, action: str) -> bool:
+        """Whether a read may go to the replica: it has replayed the primary's WAL past this
+        store's last write (``"strict"``: past what the primary had when the read began) --
+        waiting up to ``wait_seconds`` for it -- else the read goes to the primary. A forgotten
+        or revoked entry is therefore never read from a replica that has not replayed the
+        change, once the call that made it has returned."""
+        replica = self._replica
+        if replica is None:
+            return False
+        strict = replica.config.consistency == "strict"
+        target = replica.writes
+        needed = replica.needed
+        if strict or replica.covered < target:
+            (row,) = await self._fetch_on(self._primary, action, PRIMARY_LSN)
+            needed = int(row[0]) if needed is None or strict else max(needed, int(row[0]))
+            if not strict:
+                replica.needed = needed if replica.needed is None else max(needed, replica.needed)
+                replica.covered = max(replica.covered, target)
+        if needed is None:
+            return True
+        deadline = time.monotonic() + replica.config.wait_seconds
+        delay = 0.002
+        while True:
+            (row,) = await self._fetch_on(replica, action, REPLAYED_LSN)
+            if row[0] is not None and int(row[0]) >= needed:
+                if replica.needed == needed:
+                    replica.needed = None  # replayed: later reads need not ask until a write
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(delay, left))
+            delay *= 2
+
+    # ---- closing --------------------------------------------------------------------------
+
+    async def release(self) -> None:
+        """Return the connections kept between operations (primary and replica) to their pools."""
+        await self._primary.kept.close()
+        if self._replica is not None:
+            await self._replica.kept.close()
+
+    async def close(self) -> None:
+        """:meth:`release`, then dispose of the engines this executor was told it owns."""
+        await self.release()
+        if self._replica is not None and self._owns_replica_engine:
+            self._owns_replica_engine = False
+            await self._replica.engine.dispose()
+        if self._owns_engine:
+            self._owns_engine = False
+            await self._primary.engine.dispose()
+
+
+def _connection_lost(exc: BaseException, driver: Any) -> bool:
+    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
+    if driver is None or driver.is_closed():
+        return True
+    if isinstance(
+        exc,
+        asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.InternalClientError
+        | ConnectionError,
+    ):
+        return True
+    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
+    return (sqlstate_of(exc) or "").startswith(("08", "57P"))

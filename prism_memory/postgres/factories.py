@@ -1,0 +1,234 @@
+"""The factories that open the PostgreSQL stores, and :class:`PostgresMemoryStores`, the two
+stores of one schema on one engine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._engine import Pooling, sets_plans
+from ._executor import ReadConsistency
+from ._open import Opened, open_engine, open_replica
+from .store import PostgresVectorStore
+from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
+from .working_store import PostgresWorkingStore
+
+__all__ = [
+    "PostgresMemoryStores",
+    "create_postgres_memory_stores",
+    "create_postgres_vector_store",
+]
+
+
+@dataclass(slots=True)
+class PostgresMemoryStores:
+    """The two PostgreSQL stores of one schema, sharing one engine.
+
+    ``close()`` disposes of the engine only when the factory created it from a URL.
+    """
+
+    vector_store: PostgresVectorStore
+    working_store: PostgresWorkingStore
+    engine: AsyncEngine
+    owns_engine: bool
+
+    async def close(self) -> None:
+        """Dispose of the engine if the factory created it; a host's engine is left alone."""
+        # the connections the stores keep between operations go back to the pool first
+        await self.vector_store.executor.release()
+        await self.working_store.executor.release()
+        if self.owns_engine:
+            self.owns_engine = False
+            await self.engine.dispose()
+
+    async def __aenter__(self) -> PostgresMemoryStores:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+# ---- opening -----------------------------------------------------------------------------------
+
+
+async def create_postgres_memory_stores(
+    url: str | URL | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    skip_migrations: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
+    pooling: Pooling | None = None,
+    direct_url: str | URL | None = None,
+    read_url: str | URL | None = None,
+    read_engine: AsyncEngine | None = None,
+    replica_wait_seconds: float = 0.25,
+    read_consistency: ReadConsistency = "session",
+) -> PostgresMemoryStores:
+    """Open the PostgreSQL vector and working stores of ``schema``/``table``.
+
+    Pass ``url`` (``postgresql+asyncpg://…``; ``postgresql://`` and unix-socket ``?host=/dir`` URLs
+    are normalised) or the host's own ``engine`` (then the host owns its lifetime). Unless
+    ``skip_migrations``, the Alembic revisions run first (serialised by an advisory lock); either
+    way the schema must then be at head, else :class:`~prism_memory.errors.ConfigurationError`.
+
+    ``dimension`` pins ``vector(N)``. A table pinned to another width, or an unpinned table when a
+    width is requested, raises :class:`~prism_memory.errors.DimensionMismatchError` before anything
+    is changed. With ``dimension=None`` the table's own pin (if any) is adopted and reported by
+    ``vector_store.dimension``.
+
+    ``engine_options`` are keyword arguments for the engine made from ``url`` (SQLAlchemy's
+    ``create_async_engine``: ``pool_size``, ``max_overflow``, ``pool_recycle``, ``connect_args``…);
+    size the pool to the recalls you run at once — the default pool holds 5 connections, and
+    connections beyond it are opened and closed under load. prism_memory's own server settings
+    stay unless ``connect_args["server_settings"]`` names them.
+
+    ``pooling="transaction"`` runs the stores behind a transaction-mode pooler such as PgBouncer
+    (also ``?prism_pooling=transaction`` in ``url``, or ``PRISM_MEMORY_POOLING=transaction``):
+    no start-up parameter a pooler refuses, nothing prepared for reuse, every statement inside a
+    transaction. A host's ``engine`` must then be made with the driver settings
+    docs/postgres.md names. The migrations cannot run through such a pooler: pass ``direct_url``
+    (a URL that bypasses it; the migrations alone use it), or migrate beforehand -- a schema
+    already at head opens without. See docs/postgres.md, "Behind a connection pooler".
+
+    ``read_url`` (or a host's ``read_engine``) sends the vector store's reads -- recall, export,
+    ``index_status``, counts and the RAG queries -- to a streaming replica, while every write and
+    every governance change goes to the primary. A read waits up to ``replica_wait_seconds`` for
+    the replica to replay the primary's WAL past this store's last write (``read_consistency=
+    "strict"``: past everything the primary had committed when the read began), else it reads
+    from the primary: a store's own writes, forgets and consent changes are visible to its next
+    read. See docs/postgres.md, "Read replicas".
+    """
+    vector_store, opened = await _open_vector_store(
+        url,
+        engine,
+        schema,
+        table,
+        dimension,
+        skip_migrations,
+        engine_options,
+        pooling=pooling,
+        direct_url=direct_url,
+        read_url=read_url,
+        read_engine=read_engine,
+        replica_wait_seconds=replica_wait_seconds,
+        read_consistency=read_consistency,
+        owns_engine=False,  # PostgresMemoryStores.close() disposes of it
+    )
+    return PostgresMemoryStores(
+        vector_store=vector_store,
+        working_store=PostgresWorkingStore(
+            opened.engine,
+            opened.tables,
+            owns_engine=False,
+            engine_sets_plans=sets_plans(opened.engine),
+            pooling=opened.pooling,
+        ),
+        engine=opened.engine,
+        owns_engine=opened.owned,
+    )
+
+
+async def create_postgres_vector_store(
+    url: str | URL | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    schema: str = DEFAULT_SCHEMA,
+    table: str = DEFAULT_TABLE,
+    dimension: int | None = None,
+    skip_migrations: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
+    pooling: Pooling | None = None,
+    direct_url: str | URL | None = None,
+    read_url: str | URL | None = None,
+    read_engine: AsyncEngine | None = None,
+    replica_wait_seconds: float = 0.25,
+    read_consistency: ReadConsistency = "session",
+) -> PostgresVectorStore:
+    """Open the PostgreSQL vector store alone; same arguments as
+    :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
+    store, _ = await _open_vector_store(
+        url,
+        engine,
+        schema,
+        table,
+        dimension,
+        skip_migrations,
+        engine_options,
+        pooling=pooling,
+        direct_url=direct_url,
+        read_url=read_url,
+        read_engine=read_engine,
+        replica_wait_seconds=replica_wait_seconds,
+        read_consistency=read_consistency,
+        owns_engine=True,
+    )
+    return store
+
+
+async def _open_vector_store(
+    url: str | URL | None,
+    engine: AsyncEngine | None,
+    schema: str,
+    table: str,
+    dimension: int | None,
+    skip_migrations: bool,
+    engine_options: Mapping[str, Any] | None,
+    *,
+    pooling: Pooling | None,
+    direct_url: str | URL | None,
+    read_url: str | URL | None,
+    read_engine: AsyncEngine | None,
+    replica_wait_seconds: float,
+    read_consistency: ReadConsistency,
+    owns_engine: bool,
+) -> tuple[PostgresVectorStore, Opened]:
+    """The factories' common part: the replica's engine, the primary's (migrated and checked),
+    and the vector store on both; it disposes of an engine made from a URL when ``owns_engine``."""
+    replica, owns_replica = await open_replica(
+        read_url,
+        read_engine,
+        pooling=pooling,
+        wait_seconds=replica_wait_seconds,
+        consistency=read_consistency,
+        engine_options=engine_options,
+    )
+    try:
+        opened = await open_engine(
+            url,
+            engine,
+            schema,
+            table,
+            dimension,
+            skip_migrations,
+            engine_options,
+            pooling=pooling,
+            direct_url=direct_url,
+        )
+    except BaseException:
+        if replica is not None and owns_replica:
+            await replica.engine.dispose()
+        raise
+    store = PostgresVectorStore(
+        opened.engine,
+        opened.tables,
+        dimension=opened.dimension,
+        owns_engine=opened.owned and owns_engine,
+        engine_sets_plans=sets_plans(opened.engine),
+        pooling=opened.pooling,
+        replica=replica,
+        owns_replica_engine=owns_replica,
+    )
+    return store, opened

@@ -1,0 +1,5 @@
+-- name: session/commit
+-- source: prism_memory.postgres.statements.session.COMMIT
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+COMMIT

@@ -1,0 +1,12 @@
+-- name: session/langgraph_items.vectors_True
+-- source: prism_memory.postgres.statements.session.langgraph_items
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT s.prefix, s.key, s.value, s.created_at, (SELECT v.embedding
+    FROM store_vectors v
+    WHERE v.prefix = s.prefix
+    AND v.key = s.key
+    ORDER BY (v.field_name = ANY($1::text[])) DESC, (v.field_name = '$') DESC, v.field_name
+    LIMIT 1) AS embedding
+FROM store s
+ORDER BY s.prefix, s.key

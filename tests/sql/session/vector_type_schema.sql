@@ -1,0 +1,12 @@
+-- name: session/vector_type_schema
+-- source: prism_memory.postgres.statements.session.VECTOR_TYPE_SCHEMA
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+SELECT n.nspname
+FROM pg_type t
+JOIN pg_namespace n
+ON n.oid = t.typnamespace
+WHERE t.typname = 'vector'
+AND t.typtype = 'b'
+ORDER BY n.oid
+LIMIT 1
