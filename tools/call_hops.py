@@ -11,7 +11,7 @@ awaited (the indexing queue's background task included) and one warm ``recall``:
 - **files**: the package's modules that run under the call;
 - **hops**: the distinct calls from a function of one module to a function of another, in the call
   graph of that one call (a call made twice counts once);
-- **depth**: the longest chain of modules one path goes down;
+- **depth**: the longest chain of modules one path goes down (printed);
 - **returns**: the modules a chain of calls enters again after it went down into another module
   (``_memory/remember.py`` -> ``indexing/queue.py`` -> ``_memory/remember.py`` is one). Calls that
   go one way have none.
@@ -80,13 +80,14 @@ def _node(frame: FrameType) -> Node | None:
 
 def measure(
     graph: CallGraph, roots: set[Node]
-) -> tuple[set[str], set[tuple[Node, Node]], dict[str, list[list[str]]], int]:
-    """Files, cross-module hops, the module paths that come back and the depth, from ``roots``."""
+) -> tuple[set[str], set[tuple[Node, Node]], dict[str, list[list[str]]], list[str]]:
+    """Files, cross-module hops, the module paths that come back and the deepest module path,
+    from ``roots``."""
     files: set[str] = set()
     hops: set[tuple[Node, Node]] = set()
     returns: dict[str, list[list[str]]] = defaultdict(list)
     seen: set[Node] = set()
-    depth = [0]
+    deepest: list[list[str]] = [[]]
 
     def walk(node: Node, modules: list[str], on_path: set[Node]) -> None:
         files.add(node[0])
@@ -96,7 +97,8 @@ def measure(
             modules = [*modules, node[0]]
         elif not modules:
             modules = [node[0]]
-        depth[0] = max(depth[0], len(modules))
+        if len(modules) > len(deepest[0]):
+            deepest[0] = modules
         for child in sorted(graph.edges.get(node, ())):
             if child[0] != node[0]:
                 hops.add((node, child))
@@ -110,7 +112,7 @@ def measure(
 
     for root in sorted(roots):
         walk(root, [], {root})
-    return files, hops, returns, depth[0]
+    return files, hops, returns, deepest[0]
 
 
 def validators() -> set[CodeType]:
@@ -146,11 +148,12 @@ async def _trace(name: str, call: Callable[[], Awaitable[object]], show: bool) -
     finally:
         sys.setprofile(None)
     # The call's own root (the facade method) and any task it started that it waited on.
-    files, hops, returns, depth = measure(graph, graph.roots)
+    files, hops, returns, deepest = measure(graph, graph.roots)
     print(
-        f"{name}: {len(hops)} hops over {len(files)} files, {depth} modules deep, "
+        f"{name}: {len(hops)} hops over {len(files)} files, {len(deepest)} modules deep, "
         f"comes back to {len(returns)} modules"
     )
+    print("  deepest: " + " -> ".join(deepest))
     for module, paths in sorted(returns.items()):
         print(f"  back to {module} ({len(paths)} paths)")
         if show:
