@@ -4,6 +4,12 @@ each into a table of the same shape with the same indexes; the re-import; peak R
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/import_speed.py --rows 100000
     python benchmarks/import_speed.py --rows 100000 --rss 100000,1000000   # peak RSS, subprocesses
+    python benchmarks/import_speed.py --files --file-rows 100000,1000000    # the CLI on files
+
+``--files``: what users run, ``prism-memory import FILE`` (a subprocess), on a generated JSONL file
+(vectors as JSON lists, rows interleaved over 1,000 Zipf-sized threads) and an ``export`` file,
+against a hand-written binary ``COPY`` of the same rows read from the same file (a subprocess too)
+into a table with the same indexes and into a bare table; the re-import; the CLI's peak RSS.
 
 Run on demand (not a test). Ratios come from the same run, rounds alternating between contenders
 so a change in a shared machine's load falls on both alike. Needs the ``postgres-embedded`` extra
@@ -24,11 +30,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import numpy as np
 from _common import DIM, LookupEmbedder, database, unit_vectors
+from _import_files import files_round
+from _import_files import hand_copy as hand_copy_file
 
 from prism_memory import create_memory
 from prism_memory.importing import import_entries
@@ -323,10 +332,25 @@ def main() -> None:
     parser.add_argument("--rss", default="", help="comma-separated row counts for peak RSS")
     parser.add_argument("--skip", default="", help="comma-separated: remember,import")
     parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--files", action="store_true", help="the file mode only: the CLI on generated files"
+    )
+    parser.add_argument("--file-rows", default="100000", help="comma-separated row counts")
+    parser.add_argument("--file-formats", default="jsonl,export", help="jsonl and/or export")
+    parser.add_argument("--file-dir", default="/tmp/prism-import-bench", help="where files go")
+    parser.add_argument("--hand-copy", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--target", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--format", default="jsonl", help=argparse.SUPPRESS)
     args = parser.parse_args()
     with database(args.url) as (url, libpq):
         if args.rss_child:
             asyncio.run(rss_child(url, args.rss_child))
+            return
+        if args.hand_copy:
+            asyncio.run(hand_copy_file(libpq, args.target, Path(args.hand_copy), args.format))
+            return
+        if args.files:
+            print(json.dumps(files_round(args, url, libpq), indent=2))
             return
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         result: dict[str, Any] = {"rows": args.rows, "remember_rows": args.remember_rows}

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import AsyncIterable, Awaitable, Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from .. import _telemetry as otel
 from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
@@ -28,7 +31,7 @@ from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
 from ..stores.base import ImportRow, VectorStore
 from ._checkpoint import ImportCheckpoint, import_target
-from ._entry import ImportEntry, Located
+from ._entry import ImportEntry, Located, RawVector
 
 __all__ = [
     "DEFAULT_IMPORT_BATCH",
@@ -111,6 +114,8 @@ class _Batch:
     scopes: set[MemoryIdentity] = field(default_factory=set)
     last: int = 0
     repeated: int = 0
+    vectors: dict[_Key, object] = field(default_factory=dict)
+    """The vectors the batch's entries came with, as given (checked only for the new ones)."""
     now: datetime | None = None
     """The default ``occurred_at`` of the batch's entries (one clock reading, as one
     ``remember()`` call takes): a line repeated without one is the same content."""
@@ -162,7 +167,9 @@ class _Importer:
             self.model = made_by if model is None else model
             self.model_fixed = True
 
-    def row(self, item: Mapping[str, Any] | ImportEntry, now: datetime) -> ImportRow:
+    def row(self, item: Mapping[str, Any] | ImportEntry, now: datetime) -> tuple[ImportRow, object]:
+        """The entry as a row without its vector, and the vector as given (``None``: none). A
+        vector is checked only if its id turns out new (:meth:`prepare`), as part of its batch."""
         given = parse(ImportEntry, item, "import entry")
         key = (given.tenant_id, given.resource_id, given.thread_id)
         scope = self.scopes.get(key)
@@ -173,11 +180,7 @@ class _Importer:
                 tenant_id=key[0], resource_id=key[1], thread_id=key[2]
             )
         entry = prepare_entry(given, now, scrubber=self.scrubber, limits=self.limits)
-        vector: Vector | None = None
-        model: str | None = None
         if given.vector is not None:
-            vector = assert_finite_vector(given.vector, "vector", expected_length=self.width)
-            self.width = vector.shape[0]
             if not self.model_fixed:  # the first vector's model is the import's
                 self.model, self.model_fixed = given.embedding_model, True
             if given.embedding_model not in (None, self.model):
@@ -185,8 +188,59 @@ class _Importer:
                     "embedding_model is not the model of this import's vectors (model=, the "
                     "embedder's model, or the first vector's embedding_model)"
                 )
-            model = self.model
-        return ImportRow(scope=scope, entry=entry, vector=vector, model=model)
+        return ImportRow(scope=scope, entry=entry, vector=None, model=None), given.vector
+
+    def vectors(self, batch: _Batch, rows: list[ImportRow]) -> dict[int, Vector]:
+        """The given vectors of ``rows`` (the batch's new rows) by position, checked: finite and
+        of the import's width. Vectors a reader left as JSON text (:class:`RawVector`) are parsed
+        together, converted and checked by numpy in one pass; when that pass finds anything
+        wrong, or for vectors given otherwise, each is checked on its own, in stream order, and
+        the first bad one raises :class:`ImportLineError` naming its line."""
+        given = [
+            (at, batch.vectors[(row.scope, row.entry.id)])
+            for at, row in enumerate(rows)
+            if (row.scope, row.entry.id) in batch.vectors
+        ]
+        if not given:
+            return {}
+        texts = [vector.text for _, vector in given if isinstance(vector, RawVector)]
+        if len(texts) == len(given):
+            matrix = self._matrix(texts)
+            if matrix is not None:
+                self.width = matrix.shape[1]
+                return {at: row for (at, _), row in zip(given, matrix, strict=True)}
+        checked: dict[int, Vector] = {}
+        for at, vector in given:
+            row = rows[at]
+            _, line, where = batch.rows[(row.scope, row.entry.id)][0]
+            value = vector
+            if isinstance(vector, RawVector):
+                try:
+                    value = json.loads(vector.text)
+                except ValueError:
+                    raise ImportLineError(f"{where}: not valid JSON", line=line) from None
+            try:
+                checked[at] = assert_finite_vector(value, "vector", expected_length=self.width)
+            except PrismMemoryError as exc:
+                raise ImportLineError(f"{where}: {exc}", line=line) from exc
+            self.width = checked[at].shape[0]
+        return checked
+
+    def _matrix(self, texts: list[str]) -> Vector | None:
+        """JSON arrays of numbers as one finite float32 matrix of the import's width, or ``None``
+        when they are not that (bad JSON, ragged, empty, not finite, too large for float32)."""
+        try:
+            lists = json.loads("[" + ",".join(texts) + "]")
+            widths = set(map(len, lists))
+            if len(lists) != len(texts) or len(widths) != 1 or self.width not in (None, *widths):
+                return None
+            with np.errstate(over="ignore"):
+                matrix = np.array(lists, dtype=np.float64).astype(np.float32)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+            return None
+        return matrix
 
     async def prepare(self, batch: _Batch, in_flight: Container[_Key]) -> _Prepared:
         """What writing ``batch`` needs that no earlier batch has to be committed for, done while
@@ -205,9 +259,10 @@ class _Importer:
             if (row.scope, row.entry.id) not in stored
             and (row.scope, row.entry.id) not in in_flight
         ]
+        supplied = self.vectors(batch, rows)
         await self._check_models(batch, rows)
         vectors: dict[int, Vector] = {}
-        missing = [at for at, row in enumerate(rows) if row.vector is None]
+        missing = [at for at in range(len(rows)) if at not in supplied]
         if missing and self.embedder is not None:
             try:
                 made = await embed_batched(
@@ -226,8 +281,8 @@ class _Importer:
                 ImportRow(
                     scope=row.scope,
                     entry=row.entry,
-                    vector=vectors.get(at, row.vector),
-                    model=self.model if at in vectors else row.model,
+                    vector=supplied.get(at, vectors.get(at)),
+                    model=self.model if at in supplied or at in vectors else None,
                     terms=tuple(tokenize(row.entry.text)),
                 )
             )
@@ -281,7 +336,8 @@ class _Importer:
             dict.fromkeys(
                 row.scope
                 for row in rows
-                if (embeds or row.vector is not None) and row.scope not in self.model_checked
+                if (embeds or (row.scope, row.entry.id) in batch.vectors)
+                and row.scope not in self.model_checked
             )
         )
         held = await self.store.embedding_models_of(fresh) if fresh else {}
@@ -447,7 +503,7 @@ async def import_entries(
             if batch.now is None:
                 batch.now = importer.clock()
             try:
-                row = importer.row(item, batch.now)
+                row, vector = importer.row(item, batch.now)
             except PrismMemoryError as exc:
                 raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
             key = (row.scope, row.entry.id)
@@ -463,6 +519,8 @@ async def import_entries(
             else:
                 batch.rows[key] = (place, row)
                 batch.scopes.add(row.scope)
+                if vector is not None:
+                    batch.vectors[key] = vector
             batch.last = position
             if len(batch.rows) >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
                 await hand_over()
