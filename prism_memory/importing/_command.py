@@ -98,7 +98,7 @@ async def run_import(
 ) -> ImportReport:
     """Open the stores (running the revisions), import ``source`` in batches with a checkpoint at
     ``state`` (naming the source and the target; one left by another import is set aside) and
-    analyse the table at the end. ``max_line_bytes`` (default: the reader's) refuses longer
+    analyse the table at the end (unless the import wrote nothing). ``max_line_bytes`` (default: the reader's) refuses longer
     lines. ``on_progress`` gets the report after every batch, and the number of entries the
     file is estimated to hold (:meth:`FileEntries.estimated_total`; ``None`` when unknown)."""
     from ..postgres import create_postgres_memory_stores
@@ -132,8 +132,8 @@ async def run_import(
     try:
         store = stores.vector_store
         chosen = None if embedder is None else embedder(store.dimension)
-        async with store.deferred_vector_index():  # ANALYZE once the rows are in
-            return await import_entries(
+        try:
+            report = await import_entries(
                 store,
                 stream,
                 embedder=chosen,
@@ -144,5 +144,13 @@ async def run_import(
                 source_id=source_id,
                 on_progress=lambda report: on_progress(report, total()),
             )
+        except BaseException:
+            async with store.deferred_vector_index():  # ANALYZE what earlier batches wrote
+                pass
+            raise
+        if report.inserted:  # a re-import that wrote nothing changes no statistics
+            async with store.deferred_vector_index():  # ANALYZE once the rows are in
+                pass
+        return report
     finally:
         await stores.close()

@@ -57,8 +57,8 @@ class RawVector:
     :func:`~prism_memory.importing.read_jsonl` cuts a line's ``vector`` out before parsing the
     rest, so that :func:`import_entries` parses and checks only the vectors of entries whose id is
     new -- as one batch -- and an entry stored already (a re-import) costs none of it. The text
-    holds only digits, signs, points, exponents, commas and blanks between its brackets: anything
-    else was parsed with the line, as before."""
+    holds no string, object or nested array between its brackets: anything else was parsed with
+    the line, as before."""
 
     __slots__ = ("text",)
 

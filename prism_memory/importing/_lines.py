@@ -119,7 +119,6 @@ def check_limit(limit: object) -> int:
 
 
 _VECTOR_KEY = re.compile(r'"vector"\s*:\s*\[')
-_NUMBER_CHARS = str.maketrans(dict.fromkeys("0123456789.,+-eE \t\r\n"))
 _MARK = uuid.uuid4().hex
 """What stands for a cut-out vector while the rest of its line is parsed: a string no file holds
 (it is drawn afresh by each process)."""
@@ -129,15 +128,20 @@ def loads_entry(text: str) -> Any:
     """``json.loads(text)``, except that a top-level ``"vector"`` array of plain numbers is cut
     out before the rest is parsed and comes back as a :class:`RawVector` (parsing ~400 numbers is
     nine tenths of a line's JSON, and a re-import needs none of it). The cut is taken only when it
-    is unambiguous -- one ``"vector": [`` in the line, only number characters up to its ``]``, and
-    the parsed rest holding the mark at its top level -- else the whole line is parsed."""
+    is unambiguous -- one ``"vector": [`` in the line, no string, object or array inside it up to
+    its ``]`` (so the cut splits no token of the rest), and the parsed rest holding the mark at
+    its top level -- else the whole line is parsed. The cut text is parsed as JSON when its entry
+    turns out new: what is not a JSON array of numbers is refused then, naming the line."""
     found = _VECTOR_KEY.search(text)
     if found is not None:
         start = found.end() - 1
         end = text.find("]", start)
+        inside = text[start + 1 : end]
         if (
             end > 0
-            and not text[start + 1 : end].translate(_NUMBER_CHARS)
+            and '"' not in inside
+            and "{" not in inside
+            and "[" not in inside
             and _VECTOR_KEY.search(text, end) is None
         ):
             try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from collections.abc import AsyncIterable, Awaitable, Callable, Container, Iterable, Mapping
@@ -13,10 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from .. import _telemetry as otel
-from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
+from ..embedding import Embedder, check_embedder, embed_batched
 from ..entries import prepare_entry
 from ..errors import (
     ConfigurationError,
@@ -31,7 +28,8 @@ from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
 from ..stores.base import ImportRow, VectorStore
 from ._checkpoint import ImportCheckpoint, import_target
-from ._entry import ImportEntry, Located, RawVector
+from ._entry import ImportEntry, Located
+from ._vectors import checked_vectors
 
 __all__ = [
     "DEFAULT_IMPORT_BATCH",
@@ -116,6 +114,10 @@ class _Batch:
     repeated: int = 0
     vectors: dict[_Key, object] = field(default_factory=dict)
     """The vectors the batch's entries came with, as given (checked only for the new ones)."""
+    screened: set[_Key] = field(default_factory=set)
+    """Keys :meth:`_Importer.stored` found not stored when their entries were read."""
+    known: int = 0
+    """Entries left out when read: :meth:`_Importer.stored` found them stored."""
     now: datetime | None = None
     """The default ``occurred_at`` of the batch's entries (one clock reading, as one
     ``remember()`` call takes): a line repeated without one is the same content."""
@@ -191,56 +193,54 @@ class _Importer:
         return ImportRow(scope=scope, entry=entry, vector=None, model=None), given.vector
 
     def vectors(self, batch: _Batch, rows: list[ImportRow]) -> dict[int, Vector]:
-        """The given vectors of ``rows`` (the batch's new rows) by position, checked: finite and
-        of the import's width. Vectors a reader left as JSON text (:class:`RawVector`) are parsed
-        together, converted and checked by numpy in one pass; when that pass finds anything
-        wrong, or for vectors given otherwise, each is checked on its own, in stream order, and
-        the first bad one raises :class:`ImportLineError` naming its line."""
+        """The given vectors of ``rows`` (the batch's new rows) by position, checked
+        (:func:`checked_vectors`); the first one sets the import's width."""
         given = [
-            (at, batch.vectors[(row.scope, row.entry.id)])
+            (at, batch.vectors[key], batch.rows[key][0][1:])
             for at, row in enumerate(rows)
-            if (row.scope, row.entry.id) in batch.vectors
+            if (key := (row.scope, row.entry.id)) in batch.vectors
         ]
-        if not given:
-            return {}
-        texts = [vector.text for _, vector in given if isinstance(vector, RawVector)]
-        if len(texts) == len(given):
-            matrix = self._matrix(texts)
-            if matrix is not None:
-                self.width = matrix.shape[1]
-                return {at: row for (at, _), row in zip(given, matrix, strict=True)}
-        checked: dict[int, Vector] = {}
-        for at, vector in given:
-            row = rows[at]
-            _, line, where = batch.rows[(row.scope, row.entry.id)][0]
-            value = vector
-            if isinstance(vector, RawVector):
-                try:
-                    value = json.loads(vector.text)
-                except ValueError:
-                    raise ImportLineError(f"{where}: not valid JSON", line=line) from None
-            try:
-                checked[at] = assert_finite_vector(value, "vector", expected_length=self.width)
-            except PrismMemoryError as exc:
-                raise ImportLineError(f"{where}: {exc}", line=line) from exc
-            self.width = checked[at].shape[0]
+        checked, self.width = checked_vectors(
+            given, self.width, lambda message, line: ImportLineError(message, line=line)
+        )
         return checked
 
-    def _matrix(self, texts: list[str]) -> Vector | None:
-        """JSON arrays of numbers as one finite float32 matrix of the import's width, or ``None``
-        when they are not that (bad JSON, ragged, empty, not finite, too large for float32)."""
-        try:
-            lists = json.loads("[" + ",".join(texts) + "]")
-            widths = set(map(len, lists))
-            if len(lists) != len(texts) or len(widths) != 1 or self.width not in (None, *widths):
-                return None
-            with np.errstate(over="ignore"):
-                matrix = np.array(lists, dtype=np.float64).astype(np.float32)
-        except (ValueError, TypeError, OverflowError):
-            return None
-        if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
-            return None
-        return matrix
+    async def stored(
+        self, items: list[tuple[int, Mapping[str, Any] | ImportEntry]]
+    ) -> tuple[set[int], set[int]]:
+        """The positions of ``items`` asked about, and of those that name an entry stored already
+        by their own scope keys and id, plain strings as given (one read): such an entry is left
+        as stored, so its line is not checked further nor its vector read. Items without an
+        ``id`` (their id is the digest of their redacted text) or with keys of any other type are
+        not asked about."""
+        asked: list[tuple[int, tuple[MemoryIdentity, str]]] = []
+        for position, item in items:
+            if isinstance(item, ImportEntry) or not isinstance(item, Mapping):
+                continue
+            tenant, resource, thread, entry_id = (
+                item.get(name) for name in ("tenant_id", "resource_id", "thread_id", "id")
+            )
+            if not (
+                isinstance(tenant, str)
+                and isinstance(resource, str)
+                and isinstance(thread, str)
+                and isinstance(entry_id, str)
+            ):
+                continue
+            scope = self.scopes.get((tenant, resource, thread))
+            if scope is None:  # only asked about: cached as :meth:`row` caches checked keys
+                if len(self.scopes) >= _SCOPE_CACHE:
+                    self.scopes.clear()
+                scope = self.scopes[(tenant, resource, thread)] = MemoryIdentity.model_construct(
+                    tenant_id=tenant, resource_id=resource, thread_id=thread
+                )
+            asked.append((position, (scope, entry_id)))
+        if not asked:
+            return set(), set()
+        known = await self.store.known_keys([key for _, key in asked])
+        return {position for position, _ in asked}, {
+            position for position, key in asked if key in known
+        }
 
     async def prepare(self, batch: _Batch, in_flight: Container[_Key]) -> _Prepared:
         """What writing ``batch`` needs that no earlier batch has to be committed for, done while
@@ -252,7 +252,9 @@ class _Importer:
         given = [row for _, row in batch.rows.values()]
         if not given:
             return _Prepared(batch, [], 0)
-        stored = await self.store.known_keys([(row.scope, row.entry.id) for row in given])
+        stored = await self.store.known_keys(
+            [key for row in given if (key := (row.scope, row.entry.id)) not in batch.screened]
+        )
         rows = [
             row
             for row in given
@@ -294,7 +296,7 @@ class _Importer:
         """Write a prepared batch (one all-or-nothing store call), after every earlier batch is
         committed; return how many rows were new."""
         batch, rows = prepared.batch, prepared.rows
-        if not batch.rows:
+        if not batch.rows and not batch.known:
             return 0
         await self._check_lineage(batch)  # sources of earlier batches are stored by now
         try:
@@ -307,14 +309,14 @@ class _Importer:
             await self._check_lineage(batch)
             raise
         report.inserted += inserted
-        report.existing += len(batch.rows) - inserted + batch.repeated
+        report.existing += len(batch.rows) - inserted + batch.repeated + batch.known
         report.embedded += prepared.embedded
         report.pending += pending
         report.batches += 1
         meters = otel.instruments()
         if meters is not None:
             store = otel.store_id(self.store)
-            existing = len(batch.rows) - inserted + batch.repeated
+            existing = len(batch.rows) - inserted + batch.repeated + batch.known
             for outcome, rows_ in (("inserted", inserted), ("existing", existing)):
                 if rows_:
                     meters.import_rows.add(
@@ -488,6 +490,56 @@ async def import_entries(
         earlier, writing = writing, asyncio.create_task(commit(batch, writing, handed))
         handed, batch = batch, _Batch()
 
+    async def take(position: int, item: Mapping[str, Any] | ImportEntry, new: bool) -> None:
+        """Check an entry and add it to the batch (``new``: :meth:`_Importer.stored` found its
+        key not stored); hand the batch over once it is full."""
+        if isinstance(item, Located):
+            place = (position, item.line, item.where)
+        else:
+            place = (position, position, f"entry {position}")
+        if batch.now is None:
+            batch.now = importer.clock()
+        try:
+            row, vector = importer.row(item, batch.now)
+        except PrismMemoryError as exc:
+            raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
+        key = (row.scope, row.entry.id)
+        previous = batch.rows.get(key)
+        if previous is not None:
+            if previous[1].entry != row.entry:
+                raise ImportLineError(
+                    f"{place[2]}: its id appears earlier in its thread, with different "
+                    f"content ({previous[0][2]})",
+                    line=place[1],
+                )
+            batch.repeated += 1
+        else:
+            batch.rows[key] = (place, row)
+            batch.scopes.add(row.scope)
+            if vector is not None:
+                batch.vectors[key] = vector
+            if new:
+                batch.screened.add(key)
+        batch.last = position
+        if len(batch.rows) + batch.known >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
+            await hand_over()
+        elif position % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # a sync source never yields: let the write progress
+
+    async def drain(waiting: list[tuple[int, Mapping[str, Any] | ImportEntry]]) -> None:
+        """Take the entries read, leaving out those found stored (one read for all of them)."""
+        asked, stored = await importer.stored(waiting)
+        for position, item in waiting:
+            if position in stored:  # left as stored: nothing of it is checked or read further
+                batch.known += 1
+                batch.last = position
+                if len(batch.rows) + batch.known >= batch_size:
+                    await hand_over()
+            else:
+                await take(position, item, position in asked)
+        waiting.clear()
+
+    waiting: list[tuple[int, Mapping[str, Any] | ImportEntry]] = []
     position = 0
     try:
         async for item in _items(source):
@@ -496,36 +548,12 @@ async def import_entries(
             if state is not None and position <= state.done:
                 report.skipped += 1
                 continue
-            if isinstance(item, Located):
-                place = (position, item.line, item.where)
-            else:
-                place = (position, position, f"entry {position}")
-            if batch.now is None:
-                batch.now = importer.clock()
-            try:
-                row, vector = importer.row(item, batch.now)
-            except PrismMemoryError as exc:
-                raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
-            key = (row.scope, row.entry.id)
-            previous = batch.rows.get(key)
-            if previous is not None:
-                if previous[1].entry != row.entry:
-                    raise ImportLineError(
-                        f"{place[2]}: its id appears earlier in its thread, with different "
-                        f"content ({previous[0][2]})",
-                        line=place[1],
-                    )
-                batch.repeated += 1
-            else:
-                batch.rows[key] = (place, row)
-                batch.scopes.add(row.scope)
-                if vector is not None:
-                    batch.vectors[key] = vector
-            batch.last = position
-            if len(batch.rows) >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
-                await hand_over()
+            waiting.append((position, item))
+            if len(waiting) >= batch_size:
+                await drain(waiting)
             elif position % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a sync source never yields: let the write progress
+                await asyncio.sleep(0)
+        await drain(waiting)
         await hand_over()
         for task in (earlier, writing):
             if task is not None:
