@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 import numpy as np
-from _common import DIM, unit_vectors, zipf_sizes
+from _common import DIM, postmaster_pid, server_cpu_seconds, unit_vectors, zipf_sizes
 
 from prism_memory.lexical import tokenize
 from prism_memory.postgres import create_postgres_memory_stores
@@ -168,13 +168,18 @@ async def hand_copy(libpq: str, target: str, path: Path, fmt: str) -> None:
 # ---- the runs -----------------------------------------------------------------------------------
 
 
-def run_child(command: list[str]) -> float:
-    """Run ``command`` to its end; its wall seconds."""
+def run_child(command: list[str]) -> tuple[float, float]:
+    """Run ``command`` to its end; its wall seconds and its CPU seconds (user + system)."""
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(f"{command[:4]} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"{command[:4]} failed:\n{err[-3000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
 
 
 def cli(url: str, path: Path, fmt: str, schema: str, state: Path) -> list[str]:
@@ -184,8 +189,9 @@ def cli(url: str, path: Path, fmt: str, schema: str, state: Path) -> list[str]:
     return [*command, "--model", MODEL] if fmt == "jsonl" else command
 
 
-def timed_cli(url: str, path: Path, fmt: str, schema: str) -> tuple[float, float, str]:
-    """The CLI's wall seconds and peak RSS, measured with ``wait4`` on the child itself."""
+def timed_cli(url: str, path: Path, fmt: str, schema: str) -> tuple[float, float, float, str]:
+    """The CLI's wall seconds, CPU seconds and peak RSS (MiB), measured with ``wait4`` on the
+    child itself, and what it printed."""
     state = path.with_name(f"{schema}.state.json")
     state.unlink(missing_ok=True)
     command = cli(url, path, fmt, schema, state)
@@ -198,7 +204,15 @@ def timed_cli(url: str, path: Path, fmt: str, schema: str) -> tuple[float, float
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"prism-memory import failed ({child.returncode}): {out[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, out.strip()
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.strip()
+
+
+async def server_pid(libpq: str) -> int | None:
+    conn = await asyncpg.connect(libpq)
+    try:
+        return await postmaster_pid(conn)
+    finally:
+        await conn.close()
 
 
 async def prepare_schema(url: str, libpq: str, schema: str) -> None:
@@ -232,25 +246,40 @@ def file_round(
     table and into the bare one, in an order that alternates between rounds."""
     schema = f"bench_files_{uuid.uuid4().hex[:8]}"
     asyncio.run(prepare_schema(url, libpq, schema))
+    pid = asyncio.run(server_pid(libpq))
     here = Path(__file__).resolve()
     try:
         kinds = ["cli", "same", "bare"]
         for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
+            server = server_cpu_seconds(pid)
             if kind == "cli":
-                seconds, peak, out = timed_cli(url, path, fmt, schema)
+                seconds, cpu, peak, out = timed_cli(url, path, fmt, schema)
                 assert f"imported {count} new" in out, out
                 figures["cli"].append(round(count / seconds))
                 figures["cli_peak_rss_mib"].append(round(peak, 1))
-                seconds, _, out = timed_cli(url, path, fmt, schema)
+                used = server_cpu_seconds(pid)
+                seconds, again_cpu, _, out = timed_cli(url, path, fmt, schema)
                 assert "imported 0 new" in out, out
                 figures["re-import"].append(round(count / seconds))
+                rows = figures["cpu_us_per_row"]
+                rows["re-import client"].append(round(again_cpu / count * 1e6))
+                after = server_cpu_seconds(pid)
+                if used is not None and after is not None:
+                    rows["re-import server"].append(round((after - used) / count * 1e6))
             else:
                 target = f"{schema}.copy_{kind}"
-                seconds = run_child(
+                seconds, cpu = run_child(
                     [sys.executable, str(here.with_name("import_speed.py")), "--url", url,
                      "--hand-copy", str(path), "--target", target, "--format", fmt]
                 )  # fmt: skip
                 figures[f"copy {kind}"].append(round(count / seconds))
+                used = server_cpu_seconds(pid)
+            # CPU per row: the child's (interpreter start included) and the server's meanwhile
+            figures["cpu_us_per_row"][f"{kind} client"].append(round(cpu / count * 1e6))
+            if server is not None and used is not None:
+                figures["cpu_us_per_row"][f"{kind} server"].append(
+                    round((used - server) / count * 1e6)
+                )
             print(f"{fmt} round {round_} {kind}: {figures}", file=sys.stderr, flush=True)
     finally:
         asyncio.run(drop_schema(libpq, schema))
@@ -286,6 +315,10 @@ def files_round(args: Any, url: str, libpq: str) -> dict[str, Any]:
             figures: dict[str, Any] = {
                 "cli": [], "re-import": [], "copy same": [], "copy bare": [],
                 "cli_peak_rss_mib": [],
+                "cpu_us_per_row": {
+                    f"{kind} {side}": [] for kind in ("cli", "re-import", "same", "bare")
+                    for side in ("client", "server")
+                },
             }  # fmt: skip
             rounds = args.rounds if count < 1_000_000 else 1
             try:

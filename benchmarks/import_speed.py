@@ -35,7 +35,7 @@ from typing import Any
 
 import asyncpg
 import numpy as np
-from _common import DIM, LookupEmbedder, database, unit_vectors
+from _common import DIM, LookupEmbedder, database, server_cpu_seconds, unit_vectors
 from _import_files import files_round
 from _import_files import hand_copy as hand_copy_file
 
@@ -106,24 +106,6 @@ async def hand_batches(
                 [" ".join(sorted(set(w))) for w in words],
                 [len(w) for w in words],
             )
-
-
-def server_cpu_seconds() -> float | None:
-    """CPU seconds used so far by this machine's PostgreSQL processes (``/proc``; the embedded
-    server's, or a local ``--url`` server's), ``None`` where ``/proc`` shows none."""
-    total, found = 0, False
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        try:
-            with open(f"/proc/{pid}/comm") as comm:
-                if not comm.read().startswith("postgres"):
-                    continue
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # not a process, or one that ended meanwhile
-        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
-        found = True
-    return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
 async def remember_batches(make: Any, thread: str, texts: list[str]) -> None:
