@@ -227,6 +227,8 @@ class _Importer:
                 and isinstance(entry_id, str)
             ):
                 continue
+            if not all(map(_askable, (tenant, resource, thread, entry_id))):
+                continue  # refused when checked, naming its line
             scope = self.scopes.get((tenant, resource, thread))
             if scope is None:  # only asked about: cached as :meth:`row` caches checked keys
                 if len(self.scopes) >= _SCOPE_CACHE:
@@ -375,6 +377,21 @@ class _Importer:
                     "(sources must come earlier in the import, or be stored)",
                     line=line,
                 )
+
+
+def _askable(value: str) -> bool:
+    """Whether a store can be asked about ``value`` as given: at most 256 characters, no NUL, no
+    lone surrogate (PostgreSQL's text holds neither). A key that is askable but invalid is simply
+    not found -- stored keys were checked -- and is refused when its entry is checked."""
+    if not 0 < len(value) <= 256 or "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _items(

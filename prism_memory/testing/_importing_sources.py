@@ -408,6 +408,12 @@ async def import_checks_the_vectors_of_new_ids_only(kit: ConformanceKit) -> None
             getattr(error, "line", None) == 3, f"a re-import still names a new id's line: {error}"
         )
         _check(not await store.known_ids(_scope(case), ["d"]), "and writes nothing of it")
+        odd = json.dumps(_line(case, "t-1", "odd", id="a\u0000b"))
+        path = _write(directory, "again.jsonl", [*again, odd])
+        error = await _raises(
+            ImportLineError, import_entries(store, read_jsonl(path)), "an id no store can hold"
+        )
+        _check(getattr(error, "line", None) == 3, f"it is named, not asked about: {error}")
 
 
 IMPORT_SOURCE_CHECKS = {
