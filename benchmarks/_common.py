@@ -4,7 +4,9 @@ vectors and Zipf-sized threads. Not a benchmark itself."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from sqlalchemy.engine import make_url
@@ -57,3 +59,41 @@ def zipf_sizes(entries: int, threads: int) -> list[int]:
     sizes = np.floor(raw).astype(int) + 1
     sizes[0] += entries - int(sizes.sum())  # rounding leftovers go to the big thread
     return [int(s) for s in sizes]
+
+
+def server_cpu_seconds(postmaster: int | None = None) -> float | None:
+    """CPU seconds used so far by this machine's PostgreSQL processes (``/proc``; the embedded
+    server's, or a local ``--url`` server's), ``None`` where ``/proc`` shows none. With
+    ``postmaster`` (its pid: :func:`postmaster_pid`), only that server's: the postmaster, its
+    live children, and the children that ended (the backends of a client that disconnected)."""
+    total, found = 0, False
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if not comm.read().startswith("postgres"):
+                    continue
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or one that ended meanwhile
+        if postmaster is not None and postmaster not in (int(pid), int(fields[1])):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        if postmaster is not None and int(pid) == postmaster:
+            total += int(fields[13]) + int(fields[14])  # its children's that ended
+        found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
+async def postmaster_pid(connection: Any) -> int | None:
+    """The pid of the server ``connection`` (asyncpg) talks to, when it runs on this machine."""
+    backend = await connection.fetchval("SELECT pg_backend_pid()")
+    return _parent_of(int(backend))
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -4,6 +4,12 @@ each into a table of the same shape with the same indexes; the re-import; peak R
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/import_speed.py --rows 100000
     python benchmarks/import_speed.py --rows 100000 --rss 100000,1000000   # peak RSS, subprocesses
+    python benchmarks/import_speed.py --files --file-rows 100000,1000000    # the CLI on files
+
+``--files``: what users run, ``prism-memory import FILE`` (a subprocess), on a generated JSONL file
+(vectors as JSON lists, rows interleaved over 1,000 Zipf-sized threads) and an ``export`` file,
+against a hand-written binary ``COPY`` of the same rows read from the same file (a subprocess too)
+into a table with the same indexes and into a bare table; the re-import; the CLI's peak RSS.
 
 Run on demand (not a test). Ratios come from the same run, rounds alternating between contenders
 so a change in a shared machine's load falls on both alike. Needs the ``postgres-embedded`` extra
@@ -24,11 +30,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import numpy as np
-from _common import DIM, LookupEmbedder, database, unit_vectors
+from _common import DIM, LookupEmbedder, database, server_cpu_seconds, unit_vectors
+from _import_files import files_round
+from _import_files import hand_copy as hand_copy_file
 
 from prism_memory import create_memory
 from prism_memory.importing import import_entries
@@ -97,24 +106,6 @@ async def hand_batches(
                 [" ".join(sorted(set(w))) for w in words],
                 [len(w) for w in words],
             )
-
-
-def server_cpu_seconds() -> float | None:
-    """CPU seconds used so far by this machine's PostgreSQL processes (``/proc``; the embedded
-    server's, or a local ``--url`` server's), ``None`` where ``/proc`` shows none."""
-    total, found = 0, False
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        try:
-            with open(f"/proc/{pid}/comm") as comm:
-                if not comm.read().startswith("postgres"):
-                    continue
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # not a process, or one that ended meanwhile
-        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
-        found = True
-    return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
 async def remember_batches(make: Any, thread: str, texts: list[str]) -> None:
@@ -323,10 +314,25 @@ def main() -> None:
     parser.add_argument("--rss", default="", help="comma-separated row counts for peak RSS")
     parser.add_argument("--skip", default="", help="comma-separated: remember,import")
     parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--files", action="store_true", help="the file mode only: the CLI on generated files"
+    )
+    parser.add_argument("--file-rows", default="100000", help="comma-separated row counts")
+    parser.add_argument("--file-formats", default="jsonl,export", help="jsonl and/or export")
+    parser.add_argument("--file-dir", default="/tmp/prism-import-bench", help="where files go")
+    parser.add_argument("--hand-copy", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--target", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--format", default="jsonl", help=argparse.SUPPRESS)
     args = parser.parse_args()
     with database(args.url) as (url, libpq):
         if args.rss_child:
             asyncio.run(rss_child(url, args.rss_child))
+            return
+        if args.hand_copy:
+            asyncio.run(hand_copy_file(libpq, args.target, Path(args.hand_copy), args.format))
+            return
+        if args.files:
+            print(json.dumps(files_round(args, url, libpq), indent=2))
             return
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         result: dict[str, Any] = {"rows": args.rows, "remember_rows": args.remember_rows}

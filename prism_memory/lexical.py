@@ -213,11 +213,17 @@ def _stem(word: str) -> str:
     return stemmed
 
 
+_DIGITS = frozenset("0123456789")
+"""A word ending in one of these is its own stem: every suffix the English stemmer removes or
+rewrites ends in a letter, and ``\\w+`` words hold no apostrophe (the one prefix it drops). So
+numbers, dates and codes -- most of a history's words that are new to the memo -- skip it."""
+
+
 def tokenize(text: str) -> list[str]:
     """The terms of ``text`` in order, repeats kept (see the module doc for the rules)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     return [
-        _stem(word)
+        word if word[-1] in _DIGITS else _stem(word)
         for word in _WORD.findall(folded)
         if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
     ]

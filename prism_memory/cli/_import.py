@@ -82,8 +82,10 @@ def import_command(
         with progress_bar() as progress:
             task = progress.add_task("import", total=None)
 
-            def advance(report: Any) -> None:
-                progress.update(task, completed=report.read)
+            def advance(report: Any, total: int | None) -> None:
+                # the total is the file's entries, estimated from the share of its bytes read
+                # (exact once the reader reaches its end): the bar shows an ETA
+                progress.update(task, completed=report.read, total=total)
 
             return await run_import(
                 source=source,

@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 console = Console(soft_wrap=True)
 """What the commands print on stdout. ``soft_wrap``: a long line is never broken at the console's
@@ -49,11 +56,13 @@ def resumable(run: Coroutine[Any, Any, T], state: Path) -> T:
 
 
 def progress_bar() -> Progress:
-    """A progress bar on stderr: what, the bar, done of total, time elapsed."""
+    """A progress bar on stderr: what, the bar, done of total, time elapsed and time left (once
+    the total is known)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=_errors,
     )

@@ -12,7 +12,7 @@ from ..embedding import Embedder
 from ..errors import ConfigurationError
 from ..models import MemoryConsent, parse
 from ._service import ImportReport, import_entries
-from .readers import read_export, read_jsonl, read_langgraph_store, read_mem0
+from .readers import FileEntries, read_export, read_jsonl, read_langgraph_store, read_mem0
 
 __all__ = ["FORMATS", "ImportFormat", "default_state_path", "run_import"]
 
@@ -94,12 +94,13 @@ async def run_import(
     state: Path,
     max_line_bytes: int | None = None,
     secrets: Iterable[str],
-    on_progress: Callable[[ImportReport], None],
+    on_progress: Callable[[ImportReport, int | None], None],
 ) -> ImportReport:
     """Open the stores (running the revisions), import ``source`` in batches with a checkpoint at
     ``state`` (naming the source and the target; one left by another import is set aside) and
-    analyse the table at the end. ``max_line_bytes`` (default: the reader's) refuses longer
-    lines."""
+    analyse the table at the end (unless the import wrote nothing). ``max_line_bytes`` (default: the reader's) refuses longer
+    lines. ``on_progress`` gets the report after every batch, and the number of entries the
+    file is estimated to hold (:meth:`FileEntries.estimated_total`; ``None`` when unknown)."""
     from ..postgres import create_postgres_memory_stores
 
     if fmt != "langgraph" and not Path(source).is_file():  # noqa: ASYNC240 - one stat, at start
@@ -118,6 +119,10 @@ async def run_import(
         model=model,
         max_line_bytes=max_line_bytes,
     )
+
+    def total() -> int | None:
+        return stream.estimated_total() if isinstance(stream, FileEntries) else None
+
     source_id = (
         _langgraph_source(source, str(tenant), resource_index) if fmt == "langgraph" else None
     )
@@ -127,8 +132,8 @@ async def run_import(
     try:
         store = stores.vector_store
         chosen = None if embedder is None else embedder(store.dimension)
-        async with store.deferred_vector_index():  # ANALYZE once the rows are in
-            return await import_entries(
+        try:
+            report = await import_entries(
                 store,
                 stream,
                 embedder=chosen,
@@ -137,7 +142,15 @@ async def run_import(
                 batch_size=batch_size,
                 checkpoint=state,
                 source_id=source_id,
-                on_progress=on_progress,
+                on_progress=lambda report: on_progress(report, total()),
             )
+        except BaseException:
+            async with store.deferred_vector_index():  # ANALYZE what earlier batches wrote
+                pass
+            raise
+        if report.inserted:  # a re-import that wrote nothing changes no statistics
+            async with store.deferred_vector_index():  # ANALYZE once the rows are in
+                pass
+        return report
     finally:
         await stores.close()

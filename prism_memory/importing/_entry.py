@@ -9,7 +9,7 @@ from pydantic import field_validator
 
 from ..models import MemoryEntry, check_key
 
-__all__ = ["ImportEntry", "Located"]
+__all__ = ["ImportEntry", "Located", "RawVector"]
 
 
 class ImportEntry(MemoryEntry):
@@ -49,3 +49,21 @@ class Located(dict[str, Any]):
         super().__init__(fields)
         self.line = line
         self.where = where
+
+
+class RawVector:
+    """A vector as a reader found it: the JSON text of an array of numbers, not parsed yet.
+
+    :func:`~prism_memory.importing.read_jsonl` cuts a line's ``vector`` out before parsing the
+    rest, so that :func:`import_entries` parses and checks only the vectors of entries whose id is
+    new -- as one batch -- and an entry stored already (a re-import) costs none of it. The text
+    holds no string, object or nested array between its brackets: anything else was parsed with
+    the line, as before."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"RawVector(<{len(self.text)} characters>)"

@@ -6,22 +6,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ValidationError
 from ..limits import CEILINGS
-from ._entry import Located
+from ._entry import Located, RawVector
 from ._service import ImportLineError
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_LINE_BYTES",
     "FileEntries",
+    "ReadMeter",
     "check_limit",
     "file_identity",
     "json_lines",
+    "loads_entry",
     "located",
 ]
 
@@ -114,26 +118,91 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-def json_lines(source: Source, limit: int) -> Iterator[tuple[int, Any, bool]]:
+_VECTOR_KEY = re.compile(r'"vector"\s*:\s*\[')
+_MARK = uuid.uuid4().hex
+"""What stands for a cut-out vector while the rest of its line is parsed: a string no file holds
+(it is drawn afresh by each process)."""
+
+
+def loads_entry(text: str) -> Any:
+    """``json.loads(text)``, except that a top-level ``"vector"`` array of plain numbers is cut
+    out before the rest is parsed and comes back as a :class:`RawVector` (parsing ~400 numbers is
+    nine tenths of a line's JSON, and a re-import needs none of it). The cut is taken only when it
+    is unambiguous -- one ``"vector": [`` in the line, no string, object or array inside it up to
+    its ``]`` (so the cut splits no token of the rest), and the parsed rest holding the mark at
+    its top level -- else the whole line is parsed. The cut text is parsed as JSON when its entry
+    turns out new: what is not a JSON array of numbers is refused then, naming the line."""
+    found = _VECTOR_KEY.search(text)
+    if found is not None:
+        start = found.end() - 1
+        end = text.find("]", start)
+        inside = text[start + 1 : end]
+        if (
+            end > 0
+            and '"' not in inside
+            and "{" not in inside
+            and "[" not in inside
+            and _VECTOR_KEY.search(text, end) is None
+        ):
+            try:
+                rest = json.loads(f'{text[:start]}"{_MARK}"{text[end + 1 :]}')
+            except ValueError:
+                rest = None
+            if isinstance(rest, dict) and rest.get("vector") == _MARK:
+                rest["vector"] = RawVector(text[start : end + 1])
+                return rest
+    return json.loads(text)
+
+
+class ReadMeter:
+    """How far a reader is in its file: ``consumed`` bytes of lines read so far, of ``size`` (the
+    file's, ``None`` when the source is no file whose size is known)."""
+
+    __slots__ = ("consumed", "size")
+
+    def __init__(self, source: Source | None) -> None:
+        self.consumed = 0
+        self.size: int | None = None
+        try:
+            if source is None:
+                pass
+            elif isinstance(source, str | os.PathLike):
+                self.size = os.stat(source).st_size
+            elif hasattr(source, "fileno"):
+                self.size = os.fstat(source.fileno()).st_size
+        except (OSError, ValueError):
+            self.size = None
+
+
+def json_lines(
+    source: Source,
+    limit: int,
+    decode: Callable[[str], Any] = json.loads,
+    meter: ReadMeter | None = None,
+) -> Iterator[tuple[int, Any, bool]]:
     """``(line number, decoded JSON, False)`` of each non-blank line (JSONL), or -- when the first
     such line is not a JSON document on its own (a pretty-printed file) -- ``(its number, the
     whole file decoded, True)``. Line numbers are the file's physical ones, blank lines counted;
-    no line (and no document) over ``limit`` bytes is held whole."""
+    no line (and no document) over ``limit`` bytes is held whole. Each line is decoded by
+    ``decode`` (:func:`loads_entry` for JSONL entries); ``meter`` counts the bytes read."""
     handle = open(source, "rb") if isinstance(source, str | os.PathLike) else source  # noqa: SIM115
+    meter = meter if meter is not None else ReadMeter(None)
     try:
         lines = _Lines(handle, limit)
         first = True
         while (raw := lines.next_line()) is not None:
             number = lines.number
+            meter.consumed += len(raw) + 1
             if not raw.strip():
                 continue
             text = _decode(raw, number)
             try:
-                decoded = json.loads(text)
+                decoded = decode(text)
             except ValueError as exc:
                 if not first:
                     raise ImportLineError(f"line {number}: not valid JSON", line=number) from exc
                 text = _decode(raw + b"\n" + lines.rest(len(raw) + 1), number)
+                meter.consumed += len(text)
                 try:
                     decoded = json.loads(text)
                 except ValueError:
@@ -185,19 +254,38 @@ def file_identity(source: Source, reader: str, **options: Any) -> str | None:
 class FileEntries(Iterator[dict[str, Any]]):
     """The entries a reader yields from a file, and ``source_id``: what names the file (and the
     reader's options) in an import's checkpoint (:func:`file_identity`, computed when first
-    asked), so a checkpoint left by another file is not resumed."""
+    asked), so a checkpoint left by another file is not resumed; :meth:`estimated_total` tells a
+    progress bar how many entries the file holds."""
 
-    __slots__ = ("_entries", "_identity", "_known")
+    __slots__ = ("_entries", "_identity", "_known", "_meter", "_yielded")
 
     def __init__(
-        self, entries: Iterator[dict[str, Any]], identity: Callable[[], str | None]
+        self,
+        entries: Iterator[dict[str, Any]],
+        identity: Callable[[], str | None],
+        meter: ReadMeter | None = None,
     ) -> None:
         self._entries = entries
         self._identity = identity
         self._known: list[str | None] = []
+        self._meter = meter
+        self._yielded = 0
 
     def __next__(self) -> dict[str, Any]:
-        return next(self._entries)
+        entry = next(self._entries)
+        self._yielded += 1
+        return entry
+
+    def estimated_total(self) -> int | None:
+        """How many entries the file holds: exact once it is read to its end, else the entries
+        so far scaled by the share of the file's bytes they took; ``None`` before the first entry
+        or when the file's size is unknown (a pipe, a handle of no file)."""
+        meter = self._meter
+        if meter is None or meter.size is None or not self._yielded or not meter.consumed:
+            return None
+        if meter.consumed >= meter.size:
+            return self._yielded
+        return max(self._yielded, round(self._yielded * meter.size / meter.consumed))
 
     @property
     def source_id(self) -> str | None:

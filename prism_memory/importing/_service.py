@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import _telemetry as otel
-from ..embedding import Embedder, assert_finite_vector, check_embedder, embed_batched
+from ..embedding import Embedder, check_embedder, embed_batched
 from ..entries import prepare_entry
 from ..errors import (
     ConfigurationError,
@@ -29,6 +29,7 @@ from ..redaction import Redactor, Scrubber
 from ..stores.base import ImportRow, VectorStore
 from ._checkpoint import ImportCheckpoint, import_target
 from ._entry import ImportEntry, Located
+from ._vectors import checked_vectors
 
 __all__ = [
     "DEFAULT_IMPORT_BATCH",
@@ -111,6 +112,12 @@ class _Batch:
     scopes: set[MemoryIdentity] = field(default_factory=set)
     last: int = 0
     repeated: int = 0
+    vectors: dict[_Key, object] = field(default_factory=dict)
+    """The vectors the batch's entries came with, as given (checked only for the new ones)."""
+    screened: set[_Key] = field(default_factory=set)
+    """Keys :meth:`_Importer.stored` found not stored when their entries were read."""
+    known: int = 0
+    """Entries left out when read: :meth:`_Importer.stored` found them stored."""
     now: datetime | None = None
     """The default ``occurred_at`` of the batch's entries (one clock reading, as one
     ``remember()`` call takes): a line repeated without one is the same content."""
@@ -162,7 +169,9 @@ class _Importer:
             self.model = made_by if model is None else model
             self.model_fixed = True
 
-    def row(self, item: Mapping[str, Any] | ImportEntry, now: datetime) -> ImportRow:
+    def row(self, item: Mapping[str, Any] | ImportEntry, now: datetime) -> tuple[ImportRow, object]:
+        """The entry as a row without its vector, and the vector as given (``None``: none). A
+        vector is checked only if its id turns out new (:meth:`prepare`), as part of its batch."""
         given = parse(ImportEntry, item, "import entry")
         key = (given.tenant_id, given.resource_id, given.thread_id)
         scope = self.scopes.get(key)
@@ -173,11 +182,7 @@ class _Importer:
                 tenant_id=key[0], resource_id=key[1], thread_id=key[2]
             )
         entry = prepare_entry(given, now, scrubber=self.scrubber, limits=self.limits)
-        vector: Vector | None = None
-        model: str | None = None
         if given.vector is not None:
-            vector = assert_finite_vector(given.vector, "vector", expected_length=self.width)
-            self.width = vector.shape[0]
             if not self.model_fixed:  # the first vector's model is the import's
                 self.model, self.model_fixed = given.embedding_model, True
             if given.embedding_model not in (None, self.model):
@@ -185,8 +190,59 @@ class _Importer:
                     "embedding_model is not the model of this import's vectors (model=, the "
                     "embedder's model, or the first vector's embedding_model)"
                 )
-            model = self.model
-        return ImportRow(scope=scope, entry=entry, vector=vector, model=model)
+        return ImportRow(scope=scope, entry=entry, vector=None, model=None), given.vector
+
+    def vectors(self, batch: _Batch, rows: list[ImportRow]) -> dict[int, Vector]:
+        """The given vectors of ``rows`` (the batch's new rows) by position, checked
+        (:func:`checked_vectors`); the first one sets the import's width."""
+        given = [
+            (at, batch.vectors[key], batch.rows[key][0][1:])
+            for at, row in enumerate(rows)
+            if (key := (row.scope, row.entry.id)) in batch.vectors
+        ]
+        checked, self.width = checked_vectors(
+            given, self.width, lambda message, line: ImportLineError(message, line=line)
+        )
+        return checked
+
+    async def stored(
+        self, items: list[tuple[int, Mapping[str, Any] | ImportEntry]]
+    ) -> tuple[set[int], set[int]]:
+        """The positions of ``items`` asked about, and of those that name an entry stored already
+        by their own scope keys and id, plain strings as given (one read): such an entry is left
+        as stored, so its line is not checked further nor its vector read. Items without an
+        ``id`` (their id is the digest of their redacted text) or with keys of any other type are
+        not asked about."""
+        asked: list[tuple[int, tuple[MemoryIdentity, str]]] = []
+        for position, item in items:
+            if isinstance(item, ImportEntry) or not isinstance(item, Mapping):
+                continue
+            tenant, resource, thread, entry_id = (
+                item.get(name) for name in ("tenant_id", "resource_id", "thread_id", "id")
+            )
+            if not (
+                isinstance(tenant, str)
+                and isinstance(resource, str)
+                and isinstance(thread, str)
+                and isinstance(entry_id, str)
+            ):
+                continue
+            if not all(map(_askable, (tenant, resource, thread, entry_id))):
+                continue  # refused when checked, naming its line
+            scope = self.scopes.get((tenant, resource, thread))
+            if scope is None:  # only asked about: cached as :meth:`row` caches checked keys
+                if len(self.scopes) >= _SCOPE_CACHE:
+                    self.scopes.clear()
+                scope = self.scopes[(tenant, resource, thread)] = MemoryIdentity.model_construct(
+                    tenant_id=tenant, resource_id=resource, thread_id=thread
+                )
+            asked.append((position, (scope, entry_id)))
+        if not asked:
+            return set(), set()
+        known = await self.store.known_keys([key for _, key in asked])
+        return {position for position, _ in asked}, {
+            position for position, key in asked if key in known
+        }
 
     async def prepare(self, batch: _Batch, in_flight: Container[_Key]) -> _Prepared:
         """What writing ``batch`` needs that no earlier batch has to be committed for, done while
@@ -198,16 +254,19 @@ class _Importer:
         given = [row for _, row in batch.rows.values()]
         if not given:
             return _Prepared(batch, [], 0)
-        stored = await self.store.known_keys([(row.scope, row.entry.id) for row in given])
+        stored = await self.store.known_keys(
+            [key for row in given if (key := (row.scope, row.entry.id)) not in batch.screened]
+        )
         rows = [
             row
             for row in given
             if (row.scope, row.entry.id) not in stored
             and (row.scope, row.entry.id) not in in_flight
         ]
+        supplied = self.vectors(batch, rows)
         await self._check_models(batch, rows)
         vectors: dict[int, Vector] = {}
-        missing = [at for at, row in enumerate(rows) if row.vector is None]
+        missing = [at for at in range(len(rows)) if at not in supplied]
         if missing and self.embedder is not None:
             try:
                 made = await embed_batched(
@@ -226,8 +285,8 @@ class _Importer:
                 ImportRow(
                     scope=row.scope,
                     entry=row.entry,
-                    vector=vectors.get(at, row.vector),
-                    model=self.model if at in vectors else row.model,
+                    vector=supplied.get(at, vectors.get(at)),
+                    model=self.model if at in supplied or at in vectors else None,
                     terms=tuple(tokenize(row.entry.text)),
                 )
             )
@@ -239,7 +298,7 @@ class _Importer:
         """Write a prepared batch (one all-or-nothing store call), after every earlier batch is
         committed; return how many rows were new."""
         batch, rows = prepared.batch, prepared.rows
-        if not batch.rows:
+        if not batch.rows and not batch.known:
             return 0
         await self._check_lineage(batch)  # sources of earlier batches are stored by now
         try:
@@ -252,14 +311,14 @@ class _Importer:
             await self._check_lineage(batch)
             raise
         report.inserted += inserted
-        report.existing += len(batch.rows) - inserted + batch.repeated
+        report.existing += len(batch.rows) - inserted + batch.repeated + batch.known
         report.embedded += prepared.embedded
         report.pending += pending
         report.batches += 1
         meters = otel.instruments()
         if meters is not None:
             store = otel.store_id(self.store)
-            existing = len(batch.rows) - inserted + batch.repeated
+            existing = len(batch.rows) - inserted + batch.repeated + batch.known
             for outcome, rows_ in (("inserted", inserted), ("existing", existing)):
                 if rows_:
                     meters.import_rows.add(
@@ -281,7 +340,8 @@ class _Importer:
             dict.fromkeys(
                 row.scope
                 for row in rows
-                if (embeds or row.vector is not None) and row.scope not in self.model_checked
+                if (embeds or (row.scope, row.entry.id) in batch.vectors)
+                and row.scope not in self.model_checked
             )
         )
         held = await self.store.embedding_models_of(fresh) if fresh else {}
@@ -317,6 +377,21 @@ class _Importer:
                     "(sources must come earlier in the import, or be stored)",
                     line=line,
                 )
+
+
+def _askable(value: str) -> bool:
+    """Whether a store can be asked about ``value`` as given: at most 256 characters, no NUL, no
+    lone surrogate (PostgreSQL's text holds neither). A key that is askable but invalid is simply
+    not found -- stored keys were checked -- and is refused when its entry is checked."""
+    if not 0 < len(value) <= 256 or "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _items(
@@ -432,6 +507,56 @@ async def import_entries(
         earlier, writing = writing, asyncio.create_task(commit(batch, writing, handed))
         handed, batch = batch, _Batch()
 
+    async def take(position: int, item: Mapping[str, Any] | ImportEntry, new: bool) -> None:
+        """Check an entry and add it to the batch (``new``: :meth:`_Importer.stored` found its
+        key not stored); hand the batch over once it is full."""
+        if isinstance(item, Located):
+            place = (position, item.line, item.where)
+        else:
+            place = (position, position, f"entry {position}")
+        if batch.now is None:
+            batch.now = importer.clock()
+        try:
+            row, vector = importer.row(item, batch.now)
+        except PrismMemoryError as exc:
+            raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
+        key = (row.scope, row.entry.id)
+        previous = batch.rows.get(key)
+        if previous is not None:
+            if previous[1].entry != row.entry:
+                raise ImportLineError(
+                    f"{place[2]}: its id appears earlier in its thread, with different "
+                    f"content ({previous[0][2]})",
+                    line=place[1],
+                )
+            batch.repeated += 1
+        else:
+            batch.rows[key] = (place, row)
+            batch.scopes.add(row.scope)
+            if vector is not None:
+                batch.vectors[key] = vector
+            if new:
+                batch.screened.add(key)
+        batch.last = position
+        if len(batch.rows) + batch.known >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
+            await hand_over()
+        elif position % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # a sync source never yields: let the write progress
+
+    async def drain(waiting: list[tuple[int, Mapping[str, Any] | ImportEntry]]) -> None:
+        """Take the entries read, leaving out those found stored (one read for all of them)."""
+        asked, stored = await importer.stored(waiting)
+        for position, item in waiting:
+            if position in stored:  # left as stored: nothing of it is checked or read further
+                batch.known += 1
+                batch.last = position
+                if len(batch.rows) + batch.known >= batch_size:
+                    await hand_over()
+            else:
+                await take(position, item, position in asked)
+        waiting.clear()
+
+    waiting: list[tuple[int, Mapping[str, Any] | ImportEntry]] = []
     position = 0
     try:
         async for item in _items(source):
@@ -440,34 +565,12 @@ async def import_entries(
             if state is not None and position <= state.done:
                 report.skipped += 1
                 continue
-            if isinstance(item, Located):
-                place = (position, item.line, item.where)
-            else:
-                place = (position, position, f"entry {position}")
-            if batch.now is None:
-                batch.now = importer.clock()
-            try:
-                row = importer.row(item, batch.now)
-            except PrismMemoryError as exc:
-                raise ImportLineError(f"{place[2]}: {exc}", line=place[1]) from exc
-            key = (row.scope, row.entry.id)
-            previous = batch.rows.get(key)
-            if previous is not None:
-                if previous[1].entry != row.entry:
-                    raise ImportLineError(
-                        f"{place[2]}: its id appears earlier in its thread, with different "
-                        f"content ({previous[0][2]})",
-                        line=place[1],
-                    )
-                batch.repeated += 1
-            else:
-                batch.rows[key] = (place, row)
-                batch.scopes.add(row.scope)
-            batch.last = position
-            if len(batch.rows) >= batch_size or len(batch.scopes) >= MAX_SCOPES_PER_BATCH:
-                await hand_over()
+            waiting.append((position, item))
+            if len(waiting) >= batch_size:
+                await drain(waiting)
             elif position % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a sync source never yields: let the write progress
+                await asyncio.sleep(0)
+        await drain(waiting)
         await hand_over()
         for task in (earlier, writing):
             if task is not None:

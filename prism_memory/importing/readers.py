@@ -31,9 +31,11 @@ from ._lines import (
     MAX_DOCUMENT_BYTES,
     MAX_LINE_BYTES,
     FileEntries,
+    ReadMeter,
     check_limit,
     file_identity,
     json_lines,
+    loads_entry,
     located,
 )
 from ._service import ImportLineError
@@ -70,14 +72,15 @@ def read_jsonl(
     :class:`ImportLineError` once that many bytes of it are read, never read whole. The iterator's
     ``source_id`` names the file in an import's checkpoint."""
     limit = check_limit(max_line_bytes)
+    meter = ReadMeter(source)
 
     def entries() -> Iterator[dict[str, Any]]:
-        for number, item, whole in json_lines(source, limit):
+        for number, item, whole in json_lines(source, limit, loads_entry, meter):
             if not isinstance(item, dict):
                 raise ImportLineError(f"line {number}: not a JSON object", line=number)
             yield located(item, number, 1 if whole else None)
 
-    return FileEntries(entries(), lambda: file_identity(source, "jsonl"))
+    return FileEntries(entries(), lambda: file_identity(source, "jsonl"), meter)
 
 
 def read_export(
@@ -90,9 +93,10 @@ def read_export(
     A line (or a file holding one JSON document) over ``max_line_bytes`` (default
     :data:`MAX_DOCUMENT_BYTES`, 64 MiB) is refused with :class:`ImportLineError`."""
     limit = check_limit(max_line_bytes)
+    meter = ReadMeter(source)
 
     def entries() -> Iterator[dict[str, Any]]:
-        for number, item, whole in json_lines(source, limit):
+        for number, item, whole in json_lines(source, limit, meter=meter):
             single = isinstance(item, dict) and "entries" not in item and not whole
             if isinstance(item, dict) and "entries" not in item:  # one exported entry
                 item = {"entries": [item]}
@@ -111,7 +115,7 @@ def read_export(
                     fields = {key: value for key, value in entry.items() if key not in _EXPORT_ONLY}
                     yield Located(fields, number, at.where)
 
-    return FileEntries(entries(), lambda: file_identity(source, "export"))
+    return FileEntries(entries(), lambda: file_identity(source, "export"), meter)
 
 
 def _aware(raw: object, at: Located) -> datetime | None:
@@ -133,11 +137,11 @@ def _aware(raw: object, at: Located) -> datetime | None:
 
 
 def _mem0_items(
-    source: str | os.PathLike[str] | IO[str], limit: int
+    source: str | os.PathLike[str] | IO[str], limit: int, meter: ReadMeter
 ) -> Iterator[tuple[Located, Any]]:
     """A mem0 export is a JSON array, a ``{"results": [...]}`` document or JSONL; each memory
     comes with where it stands (its line, and its position in an array or document)."""
-    for number, item, whole in json_lines(source, limit):
+    for number, item, whole in json_lines(source, limit, meter=meter):
         if isinstance(item, dict) and isinstance(item.get("results"), list):
             items: Sequence[Any] = item["results"]
         elif isinstance(item, list):
@@ -170,13 +174,16 @@ def read_mem0(
     64 MiB).
     """
     limit = check_limit(max_line_bytes)
+    meter = ReadMeter(source)
 
     def entries() -> Iterator[dict[str, Any]]:
-        for at, memory in _mem0_items(source, limit):
+        for at, memory in _mem0_items(source, limit, meter):
             yield Located(_mem0_entry(memory, at, tenant_id, consent), at.line, at.where)
 
     return FileEntries(
-        entries(), lambda: file_identity(source, "mem0", tenant_id=tenant_id, consent=consent)
+        entries(),
+        lambda: file_identity(source, "mem0", tenant_id=tenant_id, consent=consent),
+        meter,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, DimensionMismatchError, InvalidVectorError
 from ..importing import (
     MAX_LINE_BYTES,
     ImportLineError,
@@ -24,6 +24,7 @@ from ..importing import (
     read_mem0,
 )
 from ..models import MemoryIdentity
+from ..stores.base import RecallFilter, SearchRequest
 from ..stores.memory import InMemoryVectorStore
 from ._conformance_agents import _NamedEmbedder
 from ._support import ConformanceKit, _Case, _check, _raises
@@ -326,7 +327,97 @@ async def import_refuses_an_over_long_line(kit: ConformanceKit) -> None:
     _check(endless.given <= 100_000 + 65_536, f"read {endless.given} characters of it")
 
 
+def _vector_line(case: _Case, entry_id: str, vector: str, **fields: Any) -> str:
+    """A JSONL line whose ``vector`` is the JSON text given (written as is)."""
+    line = json.dumps(_line(case, "t-1", f"fact {entry_id}", id=entry_id, **fields))
+    return line[:-1] + f', "vector": {vector}}}'
+
+
+async def import_checks_the_vectors_of_new_ids_only(kit: ConformanceKit) -> None:
+    """A JSONL file's vectors are parsed and checked as a batch, for the new ids only: a bad
+    vector of a new id is refused naming its line (nothing of its batch written) -- a number too
+    large for float32, a number that is not JSON, a vector of another width; a vector is stored
+    exactly as given (a ``vector`` key in the metadata is left in the metadata); a re-import
+    leaves an entry whose scope keys and id name a stored one as stored without reading the rest
+    of its line -- a bad vector or an unknown field of a stored id is not refused -- while a new
+    id's bad vector still is."""
+    case = _Case(kit)
+    store = kit.vector_store
+    width = kit.embedder.dimensions
+    rows = np.asarray(await kit.embedder.embed(["one", "two", "three"]), dtype=np.float32)
+    lists = [json.dumps(row.tolist()) for row in rows]
+    good = [
+        _vector_line(case, "a", lists[0], metadata={"vector": [9, 9], "k": "[1]"}),
+        _vector_line(case, "b", lists[1]),
+    ]
+    bad_vectors = {
+        "too large for float32": ("[" + ", ".join(["1e39"] * width) + "]", InvalidVectorError),
+        "not a JSON number": ("[1.5.2" + ", 0.5" * (width - 1) + "]", ImportLineError),
+        "another width": ("[" + ", ".join(["0.5"] * (width + 1)) + "]", DimensionMismatchError),
+    }
+    with tempfile.TemporaryDirectory() as directory:
+        for what, (vector, cause) in bad_vectors.items():
+            lines = [*good, _vector_line(case, "c", vector)]
+            path = _write(directory, "vectors.jsonl", lines)
+            error = await _raises(
+                ImportLineError, import_entries(store, read_jsonl(path)), f"a vector {what}"
+            )
+            _check(getattr(error, "line", None) == 3, f"{what}: names line 3: {error}")
+            _check(
+                isinstance(error, cause) or isinstance(error.__cause__, cause),
+                f"{what}: {error!r} comes from {cause.__name__}",
+            )
+            known = await store.known_ids(_scope(case), ["a", "b", "c"])
+            _check(known == set(), f"{what}: nothing of the batch written: {sorted(known)}")
+        path = _write(directory, "vectors.jsonl", good)
+        report = await import_entries(store, read_jsonl(path))
+        _check(report.inserted == 2, f"two good lines stored: {report}")
+        (stored,) = await store.get_entries(_scope(case), ["a"])
+        _check(
+            dict(stored.metadata) == {"vector": [9, 9], "k": "[1]"},
+            f"the metadata's vector key is the metadata's: {stored.metadata}",
+        )
+        found = await store.search(
+            _scope(case),
+            SearchRequest(
+                vector=rows[0],
+                terms=frozenset(),
+                limit=1,
+                filter=RecallFilter(now=datetime.now(UTC)),
+            ),
+        )
+        nearest = found.candidates[0]
+        _check(nearest.id == "a", f"the stored vector is the line's: {nearest.id}")
+        _check(
+            np.allclose(nearest.vector, rows[0], atol=1e-6),
+            "the stored vector is exactly the given one",
+        )
+        huge = bad_vectors["too large for float32"][0]
+        again = [good[0], _vector_line(case, "b", huge, unknown=1)]
+        path = _write(directory, "again.jsonl", again)
+        report = await import_entries(store, read_jsonl(path))
+        _check(
+            (report.inserted, report.existing) == (0, 2),
+            f"a re-import leaves stored ids as stored, their lines unread: {report}",
+        )
+        path = _write(directory, "again.jsonl", [*again, _vector_line(case, "d", huge)])
+        error = await _raises(
+            ImportLineError, import_entries(store, read_jsonl(path)), "a new id's bad vector"
+        )
+        _check(
+            getattr(error, "line", None) == 3, f"a re-import still names a new id's line: {error}"
+        )
+        _check(not await store.known_ids(_scope(case), ["d"]), "and writes nothing of it")
+        odd = json.dumps(_line(case, "t-1", "odd", id="a\u0000b"))
+        path = _write(directory, "again.jsonl", [*again, odd])
+        error = await _raises(
+            ImportLineError, import_entries(store, read_jsonl(path)), "an id no store can hold"
+        )
+        _check(getattr(error, "line", None) == 3, f"it is named, not asked about: {error}")
+
+
 IMPORT_SOURCE_CHECKS = {
+    "import_checks_the_vectors_of_new_ids_only": import_checks_the_vectors_of_new_ids_only,
     "import_names_a_files_physical_lines": import_names_a_files_physical_lines,
     "import_messages_never_repeat_values": import_messages_never_repeat_values,
     "import_stores_a_repeated_line_once": import_stores_a_repeated_line_once,

@@ -232,3 +232,36 @@ def test_a_line_over_the_limit_is_named(postgres_url, schema, tmp_path):
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].startswith("error: line 3:"), done.stderr
     assert "line limit" in done.stderr
+
+
+def test_the_progress_bar_counts_against_the_files_total(postgres_url, schema, tmp_path):
+    """The bar of a file import shows the entries done of the file's total (estimated from the
+    bytes read, exact at the end) and a time left, not ``N/?``; with vectors given as JSON
+    lists, parsed and checked a batch at once, and again (a re-import reads no vector)."""
+    path = tmp_path / "history.jsonl"
+    lines = [
+        {
+            "tenant_id": "acme",
+            "resource_id": "u",
+            "thread_id": f"t{i % 7}",
+            "id": f"r{i}",
+            "text": f"fact {i}",
+            "vector": [round(0.1 * ((i + k) % 10) - 0.45, 7) for k in range(16)],
+        }
+        for i in range(1, 31)
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    for new in (30, 0):
+        done = subprocess.run(
+            [*_command(path, postgres_url, schema)[:-1], "8", "--model", "m"],
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "30/30" in done.stderr, done.stderr
+        assert "/?" not in done.stderr
+        assert f"imported {new} new entries" in done.stdout
+    assert len(_rows(postgres_url, schema)) == 30

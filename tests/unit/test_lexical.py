@@ -177,3 +177,27 @@ def test_a_query_term_the_corpus_holds_but_the_document_lacks_adds_nothing():
     assert only_bee == pytest.approx(math.log(1 + 8.5 / 2.5) * 1.9 / (1 + 0.9), rel=1e-12)
     assert bm25(["ant", "bee"], {"bee": 1}, 4, stats) == only_bee
     assert bm25(["ant"], {"bee": 1}, 4, stats) == 0.0
+
+
+def test_a_word_ending_in_a_digit_is_its_own_stem_as_the_stemmer_says():
+    """The tokenizer skips the stemmer for words ending in a digit: the stemmer would have kept
+    them as they are (random ``\\w+`` words over letters, digits and ``_``, and real suffixes
+    followed by a digit), while a word ending in a letter is still stemmed."""
+    import random
+    import string
+
+    import snowballstemmer
+
+    stemmer = snowballstemmer.stemmer("english")
+    rng = random.Random(7)
+    letters = string.ascii_lowercase * 3 + string.digits + "_éß"
+    words = [
+        "".join(rng.choice(letters) for _ in range(rng.randint(0, 14))) + rng.choice(string.digits)
+        for _ in range(20_000)
+    ]
+    words += [f"{base}{d}" for base in ("running", "skies", "ying", "happiness", "y") for d in "09"]
+    for word in words:
+        folded = word.casefold()
+        assert stemmer.stemWord(folded) == folded
+        assert tokenize(word) == [folded]
+    assert tokenize("running2 running") == ["running2", "run"]
