@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..stores.base import VectorStore
+from ..stores.base import EntryStore
 
 __all__ = ["ImportCheckpoint", "import_target"]
 
-_INSTANCES: weakref.WeakKeyDictionary[VectorStore, str] = weakref.WeakKeyDictionary()
+_INSTANCES: weakref.WeakKeyDictionary[EntryStore, str] = weakref.WeakKeyDictionary()
 """A token per store instance that names no database (an in-memory store): its rows die with it,
 so a checkpoint names the instance, and a new process's store never resumes an old one's."""
 
 
-def import_target(store: VectorStore) -> str:
+def import_target(store: EntryStore) -> str:
     """What names where an import's rows go, for its checkpoint: on PostgreSQL the server, the
     database, the schema and the entries table (never a user name nor a password); for a store of
     another kind, its class and this instance."""

@@ -1,5 +1,6 @@
 """The bulk import: a stream of entries of many scopes, checked like ``remember()``, written in
-batches through :meth:`~prism_memory.stores.base.VectorStore.import_rows`."""
+batches through :meth:`~prism_memory.stores.base.EntryStore.import_rows` (the importer needs
+nothing of a store but its :class:`~prism_memory.stores.base.EntryStore` role)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import logging
 import os
 from collections.abc import AsyncIterable, Awaitable, Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from .. import _telemetry as otel
+from .._clock import utcnow
 from ..embedding import Embedder, check_embedder, embed_batched
 from ..entries import prepare_entry
 from ..errors import (
@@ -26,7 +28,7 @@ from ..lexical import tokenize
 from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
-from ..stores.base import ImportRow, VectorStore
+from ..stores.base import EntryStore, ImportRow
 from ._checkpoint import ImportCheckpoint, import_target
 from ._entry import ImportEntry, Located
 from ._vectors import checked_vectors
@@ -136,7 +138,7 @@ class _Prepared:
 class _Importer:
     def __init__(
         self,
-        store: VectorStore,
+        store: EntryStore,
         *,
         embedder: Embedder | None,
         model: str | None,
@@ -407,7 +409,7 @@ async def _items(
 
 @otel.traced("create_memory", "import_entries", count=lambda report: report.inserted)
 async def import_entries(
-    store: VectorStore,
+    store: EntryStore,
     source: ImportSource,
     *,
     embedder: Embedder | None = None,
@@ -436,7 +438,7 @@ async def import_entries(
     Entries that come without a vector are embedded in batches by ``embedder``, or -- without one,
     or when it fails -- stored ``pending`` for the indexing worker. A refused entry raises
     :class:`ImportLineError` naming its position; nothing of its batch is written (each batch is
-    one all-or-nothing :meth:`~prism_memory.stores.base.VectorStore.import_rows`). With
+    one all-or-nothing :meth:`~prism_memory.stores.base.EntryStore.import_rows`). With
     ``checkpoint`` (a file path) the number of entries done is recorded after every batch, with
     what names the source (``source_id``, else the ``source_id`` of a reader's iterator: the
     file's identity) and the target (:func:`import_target`: the PostgreSQL database, schema and
@@ -447,8 +449,10 @@ async def import_entries(
     running :class:`ImportReport` after each batch. ``importance_from`` hooks do not run: an entry's
     importance is the given one (clamped) or 1.0.
     """
-    if not isinstance(store, VectorStore):
-        raise ConfigurationError("store must subclass prism_memory.stores.VectorStore")
+    if not isinstance(store, EntryStore):
+        raise ConfigurationError(
+            "store must subclass prism_memory.stores.EntryStore (every VectorStore does)"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
         raise ValidationError("batch_size must be an integer")
     if not 1 <= batch_size <= MAX_IMPORT_BATCH:
@@ -459,7 +463,7 @@ async def import_entries(
         model=model,
         scrubber=Scrubber(redactor, secrets),
         limits=parse(Limits, limits if limits is not None else {}, "limits"),
-        clock=clock or (lambda: datetime.now(UTC)),
+        clock=clock or utcnow,
     )
     report = ImportReport()
     state = None
