@@ -910,7 +910,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"loaded {ds.get('load', 'thread by thread')}. Load average {ds.get('load_average', '-')}.",
         "",
         "| every query, K=10 / K=32 | prism_memory `Memory.recall` | bare vector-only query "
-        "(reference) | same work by hand | prism / vector-only (target) | prism / same work |",
+        "(reference) | same work by hand | prism / bare (target) | prism / same work |",
         "| --- | --- | --- | --- | --- | --- |",
         *(
             f"| recall {name} | "
@@ -1034,7 +1034,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| LangGraph `abatch` puts, {BATCH}/batch | {ld['langgraph_rows_per_s']:,.0f} |"
         )
-    lines.append(f"| in-memory `remember(wait=True)` | {ld['in_memory_rows_per_s']:,.0f} |")
+    lines.append(f"| in-memory, the same way | {ld['in_memory_rows_per_s']:,.0f} |")
     lines.append(
         f"| prism / COPY (≥0.5): load / with the HNSW build | "
         f"{ld['prism_load_rows_per_s'] / ld['copy_rows_per_s']:.2f}× / "
