@@ -54,8 +54,9 @@ from prism_memory.models import DEFAULT_LEXICAL_WEIGHT
 from prism_memory.postgres import create_postgres_memory_stores
 
 SEED = 20261201
-TENANT = "bench-tenant"
+TENANT = "bench-tenant"  # the in-memory micro targets' scope
 RESOURCE = "bench-user"
+SHAPE = {"tenants": 10, "resources": 10}  # threads spread over tenants x resources (--tenants)
 BATCH = 128
 KS = (10, 32)
 SMALL = 100  # a thread of at most this many rows is "small"
@@ -98,6 +99,15 @@ class Dataset:
 
 def thread_id(t: int) -> str:
     return f"thread-{t:05d}"
+
+
+def tenant_of(t: int) -> str:
+    """Thread ``t``'s tenant: threads go round the tenants, then round the resources."""
+    return f"tenant-{t % SHAPE['tenants']:02d}"
+
+
+def resource_of(t: int) -> str:
+    return f"resource-{(t // SHAPE['tenants']) % SHAPE['resources']:02d}"
 
 
 def vocabulary() -> list[str]:
@@ -221,20 +231,51 @@ def entry_dicts(rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
-async def load_prism(data: Dataset, make: Callable[[str], Memory]) -> float:
+def arrival_order(data: Dataset) -> list[Row]:
+    """Every row once, threads interleaved at random (seeded), each thread's rows in their order:
+    how rows arrive from many live conversations, so a thread's rows are spread over the table."""
+    labels = np.repeat(np.arange(len(data.sizes)), data.sizes)
+    np.random.default_rng(SEED + 5).shuffle(labels)
+    at = [0] * len(data.sizes)
+    order = []
+    for t in labels.tolist():
+        order.append(data.by_thread[t][at[t]])
+        at[t] += 1
+    return order
+
+
+async def load_interleaved(data: Dataset, store: Any) -> float:
+    """``import_entries`` of every row (its vector given) in arrival order; returns seconds."""
+    from prism_memory.importing import import_entries
+
+    def items() -> Any:
+        for r in arrival_order(data):
+            item = entry_dicts([r])[0]
+            item.update(
+                tenant_id=tenant_of(r.thread), resource_id=resource_of(r.thread),
+                thread_id=thread_id(r.thread), vector=r.vector,
+            )  # fmt: skip
+            yield item
+
+    start = time.perf_counter()
+    await import_entries(store, items(), batch_size=1000)
+    return time.perf_counter() - start
+
+
+async def load_prism(data: Dataset, make: Callable[[int], Memory]) -> float:
     """``remember(batch, wait=True)`` thread by thread; returns seconds."""
     start = time.perf_counter()
     for t, rows in enumerate(data.by_thread):
-        async with make(thread_id(t)) as memory:
+        async with make(t) as memory:
             for lo in range(0, len(rows), BATCH):
                 await memory.remember(entry_dicts(rows[lo : lo + BATCH]), wait=True)
     return time.perf_counter() - start
 
 
-async def apply_corrections(data: Dataset, make: Callable[[str], Memory]) -> None:
+async def apply_corrections(data: Dataset, make: Callable[[int], Memory]) -> None:
     texts = {r.id: r.text for r in data.rows}
     for t, source in data.corrected:
-        async with make(thread_id(t)) as memory:
+        async with make(t) as memory:
             await memory.correct(source, texts[source] + " (corrected)")
 
 
@@ -270,7 +311,7 @@ async def copy_baseline(
     ]  # fmt: skip
     records = [
         (
-            TENANT, RESOURCE, thread_id(r.thread), r.id, r.text, "user",
+            tenant_of(r.thread), resource_of(r.thread), thread_id(r.thread), r.id, r.text, "user",
             json.dumps({} if r.source is None else {"_lineage": {"sourceIds": [r.source]}}),
             not r.visible, "user", "thread", r.visible, r.index, now, now, now, 1.0, False,
             "indexed", 1, 0, r.vector, len(tokenize(r.text)), sorted(set(tokenize(r.text))),
@@ -330,6 +371,17 @@ def hand_sql(schema: str) -> str:
         f"AND t.thread_id = e.thread_id AND t.entry_id IN (SELECT jsonb_array_elements_text({lineage})) "
         "AND (t.reason <> 'corrected' OR t.created_at > e.written_at))) "
         "ORDER BY (e.embedding <=> $1) + 0, e.sequence LIMIT $5"
+    )
+
+
+def bare_sql(schema: str) -> str:
+    """The reference of the targets: the bare exact per-thread vector query, no rules at all
+    (``ORDER BY embedding <=> $1 LIMIT K`` over the thread; the table has no HNSW index)."""
+    return (
+        "SELECT e.id, e.text, e.role, e.metadata, e.sequence, e.occurred_at, e.importance, "
+        f'e.embedding <=> $1 AS d FROM "{schema}".semantic_memory e '
+        "WHERE e.tenant_id = $2 AND e.resource_id = $3 AND e.thread_id = $4 "
+        "ORDER BY e.embedding <=> $1 LIMIT $5"
     )
 
 
@@ -427,6 +479,11 @@ def hand_fuse(rows: list[Any], query: np.ndarray, terms: list[str], k: int) -> l
     return [rows[j]["id"] for j in order[:k]]
 
 
+def scope_args(q: Query) -> tuple[str, str, str]:
+    """The tenant, resource and thread of ``q`` (what the hand-written statements bind)."""
+    return tenant_of(q.thread), resource_of(q.thread), thread_id(q.thread)
+
+
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q)) if values else float("nan")
 
@@ -455,28 +512,34 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
     lg_store: Any = None
     try:
 
-        def pg_memory(tid: str) -> Memory:
+        def pg_memory(t: int) -> Memory:
             return create_memory(
-                tenant_id=TENANT, resource_id=RESOURCE, thread_id=tid, embedder=embedder,
-                vector_store=stores.vector_store, working_store=stores.working_store,
+                tenant_id=tenant_of(t), resource_id=resource_of(t), thread_id=thread_id(t),
+                embedder=embedder, vector_store=stores.vector_store,
+                working_store=stores.working_store,
             )  # fmt: skip
 
-        def mem_memory(tid: str) -> Memory:
+        def mem_memory(t: int) -> Memory:
             return create_memory(
-                tenant_id=TENANT, resource_id=RESOURCE, thread_id=tid, embedder=embedder,
-                vector_store=mem_store,
+                tenant_id=tenant_of(t), resource_id=resource_of(t), thread_id=thread_id(t),
+                embedder=embedder, vector_store=mem_store,
             )  # fmt: skip
+
+        async def load(make: Callable[[int], Memory], store: Any) -> float:
+            if args.load == "interleaved":
+                return await load_interleaved(data, store)
+            return await load_prism(data, make)
 
         # ---- load
         print(f"loading {args.rows:,} rows over {threads} threads ...", flush=True)
         deferred = getattr(stores.vector_store, "deferred_vector_index", None)
         if deferred is not None and not args.keep_hnsw:
             async with deferred():
-                seconds = await load_prism(data, pg_memory)
+                seconds = await load(pg_memory, stores.vector_store)
                 build_start = time.perf_counter()
             index_seconds = time.perf_counter() - build_start
         else:
-            seconds = await load_prism(data, pg_memory)
+            seconds = await load(pg_memory, stores.vector_store)
             index_seconds = 0.0
         result["load"]["prism_rows_per_s"] = args.rows / (seconds + index_seconds)
         result["load"]["prism_load_rows_per_s"] = args.rows / seconds
@@ -484,7 +547,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
         result["load"]["hnsw_build_seconds"] = index_seconds
         result["load"]["hnsw_deferred"] = deferred is not None and not args.keep_hnsw
         await apply_corrections(data, pg_memory)
-        mem_seconds = await load_prism(data, mem_memory)
+        mem_seconds = await load(mem_memory, mem_store)
         await apply_corrections(data, mem_memory)
         result["load"]["in_memory_rows_per_s"] = args.rows / mem_seconds
         await raw.execute(f'VACUUM (ANALYZE) "{schema}".semantic_memory')
@@ -535,6 +598,8 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
         # ---- contenders
         sql = hand_sql(schema)
         stmt = await raw.prepare(sql)
+        bare = bare_sql(schema)
+        bare_stmt = await raw.prepare(bare)
         hybrid = hand_hybrid_sql(schema)
         hybrid_stmt = await raw.prepare(hybrid)
         memories: dict[tuple[str, int], Memory] = {}
@@ -542,7 +607,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
         def memory_of(kind: str, t: int) -> Memory:
             key = (kind, t)
             if key not in memories:
-                memories[key] = (pg_memory if kind == "pg" else mem_memory)(thread_id(t))
+                memories[key] = (pg_memory if kind == "pg" else mem_memory)(t)
             return memories[key]
 
         async def c_pg(q: Query, k: int) -> list[str]:
@@ -556,15 +621,17 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
             ]
 
         async def c_raw(q: Query, k: int) -> list[str]:
-            rows = await stmt.fetch(q.vector, TENANT, RESOURCE, thread_id(q.thread), k)
+            rows = await stmt.fetch(q.vector, *scope_args(q), k)
+            return [r["id"] for r in rows]
+
+        async def c_bare(q: Query, k: int) -> list[str]:
+            rows = await bare_stmt.fetch(q.vector, *scope_args(q), k)
             return [r["id"] for r in rows]
 
         async def c_hand(q: Query, k: int) -> list[str]:
             # what recall does around its statement, by hand: terms, the statement, the fusion
             terms, quoted, any_term = hand_terms(q.text)
-            rows = await hybrid_stmt.fetch(
-                q.vector, TENANT, RESOURCE, thread_id(q.thread), 4 * k, quoted, any_term
-            )
+            rows = await hybrid_stmt.fetch(q.vector, *scope_args(q), 4 * k, quoted, any_term)
             return hand_fuse(rows, q.vector, terms, k)
 
         async def c_lg(q: Query, k: int) -> list[str]:
@@ -575,6 +642,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
             Contender("prism", "prism_memory `Memory.recall` (PostgreSQL)", c_pg),
             Contender("hand", "hand-written asyncpg, same work (prepared, binary)", c_hand),
             Contender("asyncpg", "hand-written asyncpg, vector-only, no lexical leg", c_raw),
+            Contender("bare", "bare vector query, no rules (the targets' reference)", c_bare),
             Contender("in_memory", "prism_memory `Memory.recall` (in-memory)", c_mem),
         ]
         if args.langgraph:
@@ -612,7 +680,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
                         c.recall.setdefault((q.cls, k), []).append(
                             len(set(ids[:k]) & set(want)) / max(1, len(want))
                         )
-                    if len(ids) < min(k, q.eligible):
+                    if c.key != "bare" and len(ids) < min(k, q.eligible):
                         c.short += 1
                 # the library and its hand-written twin must agree id for id, in order
                 for key in ("prism", "in_memory"):
@@ -626,6 +694,13 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
                 "short_results": c.short,
                 "mismatches_vs_hand": c.mismatches if c.key in ("prism", "in_memory") else None,
             }
+            for k in KS:  # every class together: the issue's headline figures
+                c.samples[("all", k)] = [
+                    v for (cls, kk), vs in c.samples.items() if kk == k and cls != "all" for v in vs
+                ]
+                c.cpu[("all", k)] = [
+                    v for (cls, kk), vs in c.cpu.items() if kk == k and cls != "all" for v in vs
+                ]
             for (cls, k), values in sorted(c.samples.items()):
                 entry[f"{cls}_k{k}"] = {
                     "p50_ms": percentile(values, 50),
@@ -638,7 +713,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
                 }
             result["recall"][c.key] = entry
 
-        # ---- throughput: 8 in flight, K=10
+        # ---- throughput: 8 in flight, K=10 and K=32
         flight = 8
         pool = await asyncpg.create_pool(
             libpq_url, min_size=flight, max_size=flight, init=register_vector
@@ -647,39 +722,47 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
 
             async def c_raw_pool(q: Query, k: int) -> list[str]:
                 async with pool.acquire() as conn:
-                    rows = await conn.fetch(sql, q.vector, TENANT, RESOURCE, thread_id(q.thread), k)
+                    rows = await conn.fetch(sql, q.vector, *scope_args(q), k)
+                return [r["id"] for r in rows]
+
+            async def c_bare_pool(q: Query, k: int) -> list[str]:
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(bare, q.vector, *scope_args(q), k)
                 return [r["id"] for r in rows]
 
             async def c_hand_pool(q: Query, k: int) -> list[str]:
                 terms, quoted, any_term = hand_terms(q.text)
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(
-                        hybrid, q.vector, TENANT, RESOURCE, thread_id(q.thread), 4 * k, quoted,
-                        any_term,
+                        hybrid, q.vector, *scope_args(q), 4 * k, quoted, any_term,
                     )  # fmt: skip
                 return hand_fuse(rows, q.vector, terms, k)
 
-            runners = {"prism": c_pg, "hand": c_hand_pool, "asyncpg": c_raw_pool}
+            runners = {
+                "prism": c_pg, "hand": c_hand_pool, "asyncpg": c_raw_pool, "bare": c_bare_pool,
+            }  # fmt: skip
             if args.langgraph:
                 runners["langgraph"] = c_lg
             # rounds alternate between the contenders, so a change in the shared machine's load
             # falls on all of them alike; each round runs every query once, 8 in flight
-            busy = dict.fromkeys(runners, 0.0)
+            busy = {(key, k): 0.0 for key in runners for k in KS}
             for _ in range(max(1, args.throughput_rounds)):
-                for key, runner in runners.items():
-                    semaphore = asyncio.Semaphore(flight)
+                for k in KS:
+                    for key, runner in runners.items():
+                        semaphore = asyncio.Semaphore(flight)
 
-                    async def one(
-                        q: Query, runner: Any = runner, semaphore: Any = semaphore
-                    ) -> None:
-                        async with semaphore:
-                            await runner(q, 10)
+                        async def one(
+                            q: Query, runner: Any = runner, semaphore: Any = semaphore, k: int = k
+                        ) -> None:
+                            async with semaphore:
+                                await runner(q, k)
 
-                    start = time.perf_counter()
-                    await asyncio.gather(*(one(q) for q in queries))
-                    busy[key] += time.perf_counter() - start
-            for key, seconds in busy.items():
-                result["throughput"][key] = len(queries) * max(1, args.throughput_rounds) / seconds
+                        start = time.perf_counter()
+                        await asyncio.gather(*(one(q) for q in queries))
+                        busy[(key, k)] += time.perf_counter() - start
+            for (key, k), seconds in busy.items():
+                rate = len(queries) * max(1, args.throughput_rounds) / seconds
+                result["throughput"].setdefault(key, {})[f"k{k}"] = rate
         finally:
             await pool.close()
 
@@ -708,6 +791,12 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
         "invalidated_by_lineage": sum(1 for r in data.rows if r.invalid),
         "dimension": DIM,
         "seed": SEED,
+        "tenants": SHAPE["tenants"],
+        "resources": SHAPE["resources"],
+        "load": "interleaved across threads (import_entries, vectors given)"
+        if args.load == "interleaved"
+        else "thread by thread (remember)",
+        "load_average": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
     }
     return result
 
@@ -805,6 +894,8 @@ def versions(server_version: str, pgvector: str) -> dict[str, str]:
 def markdown(result: dict[str, Any]) -> str:
     rec = result["recall"]
     ds = result["dataset"]
+    tp = result["throughput"]
+    pr, vo, hd = rec["prism"], rec["bare"], rec["hand"]
     lines = [
         f"### {result['date']}: {ds['rows']:,} rows, {ds['threads']} threads "
         f"(largest {ds['largest_thread']:,} rows), {ds['queries']} queries, dim {ds['dimension']}",
@@ -814,14 +905,56 @@ def markdown(result: dict[str, Any]) -> str:
         + ".",
         "",
         f"Filters active: {ds['hidden_by_consent']:,} rows hidden by consent, "
-        f"{ds['invalidated_by_lineage']:,} invalidated by a corrected lineage source.",
+        f"{ds['invalidated_by_lineage']:,} invalidated by a corrected lineage source. "
+        f"Threads over {ds.get('tenants', 1)} tenants x {ds.get('resources', 1)} resources, "
+        f"loaded {ds.get('load', 'thread by thread')}. Load average {ds.get('load_average', '-')}.",
+        "",
+        "| every query, K=10 / K=32 | prism_memory `Memory.recall` | bare vector-only query "
+        "(reference) | same work by hand | prism / bare (target) | prism / same work |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(
+            f"| recall {name} | "
+            + " / ".join(f"{pr[f'all_k{k}'][f'{name}_ms']:.2f}" for k in KS)
+            + " ms | "
+            + " / ".join(f"{vo[f'all_k{k}'][f'{name}_ms']:.2f}" for k in KS)
+            + " ms | "
+            + " / ".join(f"{hd[f'all_k{k}'][f'{name}_ms']:.2f}" for k in KS)
+            + " ms | "
+            + " / ".join(
+                f"{pr[f'all_k{k}'][f'{name}_ms'] / vo[f'all_k{k}'][f'{name}_ms']:.2f}×" for k in KS
+            )
+            + f" ({target}) | "
+            + " / ".join(
+                f"{pr[f'all_k{k}'][f'{name}_ms'] / hd[f'all_k{k}'][f'{name}_ms']:.2f}×" for k in KS
+            )
+            + " |"
+            for name, target in (("p50", "≤ 2×"), ("p95", "≤ 2.5×"))
+        ),
+        "| throughput, 8 in flight | "
+        + " / ".join(f"{tp['prism'][f'k{k}']:,.0f}" for k in KS)
+        + " qps | "
+        + " / ".join(f"{tp['bare'][f'k{k}']:,.0f}" for k in KS)
+        + " qps | "
+        + " / ".join(f"{tp['hand'][f'k{k}']:,.0f}" for k in KS)
+        + " qps | "
+        + " / ".join(f"{tp['prism'][f'k{k}'] / tp['bare'][f'k{k}']:.2f}×" for k in KS)
+        + " (≥ 0.6×) | "
+        + " / ".join(f"{tp['prism'][f'k{k}'] / tp['hand'][f'k{k}']:.2f}×" for k in KS)
+        + " |",
+        "| client CPU per recall, median | "
+        + " / ".join(f"{pr[f'all_k{k}']['cpu_p50_us']:.0f}" for k in KS)
+        + " µs | "
+        + " / ".join(f"{vo[f'all_k{k}']['cpu_p50_us']:.0f}" for k in KS)
+        + " µs | "
+        + " / ".join(f"{hd[f'all_k{k}']['cpu_p50_us']:.0f}" for k in KS)
+        + " µs | | |",
         "",
         "| recall p50 / p95, ms | "
         + " | ".join(v["label"] for v in rec.values())
-        + " | prism / same work p50 (≤1.15) | p95 (≤1.25) | prism / vector-only p50 | p95 |",
+        + " | prism / same work p50 (≤1.15) | p95 (≤1.25) | prism / bare p50 | p95 |",
         "| --- | " + " | ".join("---" for _ in rec) + " | --- | --- | --- | --- |",
     ]
-    for cls in ("small", "medium", "largest", "lexical"):
+    for cls in ("all", "small", "medium", "largest", "lexical"):
         for k in KS:
             key = f"{cls}_k{k}"
             if key not in rec["prism"]:
@@ -835,7 +968,7 @@ def markdown(result: dict[str, Any]) -> str:
                     else f"n={s['n']}"
                 )
                 cells.append(f"{s['p50_ms']:.2f} / {s['p95_ms']:.2f} ({quality})")
-            p, h, a = rec["prism"][key], rec["hand"][key], rec["asyncpg"][key]
+            p, h, a = rec["prism"][key], rec["hand"][key], rec["bare"][key]
             lines.append(
                 f"| {cls}, K={k} | "
                 + " | ".join(cells)
@@ -861,7 +994,7 @@ def markdown(result: dict[str, Any]) -> str:
         "server's) | " + " | ".join(v["label"] for v in rec.values()) + " | prism / same work |",
         "| --- | " + " | ".join("---" for _ in rec) + " | --- |",
     ]
-    for cls in ("small", "medium", "largest", "lexical"):
+    for cls in ("all", "small", "medium", "largest", "lexical"):
         for k in KS:
             key = f"{cls}_k{k}"
             if key not in rec["prism"] or "cpu_p50_us" not in rec["prism"][key]:
@@ -871,24 +1004,29 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {cls}, K={k} | " + " | ".join(f"{c:.0f}" for c in cpu) + f" | {ratio:.2f}× |"
             )
-    tp = result["throughput"]
     lines += [
         "",
-        "| throughput, 8 in flight, K=10 | qps |",
-        "| --- | --- |",
-        *(f"| {k} | {v:,.0f} |" for k, v in tp.items()),
-        f"| prism / same work (≥0.9) | {tp['prism'] / tp['hand']:.2f}× |",
-        f"| prism / vector-only | {tp['prism'] / tp['asyncpg']:.2f}× |",
+        "| throughput, 8 in flight, qps | " + " | ".join(f"K={k}" for k in KS) + " |",
+        "| --- | " + " | ".join("---" for _ in KS) + " |",
+        *(f"| {n} | " + " | ".join(f"{v[f'k{k}']:,.0f}" for k in KS) + " |" for n, v in tp.items()),
+        "| prism / same work | "
+        + " | ".join(f"{tp['prism'][f'k{k}'] / tp['hand'][f'k{k}']:.2f}×" for k in KS)
+        + " |",
+        "| prism / bare vector query (≥ 0.6) | "
+        + " | ".join(f"{tp['prism'][f'k{k}'] / tp['bare'][f'k{k}']:.2f}×" for k in KS)
+        + " |",
         "",
         "| load | rows/s |",
         "| --- | --- |",
     ]
     ld = result["load"]
     deferred = " (HNSW deferred)" if ld["hnsw_deferred"] else ""
-    lines.append(
-        f"| prism_memory `remember(wait=True)`, {BATCH}/batch, free embedder{deferred}"
-        f" | {ld['prism_load_rows_per_s']:,.0f} |"
+    how = (
+        "`import_entries`, vectors given, threads interleaved"
+        if ds["load"].startswith("interleaved")
+        else f"`remember(wait=True)`, {BATCH}/batch, free embedder"
     )
+    lines.append(f"| prism_memory {how}{deferred} | {ld['prism_load_rows_per_s']:,.0f} |")
     lines.append(f"| COPY into the same table shape (no HNSW) | {ld['copy_rows_per_s']:,.0f} |")
     lines.append(f"| prism_memory, HNSW built afterwards | {ld['prism_rows_per_s']:,.0f} |")
     lines.append(f"| COPY, HNSW built afterwards | {ld['copy_build_rows_per_s']:,.0f} |")
@@ -896,7 +1034,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| LangGraph `abatch` puts, {BATCH}/batch | {ld['langgraph_rows_per_s']:,.0f} |"
         )
-    lines.append(f"| in-memory `remember(wait=True)` | {ld['in_memory_rows_per_s']:,.0f} |")
+    lines.append(f"| in-memory, the same way | {ld['in_memory_rows_per_s']:,.0f} |")
     lines.append(
         f"| prism / COPY (≥0.5): load / with the HNSW build | "
         f"{ld['prism_load_rows_per_s'] / ld['copy_rows_per_s']:.2f}× / "
@@ -922,12 +1060,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="default: rows / 100")
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--throughput-rounds", type=int, default=6)
+    parser.add_argument("--tenants", type=int, default=10, help="threads spread over tenants ...")
+    parser.add_argument("--resources", type=int, default=10, help="... x resources per tenant")
+    parser.add_argument(
+        "--load", choices=("interleaved", "threads"), default="interleaved",
+        help="rows arrive interleaved across threads (import_entries, the default) or thread by "
+        "thread (remember)",
+    )  # fmt: skip
     parser.add_argument("--no-langgraph", dest="langgraph", action="store_false")
     parser.add_argument("--keep-hnsw", action="store_true", help="maintain HNSW during the load")
     parser.add_argument("--i-mean-it", action="store_true", help="allow --rows above 100,000")
     parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
+    SHAPE.update(tenants=max(1, args.tenants), resources=max(1, args.resources))
     if args.rows > 100_000 and not args.i_mean_it:
         raise SystemExit("--rows above 100,000 takes hours on a small machine: add --i-mean-it")
     with database(args.url) as (url, libpq_url):

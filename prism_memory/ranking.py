@@ -217,7 +217,8 @@ def _score(
     terms = query_terms(query_text)
     if stats is None:
         stats = corpus_stats(texts, terms)
-    semantic = _cosines(query_vector, np.array(vectors).astype(np.float64))
+    # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
+    semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
     raw, ideal = _bm25s(terms, texts, stats)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     bm25_scale = _scale(max(float(raw.max()), ideal))
@@ -314,7 +315,10 @@ def rerank(
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
     chosen = list(candidates)
-    if len({(c.thread_id, c.id) for c in chosen}) < len(chosen):  # score each record once
+    # distinct ids are distinct (thread, id) pairs: the pairs are only built when ids repeat
+    if len({c.id for c in chosen}) < len(chosen) and len(
+        {(c.thread_id, c.id) for c in chosen}
+    ) < len(chosen):  # score each record once
         unique: dict[tuple[str, str], Candidate] = {}
         for candidate in chosen:
             unique.setdefault((candidate.thread_id, candidate.id), candidate)

@@ -57,7 +57,7 @@ def decode_vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
     if not sent:
         return []
     size = len(sent[0])
-    if any(len(data) != size for data in sent):
+    if len(set(map(len, sent))) > 1:
         return [decode_vector(data) for data in sent]
     # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
     matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)

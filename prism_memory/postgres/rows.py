@@ -133,7 +133,7 @@ def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
     stored = row["metadata"]
     if isinstance(stored, str):
         stored = json.loads(stored) if stored != "{}" else None
-    metadata, lineage = _split_metadata(stored or {})
+    metadata, lineage = _split_metadata(stored) if stored else ({}, None)
     consent = (
         MemoryConsent(
             source=row["consent_source"],
@@ -384,8 +384,9 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
     found = [r for r in rows if r["id"] is not None]
     vectors = decode_vectors([r["embedding"] for r in found])
     # ranking reads a few fields of every candidate; whole records are built for the hits only
+    deferred, build = Candidate.deferred, functools.partial
     candidates = [
-        Candidate.deferred(
+        deferred(
             vector,
             thread_id=r["thread_id"],
             id=r["id"],
@@ -394,7 +395,7 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
             occurred_at=r["occurred_at"],
             importance=r["importance"],
             embedding_model=r["embedding_model"],
-            build=functools.partial(record_from_row, r),
+            build=build(record_from_row, r),
         )
         for r, vector in zip(found, vectors, strict=True)
     ]

@@ -313,6 +313,19 @@ def test_the_same_id_in_two_threads_is_two_hits():
     assert sorted(h.record.thread_id for h in hits) == ["child", "parent"]
 
 
+def test_an_id_in_two_threads_and_a_repeat_of_one_of_them_are_two_hits():
+    # ids repeat, so the (thread, id) pairs decide: the repeat is scored once, the other thread's
+    # entry of the same id still counts
+    parent = record("a", thread="parent")
+    candidates = [
+        cand(parent, 1.0, 0.0),
+        cand(record("a", thread="child"), 1.0, 0.0),
+        cand(parent, 1.0, 0.0),
+    ]
+    hits = ranked(candidates)
+    assert sorted(h.record.thread_id for h in hits) == ["child", "parent"]
+
+
 def test_shared_marks_only_hits_from_the_shared_thread():
     candidates = [
         cand(record("p", thread="parent"), 1.0, 0.0),
