@@ -136,12 +136,9 @@ class Candidate:
         build: Callable[[], MemoryRecord],
     ) -> Candidate:
         """A candidate whose record ``build`` makes on first use; the fields must be the record's."""
-        candidate = cls.__new__(cls)
-        candidate._record, candidate._build, candidate.vector = None, build, vector
-        candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
-        candidate.sequence, candidate.occurred_at = sequence, occurred_at
-        candidate.importance, candidate.embedding_model = importance, embedding_model
-        return candidate
+        return deferred_candidate(
+            vector, thread_id, id, text, sequence, occurred_at, importance, embedding_model, build
+        )
 
     @property
     def record(self) -> MemoryRecord:
@@ -153,6 +150,30 @@ class Candidate:
 
     def __repr__(self) -> str:
         return f"Candidate(thread_id={self.thread_id!r}, id={self.id!r}, sequence={self.sequence})"
+
+
+def deferred_candidate(
+    vector: Vector,
+    thread_id: str,
+    id: str,
+    text: str,
+    sequence: int,
+    occurred_at: datetime,
+    importance: float,
+    embedding_model: str | None,
+    build: Callable[[], MemoryRecord],
+) -> Candidate:
+    """:meth:`Candidate.deferred`, positionally: a store decoding many rows calls it per row (no
+    keyword parsing, no classmethod lookup)."""
+    candidate = _new_candidate(Candidate)
+    candidate._record, candidate._build, candidate.vector = None, build, vector
+    candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
+    candidate.sequence, candidate.occurred_at = sequence, occurred_at
+    candidate.importance, candidate.embedding_model = importance, embedding_model
+    return candidate
+
+
+_new_candidate = Candidate.__new__
 
 
 @dataclass(frozen=True, slots=True)

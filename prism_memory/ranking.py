@@ -349,19 +349,20 @@ def rerank(
     similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
     lexical, raw = scores.lexical.tolist(), scores.bm25.tolist()
     recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
-    return [
+    semantic_scale, bm25_scale = scores.semantic_scale, scores.bm25_scale
+    return [  # positionally, in RecallHit's field order (no keyword parsing per hit)
         RecallHit(
-            record=chosen[i].record,  # built here, for the hits only, when the store deferred it
-            similarity=similarity[i],
-            semantic=semantic[i],
-            lexical=lexical[i],
-            recency=recencies[i],
-            importance=importances[i],
-            score=final[i],
-            shared=shared_thread_id is not None and chosen[i].thread_id == shared_thread_id,
-            bm25=raw[i],
-            semantic_scale=scores.semantic_scale,
-            bm25_scale=scores.bm25_scale,
+            chosen[i].record,  # built here, for the hits only, when the store deferred it
+            similarity[i],
+            semantic[i],
+            lexical[i],
+            recencies[i],
+            importances[i],
+            final[i],
+            shared_thread_id is not None and chosen[i].thread_id == shared_thread_id,
+            raw[i],
+            semantic_scale,
+            bm25_scale,
         )
         for i in order
     ]
