@@ -374,3 +374,23 @@ async def test_a_read_cancelled_midway_drops_its_connection(postgres_url):
         async with stores.engine.begin() as conn:
             await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         await stores.close()
+
+
+def test_a_row_decodes_each_record_field_from_its_own_column():
+    """record_from_row builds the record positionally (a microsecond per hit): every field must
+    still come from the column of its name, whatever order the dataclass declares them in."""
+    from dataclasses import fields
+
+    from prism_memory.models import MemoryRecord
+    from prism_memory.postgres.rows import RECORD_COLUMNS, record_from_row
+
+    row: dict[str, Any] = {name: f"value of {name}" for name in RECORD_COLUMNS}
+    numbers = ("sequence", "importance", "revision", "attempts")
+    row.update({name: n for n, name in enumerate(numbers, start=11)})
+    row.update(metadata="{}", consent_explicit=False, legal_hold=True)
+    record = record_from_row(row)
+    for field in fields(MemoryRecord):
+        if field.name in ("metadata", "consent", "lineage"):
+            continue
+        assert getattr(record, field.name) == row[field.name], field.name
+    assert (record.metadata, record.consent, record.lineage) == ({}, None, None)
