@@ -334,18 +334,24 @@ def rerank(
         lexical_weight=rules.lexical_weight,
     )
     half_life = rules.half_life_ms
-    if half_life is None:
-        recency = np.ones(len(chosen), dtype=np.float64)
+    alone = w_recency == 0.0 and w_importance == 0.0
+    if alone:  # similarity alone (the default): recency and clamped importance are finite and
+        # >= 0, so both other terms are +0.0 for every candidate and the blend is exactly this;
+        # they are then computed for the hits only, to report them
+        blend = w_similarity * scores.similarity + 0.0
     else:
-        ages = [recency_score(c.occurred_at, now, half_life) for c in chosen]
-        recency = np.array(ages, dtype=np.float64)
-    given = np.array([c.importance for c in chosen], dtype=np.float64)
-    importance = np.minimum(1.0, np.maximum(0.0, given))
-    blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
+        recency = _recencies(chosen, now, half_life)
+        importance = _importances(chosen)
+        blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
     score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
     order = _ranked(score, [c.sequence for c in chosen], [c.id for c in chosen], scores.similarity)[
         :top_k
     ]
+    if alone:
+        hits = [chosen[i] for i in order]
+        recency, importance = _recencies(hits, now, half_life), _importances(hits)
+    else:
+        recency, importance = recency[order], importance[order]
     similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
     lexical, raw = scores.lexical.tolist(), scores.bm25.tolist()
     recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
@@ -356,16 +362,33 @@ def rerank(
             similarity[i],
             semantic[i],
             lexical[i],
-            recencies[i],
-            importances[i],
+            recencies[rank],
+            importances[rank],
             final[i],
             shared_thread_id is not None and chosen[i].thread_id == shared_thread_id,
             raw[i],
             semantic_scale,
             bm25_scale,
         )
-        for i in order
+        for rank, i in enumerate(order)
     ]
+
+
+def _recencies(
+    candidates: Sequence[Candidate], now: datetime, half_life: float | None
+) -> npt.NDArray[np.float64]:
+    """:func:`recency_score` of each candidate (1 for each without a half-life)."""
+    if half_life is None:
+        return np.ones(len(candidates), dtype=np.float64)
+    ages = [recency_score(c.occurred_at, now, half_life) for c in candidates]
+    return np.array(ages, dtype=np.float64)
+
+
+def _importances(candidates: Sequence[Candidate]) -> npt.NDArray[np.float64]:
+    """Each candidate's importance, clamped to [0, 1]."""
+    given = np.array([c.importance for c in candidates], dtype=np.float64)
+    clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(0.0, given))
+    return clamped
 
 
 def explain(
