@@ -15,11 +15,13 @@ __all__ = [
     "DimensionMismatchError",
     "EmbedderError",
     "EmbeddingModelMismatchError",
+    "GenerationNotReadyError",
     "IndexingError",
     "InvalidVectorError",
     "LineageCapError",
     "NotFoundError",
     "PrismMemoryError",
+    "QualityGateError",
     "StorageError",
     "ValidationError",
 ]
@@ -83,6 +85,20 @@ class EmbeddingModelMismatchError(ConfigurationError):
     Comparing vectors of two models is meaningless, so recall refuses instead of silently mixing
     vector spaces; ``rebuild_index`` re-embeds the thread with the current model.
     """
+
+
+class GenerationNotReadyError(ConflictError):
+    """A switch to another embedding model's vectors was refused: ``missing`` indexed entries
+    still have none of that model (run the backfill to the end, or force the switch)."""
+
+    def __init__(self, message: str, *, missing: int) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+class QualityGateError(ConflictError):
+    """The quality gate refused a model switch: on the operator's own data the new model
+    retrieves worse than the old one by more than the threshold set (force to switch anyway)."""
 
 
 class EmbedderError(PrismMemoryError):

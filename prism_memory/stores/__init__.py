@@ -13,6 +13,7 @@ from .base import (
     ShareGrants,
     StoredEntries,
     Tombstone,
+    VectorGenerations,
     VectorStore,
     WorkingStore,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "SharedSource",
     "StoredEntries",
     "Tombstone",
+    "VectorGenerations",
     "VectorStore",
     "WorkingStore",
 ]

@@ -152,6 +152,12 @@ class SearchRequest:
     filter: RecallFilter
     shared: SharedSource | None = None
     resource_wide: bool = False
+    model: str | None = None
+    """The model that embedded :attr:`vector`, for a store with vector generations
+    (:class:`~prism_memory.stores.base.VectorGenerations`): ``None`` or the primary generation's
+    model ranks the entries' own vectors; a shadow generation's model ranks that generation's
+    vectors, and an entry without one at its current revision is not in the corpus (it counts
+    as pending). A store without generations ignores it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +169,11 @@ class SearchResult:
     pending: int | None = None
     """How many of the scope thread's entries wait for their vector (:meth:`VectorStore.count_pending`),
     when the store counted them in the same read; ``None`` makes recall ask ``count_pending``."""
+    active_model: str | None = None
+    """The model of the store's active vector generation, read in the same snapshot as the
+    candidates (``None``: the store has no generations). When it is not the request's model the
+    facade embeds the query again with the active model and searches again, so no answer ranks
+    one model's query against another's vectors."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,9 @@ caller depends on the roles it uses only:
   correct);
 * :class:`ShareGrants` -- the grants of ``Memory.share``.
 
+One more role is optional, outside :class:`VectorStore`: :class:`VectorGenerations`, vectors of a
+second embedding model beside the entries' own, for a model change without an outage.
+
 :data:`VECTOR_STORE_ROLES` lists them; the conformance suite checks each role on its own
 (``run_memory_conformance(..., roles=...)``).
 
@@ -73,6 +76,13 @@ from ._records import (
     Tombstone,
 )
 from ._role_entries import EntryStore, every_record
+from ._role_generations import (
+    EntryKey,
+    Generation,
+    GenerationProgress,
+    GenerationRole,
+    VectorGenerations,
+)
 from ._role_grants import GovernanceStore, ShareGrants
 from ._role_ledger import IndexingLedger
 
@@ -81,8 +91,12 @@ __all__ = [
     "ClaimedEntry",
     "ConsentUpdate",
     "DependentsOf",
+    "EntryKey",
     "EntryLease",
     "EntryStore",
+    "Generation",
+    "GenerationProgress",
+    "GenerationRole",
     "GovernanceChange",
     "GovernanceResult",
     "GovernanceStore",
@@ -98,6 +112,7 @@ __all__ = [
     "SharedSource",
     "StoredEntries",
     "Tombstone",
+    "VectorGenerations",
     "VectorStore",
     "WorkingStore",
     "check_claim",

@@ -1,0 +1,169 @@
+"""The optional vector-generations role of the store contract: :class:`VectorGenerations`.
+
+A *generation* is one embedding model's set of vectors for the entries. The entries' own vectors
+(the ones the indexing ledger writes) are the *primary* generation; a model change adds a
+*shadow* generation beside it, which backfill workers fill while recall keeps answering from the
+active one. Switching recall to another generation, and back, is one statement. Re-exported by
+:mod:`prism_memory.stores.base`; a store that does not implement it simply cannot change models
+without an outage (docs/operations.md, "Switching models").
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from ..models import Vector
+from ._records import ClaimedEntry
+
+__all__ = [
+    "EntryKey",
+    "Generation",
+    "GenerationProgress",
+    "GenerationRole",
+    "VectorGenerations",
+]
+
+GenerationRole = Literal["primary", "shadow"]
+"""``primary``: the entries' own vectors (written by the indexing ledger, the import, correct);
+``shadow``: vectors of another model kept beside them, one per entry and model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One embedding model's vectors in a store, as the store registered them."""
+
+    model: str
+    width: int
+    role: GenerationRole
+    active: bool
+    """Whether recall answers from this generation (exactly one is active)."""
+    started_at: datetime
+    switched_at: datetime | None
+    """When it last became the active one (``None``: never)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationProgress:
+    """How far a generation's backfill is: what :meth:`VectorGenerations.generation_progress`
+    returns."""
+
+    model: str
+    entries: int
+    """Indexed entries the generation must hold a vector for."""
+    current: int
+    """How many of them hold one of this model at the entry's current revision."""
+    leased: int
+    """How many more are leased to a backfill worker right now."""
+
+    @property
+    def missing(self) -> int:
+        """Entries still without a current vector of the model."""
+        return max(0, self.entries - self.current)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every indexed entry holds a current vector of the model."""
+        return self.missing == 0
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EntryKey:
+    """An entry's full key, in the order a backfill walks the store (a resumable cursor)."""
+
+    tenant_id: str
+    resource_id: str
+    thread_id: str
+    id: str
+
+
+class VectorGenerations(abc.ABC):
+    """Vectors of more than one embedding model per entry, and which model recall answers from.
+
+    Seven abstract methods. A store that implements this role also honours
+    :attr:`SearchRequest.model <prism_memory.stores.base.SearchRequest.model>` in
+    :meth:`~prism_memory.stores.base.EntryStore.search` and reports
+    :attr:`SearchResult.active_model <prism_memory.stores.base.SearchResult.active_model>` read in
+    the same snapshot as the candidates, so a recall never ranks a query of one model against
+    another model's vectors, even while a switch lands. Deleting an entry deletes its vectors of
+    every generation; a new text (a correction's revision) makes its shadow vectors stale until
+    re-embedded (a stale vector is never ranked).
+    """
+
+    @abc.abstractmethod
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        """Register ``model`` (vectors of ``width``) as a shadow generation beside ``primary``,
+        the model of the entries' own vectors, which is registered too (active) if it was not.
+
+        Idempotent for the same model and width. :class:`~prism_memory.errors.ConflictError`
+        (nothing changed) if ``model`` is registered with another width, is the primary, or
+        another shadow generation exists (one migration at a time), or if the primary registered
+        is not ``primary``.
+        """
+
+    @abc.abstractmethod
+    async def generations(self) -> list[Generation]:
+        """Every registered generation, the primary first (empty: the store never had one)."""
+
+    @abc.abstractmethod
+    async def claim_generation(
+        self,
+        model: str,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        after: EntryKey | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease up to ``limit`` indexed entries that hold no vector of the shadow generation
+        ``model`` at their current revision, and whose vector of it is not leased to another
+        worker, ordered by :class:`EntryKey` and only those after ``after``.
+
+        A write made while a migration runs needs nothing more: the next claim finds it.
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a shadow generation.
+        """
+
+    @abc.abstractmethod
+    async def store_generation_vectors(
+        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
+    ) -> int:
+        """Store each item's vector as its entry's vector of the shadow generation ``model``,
+        only while the entry still has the item's revision (another is skipped: the text
+        changed), replacing a vector of the same entry and model and releasing its lease;
+        the number stored. The items may come from :meth:`claim_generation` or from an indexing
+        claim (a memory that embeds its new writes with both models).
+
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a shadow generation,
+        :class:`~prism_memory.errors.DimensionMismatchError` (nothing stored) if a vector is not
+        of its width; all or nothing.
+        """
+
+    @abc.abstractmethod
+    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
+        """How many indexed entries the generation ``model`` covers (see
+        :class:`GenerationProgress`); for the primary, every indexed entry counts as covered.
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not registered."""
+
+    @abc.abstractmethod
+    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+        """Make ``model`` the generation recall answers from, for the whole store, in one atomic
+        step; switching back to the primary is the rollback.
+
+        Refused with :class:`~prism_memory.errors.GenerationNotReadyError` (nothing changed)
+        while an indexed entry has no current vector of ``model``, unless ``force``: then those
+        entries are not recalled until the backfill reaches them.
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not registered.
+        """
+
+    @abc.abstractmethod
+    async def drop_generation(self, model: str) -> int:
+        """Delete the shadow generation ``model`` -- its vectors and its registration -- and
+        return how many vectors went. :class:`~prism_memory.errors.ConflictError` (nothing
+        changed) while it is the active one or if it is the primary;
+        :class:`~prism_memory.errors.NotFoundError` if it is not registered."""
