@@ -345,9 +345,12 @@ class Executor:
         """A transaction on the asyncpg driver of a pooled connection: ``begin`` (``BEGIN ...``,
         and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
         rolled back when the body raises (a connection left in a transaction is then dropped)."""
-        with otel.db_span(action), wrap_db_errors(action):
-            async with self._driver() as driver, self._begun(driver, begin):
-                yield DriverUnit(driver)
+        try:
+            with otel.db_span(action), wrap_db_errors(action):
+                async with self._driver() as driver, self._begun(driver, begin):
+                    yield DriverUnit(driver)
+        finally:
+            self.wrote()
 
     @asynccontextmanager
     async def _begun(self, driver: Any, begin: str) -> AsyncIterator[None]:
@@ -360,8 +363,6 @@ class Executor:
                 with contextlib.suppress(Exception):
                     await driver.execute(ROLLBACK)
             raise
-        finally:
-            self.wrote()
 
     @asynccontextmanager
     async def _driver(self, endpoint: _Endpoint | None = None) -> AsyncIterator[Any]:
@@ -392,7 +393,8 @@ class Executor:
     def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
         """Around a statement that runs outside any transaction of ours: nothing, or behind a
         transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
-        prepared on one server connection could otherwise be bound and run on another."""
+        prepared on one server connection could otherwise be bound and run on another. That
+        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none."""
         if self._pooling == "transaction":
             return self._begun(driver, POOLED_BEGIN)
         return contextlib.nullcontext()

@@ -105,6 +105,25 @@ async def test_reads_go_to_the_replica_when_nothing_is_to_wait_for(replica_pair,
             assert sorted(await _ids(memory, "apples")) == ["new", "old"]
 
 
+async def test_behind_a_transaction_pooler_a_read_is_not_counted_as_a_write(replica_pair, schema):
+    """Behind a transaction pooler each read runs in a transaction of its own; its ``COMMIT`` is
+    not a write. Counted as one, every read made the next replica read wait for the primary's WAL
+    and then fall back to the primary: the replica served a pooled store's first read only."""
+    async with (
+        opened(replica_pair, schema, pooling="transaction") as reader,
+        opened(replica_pair, schema) as writer,
+    ):
+        async with memory_on(writer) as memory:
+            await memory.remember({"id": "old", "text": "pears ripen slowly"}, wait=True)
+        await replica_pair.wait_caught_up()
+        await replica_pair.pause_replay()
+        async with memory_on(writer) as memory:
+            await memory.remember({"id": "new", "text": "pears from the new orchard"}, wait=True)
+        async with memory_on(reader) as memory:
+            for _ in range(3):  # every read from the paused replica, which lacks "new"
+                assert await _ids(memory, "pears") == ["old"]
+
+
 async def test_a_paused_replica_never_serves_a_stores_own_stale_read(replica_pair, schema):
     async with opened(replica_pair, schema) as stores, memory_on(stores) as memory:
         consent = {"scope": "thread"}  # explicit consent: exportable
