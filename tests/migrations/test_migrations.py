@@ -158,7 +158,10 @@ def test_build_ddl_is_what_the_revisions_emit():
     # revision 0011: a shadow generation's vectors cascade with their entry and their generation
     assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, model)" in pinned
     assert pinned.count("ON DELETE CASCADE") == 2
-    assert "CREATE UNIQUE INDEX mem_generations_active_idx ON host_schema.mem_generations (active) WHERE active" in pinned
+    assert (
+        "CREATE UNIQUE INDEX mem_generations_active_idx ON host_schema.mem_generations (active) WHERE active"
+        in pinned
+    )
     assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
     assert "PRIMARY KEY (tenant_id, scope, source_id, principal_kind, principal_id)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script

@@ -24,7 +24,9 @@ _DDL = "the revisions' DDL: creates and alters every table"
 _REPORT = "operator report or maintenance (`prism-memory stats`, `doctor`): the whole table"
 _REGISTRY = "the vector generations' registry has no tenant: a row per model (a reference table)"
 _BACKFILL = "a model change's backfill walks every tenant's entries in key order (a cursor)"
-_STORE_WIDE = "a model change is one for the whole store: counts, the switch and the drop span tenants"
+_STORE_WIDE = (
+    "a model change is one for the whole store: counts, the switch and the drop span tenants"
+)
 _WIDTH = "the width of any one stored vector (LIMIT 1), whichever tenant holds it"
 
 ALLOWED: dict[str, str] = {
