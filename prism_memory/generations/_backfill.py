@@ -140,6 +140,7 @@ async def backfill_generation(
         eta = (total - done) / rate if rate > 0 else None
         on_progress(BackfillProgress(done=done, total=total, rate=rate, eta=eta))
 
+    tell()  # where it starts: a progress bar's rate then counts this run's vectors only
     cursor: EntryKey | None = None
     claimed_this_pass = 0
     passes = 1
