@@ -182,8 +182,9 @@ async def main_async(args: argparse.Namespace) -> None:
             from prism_memory.postgres import create_postgres_vector_store
 
             with database(args.url) as (url, _):
+                name = f"switch_{uuid.uuid4().hex[:8]}"
                 made = await create_postgres_vector_store(
-                    url, schema=f"switch_{uuid.uuid4().hex[:8]}", dimension=primary.dimensions
+                    url, schema=name, dimension=primary.dimensions
                 )
                 try:
                     results.append(
@@ -193,7 +194,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     from sqlalchemy import text
 
                     async with made.engine.begin() as conn:
-                        await conn.execute(text(f'DROP SCHEMA "{made.schema}" CASCADE'))
+                        await conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
                     await made.close()
     for found in results:
         print(f"\n== {found['backend']}: {found['entries']} entries ==")
