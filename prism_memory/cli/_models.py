@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from .._clock import utcnow
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
@@ -150,21 +149,16 @@ def status(
     if not found:
         console.print("no generations: the store never started a model change")
         return
-    shown = Table(title=f"generations of {schema}.{table}")
-    for column in ("model", "role", "width", "active", "vectors", "missing", "leased", "switched"):
-        shown.add_column(column, justify="left" if column in ("model", "role") else "right")
-    for generation, progress in found:
-        shown.add_row(
-            generation.model,
-            generation.role,
-            str(generation.width),
-            "yes" if generation.active else "",
-            f"{progress.current}/{progress.entries}",
-            str(progress.missing),
-            str(progress.leased),
-            "" if generation.switched_at is None else generation.switched_at.isoformat(),
+    for generation, progress in found:  # one line each: a long model name never wraps
+        switched = generation.switched_at
+        console.print(
+            f"{generation.model}: {generation.role}"
+            + (", active" if generation.active else "")
+            + f", width {generation.width}, {progress.current}/{progress.entries} vectors, "
+            f"{progress.missing} missing, {progress.leased} leased"
+            + ("" if switched is None else f", switched {switched.isoformat(timespec='seconds')}"),
+            highlight=False,
         )
-    console.print(shown)
 
 
 def start(

@@ -135,8 +135,9 @@ async def test_a_model_change_from_start_to_drop(postgres_url, schema, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "recall answers from hash-v1-16 again (the primary)" in done.stdout
     done = cli("models", "status", *at)
-    assert "hash-v1-16" in done.stdout
-    assert NEW in done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("hash-v1-16: primary, active, width 16, 6/6 vectors, 0 missing, ")
+    assert lines[1].startswith(f"{NEW}: shadow, width 64, 6/6 vectors, 0 missing, 0 leased, ")
     done = cli("models", "drop", NEW, *at, "--yes")
     assert done.returncode == 0, done.stderr
     assert f"dropped {NEW}: 6 vectors deleted" in done.stdout
@@ -165,7 +166,9 @@ async def test_an_interrupted_backfill_keeps_what_it_stored_and_the_next_run_fin
     assert await asyncio.to_thread(main, args) == 130
     monkeypatch.setattr(_backfill, "embed_batched", original)
     status = cli("models", "status", *at)
-    assert "2/5" in status.stdout  # the first batch is stored; the second one's leases expire
+    assert (
+        f"{NEW}: shadow, width 64, 2/5 vectors, 3 missing" in status.stdout
+    )  # the first batch is stored; the second one's leases expire
     await asyncio.sleep(1.2)
     done = cli(*args)
     assert done.returncode == 0, done.stderr
