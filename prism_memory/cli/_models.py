@@ -219,13 +219,14 @@ def backfill(
             chosen = load_embedder(next_embedder, None)
             with progress_bar() as progress:
                 task = progress.add_task("backfill", total=None)
-                first = [True]
+                started: list[bool] = []
 
                 def advance(now: BackfillProgress) -> None:
-                    if first.pop() if first else False:  # the entries done before this run
-                        progress.reset(task, completed=now.done, total=now.total)
-                    else:
+                    if started:
                         progress.update(task, completed=now.done, total=now.total)
+                    else:  # the first call: what was done before this run, not in its rate
+                        started.append(True)
+                        progress.reset(task, completed=now.done, total=now.total)
 
                 return await backfill_generation(
                     gens,
