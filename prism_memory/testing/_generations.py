@@ -139,6 +139,11 @@ class _Migration:
         )
         return await self.store.search(self.scope, request)
 
+    async def switch_ready(self) -> None:
+        """Backfill what is missing, then switch to the shadow generation (not forced)."""
+        await self.backfill()
+        await self.store.switch_generation(self.model, force=False, now=self.now())
+
     async def finish(self) -> None:
         """Leave the store as the check found it: the primary active, no shadow generation."""
         with contextlib.suppress(NotFoundError):

@@ -52,6 +52,7 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "import_races_with_forget_never_resurrect",
         "generation_vectors_check_revision_and_width",
         "generation_vectors_go_with_their_entry",
+        "next_embedder_writes_keep_the_generation_complete",
     ),
     # ShareGrants: Memory.share and recall over a parent's shared entries
     "shares": (
@@ -77,6 +78,8 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "generation_vectors_check_revision_and_width",
         "generation_switch_waits_for_the_backfill_and_rolls_back",
         "generation_vectors_go_with_their_entry",
+        "recall_follows_the_active_generation",
+        "next_embedder_writes_keep_the_generation_complete",
     ),
 }
 """For each role beyond :data:`CORE_ROLES`, the checks that exercise it."""
