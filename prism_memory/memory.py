@@ -41,6 +41,7 @@ from .embedding import Embedder, check_embedder, embedder_model
 from .entries import entry_digest
 from .errors import ConfigurationError, DimensionMismatchError, ValidationError
 from .indexing import IndexingPolicy, QueueMember
+from .indexing.generations import NextModelWriter
 from .limits import Limits
 from .models import (
     ExportPage,
@@ -124,6 +125,7 @@ class Memory:
         working_scope: Literal["resource", "thread"],
         indexing: IndexingPolicy,
         clock: Callable[[], datetime],
+        next_embedder: Embedder | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.resource_id = resource_id
@@ -131,6 +133,8 @@ class Memory:
         self.embedder = embedder
         self.embedding_model = embedder_model(embedder)
         """The embedder's ``model`` identifier, recorded with every vector this memory stores."""
+        self.next_embedder = next_embedder
+        """The embedder of a model change in progress (see :func:`create_memory`), or ``None``."""
         self.vector_store = vector_store
         self.working_store = working_store
         self.limits = limits
@@ -153,6 +157,12 @@ class Memory:
             template=template,
             importance_from=importance_from,
             on_invalidate=on_invalidate,
+            next_embedder=next_embedder,
+            next_writer=None
+            if next_embedder is None
+            else NextModelWriter(
+                vector_store, next_embedder, batch_size=limits.embed_batch, clock=clock
+            ),
         )
         self._session = session = IndexingSession(ctx)
         self._models = models = ModelGuard(ctx)
@@ -516,17 +526,31 @@ def create_memory(
     working_scope: Literal["resource", "thread"] = "resource",
     indexing: IndexingPolicy | None = None,
     clock: Callable[[], datetime] | None = None,
+    next_embedder: Embedder | None = None,
 ) -> Memory:
     """Create the memory of one scope. Stores default to fresh in-memory reference adapters.
 
     ``schema`` is a JSON-Schema subset dict or a pydantic model class; ``validate_working_memory`` is
     an extra host check. ``working_scope="thread"`` keeps one working document per thread instead of
     per resource. ``retention_days`` turns on a retention window enforced on every read.
+
+    ``next_embedder`` is the model of a model change in progress (docs/operations.md, "Switching
+    models"): on a store with vector generations whose shadow generation is its model, the memory
+    writes its new entries' (and corrections') vectors of that model too, and once the store
+    switches, recall embeds its queries with it. Its ``model`` must be set and differ from
+    ``embedder``'s; its width must be the shadow generation's
+    (:class:`~prism_memory.errors.DimensionMismatchError` before any write).
     """
     tenant = check_key(tenant_id, "tenant_id")
     resource = check_key(resource_id, "resource_id")
     thread = None if thread_id is None else check_key(thread_id, "thread_id")
-    width, _ = check_embedder(embedder)
+    width, model = check_embedder(embedder)
+    if next_embedder is not None:
+        _, next_model = check_embedder(next_embedder)
+        if next_model is None or next_model == model:
+            raise ConfigurationError(
+                "next_embedder must name its model, and another model than embedder's"
+            )
     store = vector_store if vector_store is not None else InMemoryVectorStore()
     if not isinstance(store, VectorStore):
         raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")
@@ -566,4 +590,5 @@ def create_memory(
         working_scope=working_scope,
         indexing=indexing or IndexingPolicy(),
         clock=clock or utcnow,
+        next_embedder=next_embedder,
     )

@@ -44,6 +44,7 @@ from prism_memory.postgres.migrate import build_ddl
 from prism_memory.postgres.rag_store import RagSession, _read_params
 from prism_memory.postgres.repositories import (
     EntryRepository,
+    GenerationRepository,
     IndexingRepository,
     ShareGrantRepository,
     TombstoneRepository,
@@ -175,6 +176,9 @@ def _named(tables: PrismTables) -> Iterator[Rendered]:
         ("importing", statements.ImportSql),
     ):
         yield from _family_statements(group, family, entry_sql)
+    yield from _family_statements(
+        "generations", statements.GenerationSql, statements.GenerationSql.for_tables(tables)
+    )
     yield Rendered(
         "entries",
         "begin_locked",
@@ -315,6 +319,16 @@ TEXT_ONLY = {
         "fail",
         "status",
         "store_vectors",
+    },
+    "GenerationRepository": {
+        "registry",
+        "lock",
+        "register",
+        "claim",
+        "store",
+        "progress",
+        "switch",
+        "drop",
     },
     "RagSession": {
         "query",
@@ -483,6 +497,7 @@ CORE_CLASSES = {
     "IndexingRepository": IndexingRepository,
     "ShareGrantRepository": ShareGrantRepository,
     "WorkingRepository": WorkingRepository,
+    "GenerationRepository": GenerationRepository,
     "RagSession": RagSession,
 }
 

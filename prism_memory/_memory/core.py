@@ -20,6 +20,7 @@ from ..errors import (
     ValidationError,
 )
 from ..indexing import IndexingPolicy
+from ..indexing.generations import NextModelWriter
 from ..limits import Limits
 from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
@@ -39,6 +40,9 @@ OnInvalidate = Callable[[Sequence[str]], Awaitable[None] | None]
 
 T = TypeVar("T")
 
+_OWN_MODEL: Any = object()
+"""``check_candidates``' default: this memory's own model."""
+
 
 async def maybe_await(value: T | Awaitable[T]) -> T:
     """``value``, awaited first when a host's hook returned an awaitable."""
@@ -55,7 +59,8 @@ def check_aware(value: object, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
-    """One memory's scope, stores, embedder, limits, scrubber, clock, policy and hooks."""
+    """One memory's scope, stores, embedder (and a migration's next one), limits, scrubber,
+    clock, policy and hooks."""
 
     tenant_id: str
     resource_id: str
@@ -76,6 +81,10 @@ class MemoryContext:
     template: str | None
     importance_from: ImportanceFrom | None
     on_invalidate: OnInvalidate | None
+    next_embedder: Embedder | None = None
+    """The model of a migration in progress (``create_memory(next_embedder=...)``)."""
+    next_writer: NextModelWriter | None = None
+    """Writes ``next_embedder``'s vectors into the store's shadow generation of its model."""
     scope: MemoryIdentity | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -118,11 +127,12 @@ class MemoryContext:
             lineage=lineage,
         )
 
-    async def embed_one(self, text: str, label: str) -> Vector:
-        """One vector for ``text``; :class:`ValidationError` (named ``label``) if none came, and
-        :class:`EmbedderError` (the embedder's own error as its cause) if the embedder failed."""
+    async def embed_one(self, text: str, label: str, embedder: Embedder | None = None) -> Vector:
+        """One vector for ``text`` (by ``embedder``, default this memory's);
+        :class:`ValidationError` (named ``label``) if none came, and :class:`EmbedderError` (the
+        embedder's own error as its cause) if the embedder failed."""
         try:
-            vectors = await embed_batched(self.embedder, [text], batch_size=1)
+            vectors = await embed_batched(embedder or self.embedder, [text], batch_size=1)
         except PrismMemoryError:
             raise
         except Exception as exc:
@@ -154,10 +164,14 @@ class ModelGuard:
         """Ask the store again at the next :meth:`check_write` (a rebuild does)."""
         self._checked = False
 
-    def check_candidates(self, candidates: Sequence[Candidate]) -> None:
-        """Refuse to rank vectors another (known) embedding model made, or vectors of two models
-        together (whatever this memory's own model is)."""
-        model = self._ctx.embedding_model
+    def check_candidates(
+        self, candidates: Sequence[Candidate], model: str | None = _OWN_MODEL
+    ) -> None:
+        """Refuse to rank vectors another (known) embedding model made than ``model`` (the one
+        the query was embedded with; default: this memory's own), or vectors of two models
+        together (whatever the model is)."""
+        if model is _OWN_MODEL:
+            model = self._ctx.embedding_model
         known = {c.embedding_model for c in candidates if c.embedding_model is not None}
         if model is not None:
             foreign = sorted(known - {model})
@@ -182,6 +196,8 @@ class ModelGuard:
                 f"{width}: nothing was written. A store (one table) keeps one width: use an "
                 "embedder of that width, or another store"
             )
+        if self._ctx.next_writer is not None:
+            await self._ctx.next_writer.active()  # next_embedder's width against its generation
         self._width_checked = held is not None  # an empty store is asked again next time
 
     async def check_write(self, scope: MemoryIdentity, *, switch_model: bool = False) -> None:

@@ -22,6 +22,7 @@ from ..models import (
     check_text,
 )
 from ..stores.base import (
+    ClaimedEntry,
     ConsentUpdate,
     GovernanceChange,
     LineageWalk,
@@ -110,9 +111,22 @@ class GovernanceService:
             text_model=ctx.embedding_model,
         )
         result = await ctx.vector_store.apply_governance(identity, change, now=now)
+        corrected = result.record
+        assert corrected is not None
+        if ctx.next_writer is not None:  # the new text's vector of a migration's next model
+            await ctx.next_writer.write(
+                [
+                    ClaimedEntry(
+                        scope=identity,
+                        id=corrected.id,
+                        revision=corrected.revision,
+                        text=corrected.text,
+                        attempts=0,
+                    )
+                ]
+            )
         await self._notify(result.dependents)
-        assert result.record is not None
-        return ctx.scrubbed(result.record)
+        return ctx.scrubbed(corrected)
 
     def _walk(
         self, roots: Sequence[str], reason: TombstoneReason, *, delete: bool = False

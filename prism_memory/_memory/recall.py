@@ -24,6 +24,7 @@ from ..ranking import chronological, rerank
 from ..ranking import explain as explain_hits
 from ..stores.base import SearchRequest
 from .core import MemoryContext, ModelGuard
+from .generations import MAX_MODEL_ROUNDS, ActiveModel
 from .session import IndexingSession
 from .sharing import shared_source
 
@@ -190,12 +191,13 @@ class RecallQuery:
 class RecallService:
     """The read path of :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
 
-    __slots__ = ("_ctx", "_models", "_session")
+    __slots__ = ("_ctx", "_models", "_route", "_session")
 
     def __init__(self, ctx: MemoryContext, session: IndexingSession, models: ModelGuard) -> None:
         self._ctx = ctx
         self._session = session
         self._models = models
+        self._route = ActiveModel(ctx)
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         """See :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
@@ -203,22 +205,30 @@ class RecallService:
         identity = ctx.identity
         store = ctx.vector_store
         await self._session.wait_own(query.wait)
-        vector = await ctx.embed_one(query.text, "query embedding")
+        route = self._route
         now = ctx.clock()
         recall_filter = ctx.recall_filter(now, require_consent=query.require_consent)
         shared = await shared_source(store, identity, query.shared_thread, now)
-        found = await store.search(
-            identity,
-            SearchRequest(
-                vector=vector,
-                terms=query.terms,
-                limit=query.top_k * 4,
-                filter=recall_filter,
-                shared=shared,
-                resource_wide=query.resource_wide,
-            ),
-        )
-        self._models.check_candidates(found.candidates)
+        for round_ in range(MAX_MODEL_ROUNDS):
+            # the query in the model the store answers from: a search names the active model,
+            # and a query of another model is embedded again with it (never ranked across)
+            model = route.model
+            vector = await ctx.embed_one(query.text, "query embedding", route.embedder())
+            found = await store.search(
+                identity,
+                SearchRequest(
+                    vector=vector,
+                    terms=query.terms,
+                    limit=query.top_k * 4,
+                    filter=recall_filter,
+                    shared=shared,
+                    resource_wide=query.resource_wide,
+                    model=model,
+                ),
+            )
+            if round_ == MAX_MODEL_ROUNDS - 1 or not route.follow(found.active_model):
+                break
+        self._models.check_candidates(found.candidates, model)
         hits = rerank(
             found.candidates,
             query_vector=vector,

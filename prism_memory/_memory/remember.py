@@ -131,6 +131,15 @@ class RememberService:
             if records is None
             else tuple(r.id for r in records if r.status == "indexed" and r.id in records.inserted)
         )
+        writer = self._ctx.next_writer
+        if indexed and writer is not None:  # the next model's vectors of the rows just indexed
+            await writer.write(
+                [
+                    ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
+                    for r in records or ()
+                    if r.id in indexed
+                ]
+            )
         lease = None
         if records is None:
             lease = queue.lease(prepared) if queue is not None else None

@@ -49,6 +49,7 @@ class IndexingSession:
                 batch_size=ctx.limits.embed_batch,
                 clock=ctx.clock,
                 policy=ctx.indexing,
+                next_writer=ctx.next_writer,
             )
         await self.queue.start()
         return self.queue

@@ -15,6 +15,7 @@ from ._dev_server import dev_server
 from ._import import import_command
 from ._mcp import mcp
 from ._migrate import migrate_app
+from ._models import models_app
 from ._ops import doctor, stats, worker
 from ._thread_ops import export, rebuild
 
@@ -27,6 +28,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(migrate_app, name="migrate")
+app.add_typer(models_app, name="models")
 
 
 @app.callback()

@@ -18,6 +18,17 @@ from ._options import EmbedderSpec, Schema, TableName, Url, VectorEmbedder
 from ._output import console
 
 
+def _generations(url: str, schema: str, table: str) -> tuple[list[str], int]:
+    """:func:`generation_report`, or nothing for a store without generations (before 0011)."""
+    from ..errors import PrismMemoryError
+    from ._models import generation_report
+
+    try:
+        return asyncio.run(generation_report(url, schema, table))
+    except PrismMemoryError:  # no registry (a schema before revision 0011): nothing to show
+        return [], 0
+
+
 def doctor(
     url: Url = "",
     schema: Schema = DEFAULT_SCHEMA,
@@ -44,11 +55,20 @@ def doctor(
             max_pending_age_seconds=max_pending_age,
         )
     )
+    problems = list(found.problems)
+    if "embedding" in found.facts:  # the table exists: its generations, if it has any
+        lines, missing = _generations(url, schema, table)
+        found.facts["generations"] = "; ".join(lines) or "(none)"
+        if missing:
+            problems.append(
+                f"{missing} indexed entries have no vector of the active model and are not "
+                "recalled (a forced switch): run `prism-memory models backfill`"
+            )
     for key, value in found.facts.items():
         console.print(f"{key}: {value}", highlight=False)
-    for problem in found.problems:
+    for problem in problems:
         print(f"problem: {problem}")
-    if found.problems:
+    if problems:
         raise typer.Exit(1)
     console.print("ok: no problems found")
 
@@ -71,6 +91,9 @@ def stats(
     summary.add_row("tenants", str(found.tenant_count))
     summary.add_row("working documents", str(found.working_documents))
     summary.add_row("size on disk (bytes)", str(found.total_bytes))
+    for line in _generations(url, schema, table)[0]:
+        model, _, counts = line.rpartition(": ")
+        summary.add_row(f"generation {model}", counts)
     console.print(summary)
     tenants = Table(title=f"top {top} tenants")
     for column in ("tenant", "entries", "pending", "failed"):

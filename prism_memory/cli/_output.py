@@ -15,10 +15,13 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 console = Console(soft_wrap=True)
 """What the commands print on stdout. ``soft_wrap``: a long line is never broken at the console's
@@ -43,25 +46,37 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
-def resumable(run: Coroutine[Any, Any, T], state: Path) -> T:
+def resumable(run: Coroutine[Any, Any, T], state: Path | None) -> T:
     """Run a resumable command to its end, then remove its ``state`` file; on Ctrl-C the file
-    stays for the next run, which resumes from it (exit status 130)."""
+    stays for the next run, which resumes from it (exit status 130). ``None``: the command keeps
+    its state in the database (the next run continues from what it stored)."""
     try:
         result = asyncio.run(run)
     except KeyboardInterrupt:
-        print(f"interrupted; run the same command again to resume ({state})", file=sys.stderr)
+        where = "" if state is None else f" ({state})"
+        print(f"interrupted; run the same command again to resume{where}", file=sys.stderr)
         raise typer.Exit(130) from None
-    state.unlink(missing_ok=True)
+    if state is not None:
+        state.unlink(missing_ok=True)
     return result
 
 
+class _RateColumn(ProgressColumn):
+    """Items done per second (rich's estimate over the last 30 s)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.speed
+        return Text("" if speed is None else f"{speed:,.1f}/s")
+
+
 def progress_bar() -> Progress:
-    """A progress bar on stderr: what, the bar, done of total, time elapsed and time left (once
-    the total is known)."""
+    """A progress bar on stderr: what, the bar, done of total, the rate, time elapsed and time
+    left (once the total is known)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        _RateColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=_errors,

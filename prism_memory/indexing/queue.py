@@ -24,6 +24,7 @@ from ..errors import InvalidVectorError, PrismMemoryError
 from ..models import IndexingReport, MemoryIdentity, Vector
 from ..stores.base import ClaimedEntry, EntryLease, IndexingLedger
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
+from .generations import NextModelWriter
 from .lanes import Lanes
 from .policy import CLAIM_BATCHES, IndexingPolicy
 from .rows import BatchReport, QueueObserver, RowEmbedder
@@ -42,7 +43,9 @@ class IndexingQueue:
     Use ``async with`` or :meth:`start` / :meth:`aclose`. :meth:`watch` returns a future resolving to
     an :class:`IndexingReport` once the given ids are indexed or failed. ``claims`` decides what it
     claims (:class:`~.claims.ThreadTurns` for a scope, :class:`~.claims.AllScopes` for ``None``);
-    ``lanes`` batches may be in hand at once; ``observer`` is told of each batch.
+    ``lanes`` batches may be in hand at once; ``observer`` is told of each batch;
+    ``next_writer`` stores each batch's vectors of a migration's next model before the batch
+    completes (:class:`~.generations.NextModelWriter`).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class IndexingQueue:
         claims: ClaimStrategy | None = None,
         lanes: int = 1,
         observer: QueueObserver | None = None,
+        next_writer: NextModelWriter | None = None,
     ) -> None:
         if lanes < 1:
             raise PrismMemoryError("an indexing queue needs at least one lane")
@@ -104,6 +108,7 @@ class IndexingQueue:
             observer,
         )
         self._observer = observer
+        self._next = next_writer
         self._took_adopted = False
         self._leased = False
         """Whether this queue may hold a lease in the store (one was handed out or claimed since
@@ -412,6 +417,8 @@ class IndexingQueue:
             for start in range(0, len(claimed), self._batch_size):
                 done.extend(await self._rows.embed(claimed[start : start + self._batch_size]))
             indexed = 0
+            if done and self._next is not None:  # the next model's first: see NextModelWriter
+                await self._next.write([item for item, _ in done])
             if done:
                 try:
                     indexed = await self._store.complete_indexing(

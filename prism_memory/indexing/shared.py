@@ -21,12 +21,13 @@ from ..embedding import Embedder
 from ..models import MemoryIdentity
 from ..stores.base import IndexingLedger
 from .claims import ThreadTurns
+from .generations import NextModelWriter
 from .policy import SHARED_LANES, IndexingPolicy
 from .queue import IndexingQueue, QueueMember
 
 __all__ = ["SharedQueues", "join_queue"]
 
-_Key = tuple[int, int, int, int, IndexingPolicy, int]
+_Key = tuple[int, int, int, int, IndexingPolicy, int, int]
 
 
 class SharedQueues:
@@ -50,11 +51,14 @@ class SharedQueues:
         batch_size: int,
         clock: Callable[[], datetime],
         policy: IndexingPolicy,
+        next_writer: NextModelWriter | None = None,
     ) -> IndexingQueue:
-        """The open shared queue of the running event loop for these, made if there is none."""
+        """The open shared queue of the running event loop for these, made if there is none
+        (memories with another ``next_writer`` embedder share none)."""
         loop = asyncio.get_running_loop()
-        key = (id(loop), id(store), id(embedder), batch_size, policy, id(clock))
-        made_for = (loop, store, embedder, clock)
+        following = None if next_writer is None else next_writer.embedder
+        key = (id(loop), id(store), id(embedder), batch_size, policy, id(clock), id(following))
+        made_for = (loop, store, embedder, clock, following)
         queue = self._queues.get(key)
         made = None if queue is None else self._made_for.get(queue)
         if (
@@ -72,6 +76,7 @@ class SharedQueues:
                 policy=policy,
                 claims=ThreadTurns(),
                 lanes=SHARED_LANES,
+                next_writer=next_writer,
             )
             self._queues[key] = queue
             self._made_for[queue] = made_for
@@ -90,16 +95,20 @@ def join_queue(
     batch_size: int,
     clock: Callable[[], datetime],
     policy: IndexingPolicy | None = None,
+    next_writer: NextModelWriter | None = None,
 ) -> QueueMember:
     """Join the indexing queue every memory of this event loop shares on ``store`` with
     ``embedder`` (the same object, hence the same model: a row is never embedded by another
     model), batch size, policy and clock -- one task, one claim statement per sweep; the first
-    member creates it, the last to leave stops it. Call :meth:`QueueMember.start` to run it."""
+    member creates it, the last to leave stops it. Call :meth:`QueueMember.start` to run it.
+    ``next_writer`` (a memory's ``next_embedder``) dual-writes each batch's vectors of the next
+    model; memories share a queue only with the same next embedder too."""
     queue = _SHARED.queue(
         store=store,
         embedder=embedder,
         batch_size=batch_size,
         clock=clock,
         policy=policy or IndexingPolicy(),
+        next_writer=next_writer,
     )
     return queue.join(scope)

@@ -13,21 +13,24 @@ from typing import Any
 import numpy as np
 
 from ..embedding import assert_finite_vector
-from ..errors import DimensionMismatchError
+from ..errors import DimensionMismatchError, NotFoundError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
     EntryLease,
+    GovernanceChange,
+    GovernanceResult,
     ImportRow,
     NewEntry,
     StoredEntries,
     Tombstone,
     check_entry_vectors,
     check_lineage_sources,
+    expand_walk,
     lineage_source_ids,
 )
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
-from .repositories import EntryRepository
+from .repositories import EntryRepository, TombstoneRepository
 from .rows import insert_params, inserted_record, stage_records
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
 from .tables import PrismTables
@@ -111,6 +114,48 @@ class EntryWriter:
         self._tables = tables
         self._width = width
         self._entries = EntryRepository(executor, tables)
+
+    async def apply_governance(
+        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
+    ) -> GovernanceResult:
+        """Apply ``change`` in one session unit, under the thread's advisory lock (see
+        :meth:`VectorStore.apply_governance`); a failure at any step rolls every step back."""
+        async with self._executor.unit("apply_governance") as unit:
+            entries = EntryRepository(unit, self._tables)
+            tombstones = TombstoneRepository(unit, self._tables)
+            await entries.lock_thread(scope)
+            # the lineage walk runs under the lock, so no writer can add a dependent meanwhile
+            change, dependents = await expand_walk(
+                change,
+                lambda ids, limit: entries.dependents(scope, ids, limit),
+                lambda ids: entries.get(scope, ids),
+                now,
+            )
+            await tombstones.upsert(scope, change.tombstones)
+            record: MemoryRecord | None = None
+            width: int | None = None
+            if change.consent is not None:
+                entry_id, consent = change.consent
+                record = await entries.set_consent(scope, entry_id, consent)
+                if record is None:
+                    raise NotFoundError("the entry does not exist in this scope")
+            if change.text is not None:
+                entry_id, new_text, vector = change.text
+                width = await self._width.known(entries)
+                (checked,), width = self._width.check([(vector, "the new text's vector")], width)
+                record = await entries.replace_text(
+                    scope, entry_id, new_text, checked, now, change.text_model
+                )
+                if record is None:
+                    raise NotFoundError("the entry does not exist in this scope")
+            held = await entries.set_legal_hold(scope, change.hold)
+            deleted = await entries.delete(scope, change.delete)
+            if change.untombstone is not None:
+                await tombstones.remove(scope, *change.untombstone)
+        self._width.learn(width)
+        return GovernanceResult.after_walk(
+            record, held=held, deleted=deleted, dependents=dependents
+        )
 
     async def put_entries(
         self,

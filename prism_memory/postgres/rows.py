@@ -371,8 +371,9 @@ def inserted_record(
 
 
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
-    """Candidates (record and stored vector), corpus statistics and the thread's pending count
-    from rows of :meth:`EntrySql.search` (an empty corpus is one row without a candidate)."""
+    """Candidates (record and stored vector), corpus statistics, the thread's pending count and
+    the active generation's model from rows of :meth:`EntrySql.search` (an empty corpus is one
+    row without a candidate)."""
     if not rows:
         return SearchResult([], CorpusStats())
     first = rows[0]
@@ -400,4 +401,6 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         )
         for r, vector in zip(found, vectors, strict=True)
     ]
-    return SearchResult(candidates, stats, pending=int(first["pending"]))
+    return SearchResult(
+        candidates, stats, pending=int(first["pending"]), active_model=first["active_model"]
+    )

@@ -22,7 +22,6 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..embedding import assert_finite_vector
-from ..errors import NotFoundError
 from ..lexical import CorpusStats
 from ..models import (
     IndexStatus,
@@ -34,7 +33,10 @@ from ..models import (
 )
 from ..stores.base import (
     ClaimedEntry,
+    EntryKey,
     EntryLease,
+    Generation,
+    GenerationProgress,
     GovernanceChange,
     GovernanceResult,
     ImportRow,
@@ -44,24 +46,26 @@ from ..stores.base import (
     SearchRequest,
     SearchResult,
     StoredEntries,
+    VectorGenerations,
     VectorStore,
     check_limit,
-    expand_walk,
 )
 from ..stores.rag_base import RagOperations, RagStoreByCall
 from ._engine import Pooling
 from ._executor import Executor, ReadReplica
+from ._generations import PostgresGenerations
 from ._ledger import IndexingLedger
 from ._writes import EntryWriter, VectorWidth
 from .rag_adapter import PostgresRagStore
-from .repositories import EntryRepository, ShareGrantRepository, TombstoneRepository
+from .repositories import EntryRepository, ShareGrantRepository
 from .tables import PrismTables
 
 __all__ = ["PostgresVectorStore"]
 
 
-class PostgresVectorStore(VectorStore, RagStoreByCall):
-    """:class:`~prism_memory.stores.base.VectorStore` and
+class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
+    """:class:`~prism_memory.stores.base.VectorStore`,
+    :class:`~prism_memory.stores.base.VectorGenerations` and
     :class:`~prism_memory.stores.rag_base.RagStore` on PostgreSQL + pgvector.
 
     Open it with :func:`create_postgres_vector_store` or :func:`create_postgres_memory_stores`.
@@ -100,6 +104,8 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
         self._ledger = IndexingLedger(self.executor, tables, self._width)
         self.rag = PostgresRagStore(self.executor, tables, dimension)
         """The RAG store on the same tables and executor; this store's RAG calls are its."""
+        self.vector_generations = PostgresGenerations(self.executor, tables)
+        """The vector generations (``prism_memory_0011``); this store's calls of the role."""
 
     def __repr__(self) -> str:
         names = self._tables.names
@@ -154,16 +160,10 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
 
     @asynccontextmanager
     async def deferred_vector_index(self) -> AsyncIterator[None]:
-        """For bulk loads: no index is deferred -- the table is only analysed (``ANALYZE``) once
-        the body is done, also when it raises, so recalls are planned on statistics of the loaded
-        rows from the first one on, not a minute or more later when autovacuum would gather them
-        (until then the planner guesses: a recall that shares a parent thread's entries read the
-        parent's whole range instead of its granted rows by key).
-
-        The name is kept for compatibility: the entries table has no vector index to defer (memory
-        recall is the exact per-scope path and never read one; revision ``prism_memory_0010``
-        dropped the one ``prism_memory_0002`` built), so writes never pay for one.
-        """
+        """For bulk loads: no index is deferred (the entries table has none to defer since
+        revision ``prism_memory_0010``); the table is only analysed (``ANALYZE``) once the body is
+        done, also when it raises, so recalls are planned on the loaded rows' statistics at once
+        (not when autovacuum gathers them). The name is kept for compatibility."""
         try:
             yield
         finally:
@@ -225,13 +225,18 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
         return await self._entries.dependents(scope, source_ids, limit)
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
-        """Exact per-thread candidate selection and statistics (see :meth:`EntrySql.search`)."""
+        """Exact per-thread candidates and statistics (:meth:`EntrySql.search`; ``model``)."""
         check_limit(request.limit)
-        width = await self._width.known(self._entries)
+        shadow = await self.vector_generations.shadow_width(request.model)
+        width = shadow if shadow is not None else await self._width.known(self._entries)
         query = assert_finite_vector(request.vector, "query vector", expected_length=width)
         if request.limit == 0:
             return SearchResult([], CorpusStats())
-        return await self._entries.search(scope, replace(request, vector=query))
+        found = await self._entries.search(
+            scope, replace(request, vector=query), shadow=shadow is not None
+        )
+        self.vector_generations.observe(found.active_model)
+        return found
 
     async def neighbors(
         self,
@@ -372,52 +377,66 @@ class PostgresVectorStore(VectorStore, RagStoreByCall):
         """Re-index: set ``(id, revision, vector)`` where the revision matches."""
         return await self._ledger.store_vectors(scope, items, now=now, model=model)
 
+    # ---- vector generations (PostgresGenerations) ---------------------------------------------
+
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        """Register ``model`` as the shadow generation beside ``primary``."""
+        return await self.vector_generations.start_generation(
+            primary=primary, primary_width=primary_width, model=model, width=width, now=now
+        )
+
+    async def generations(self) -> list[Generation]:
+        """Every registered generation, the primary first."""
+        return await self.vector_generations.generations()
+
+    async def claim_generation(
+        self,
+        model: str,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        after: EntryKey | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease entries without a current vector of the shadow generation ``model``."""
+        return await self.vector_generations.claim_generation(
+            model,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            after=after,
+        )
+
+    async def store_generation_vectors(
+        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
+    ) -> int:
+        """Store vectors of the shadow generation ``model`` where the revision matches."""
+        return await self.vector_generations.store_generation_vectors(model, items, now=now)
+
+    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
+        """How many indexed entries the generation ``model`` covers."""
+        return await self.vector_generations.generation_progress(model, now=now)
+
+    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+        """Make ``model`` the generation recall answers from, in one statement."""
+        return await self.vector_generations.switch_generation(model, force=force, now=now)
+
+    async def drop_generation(self, model: str) -> int:
+        """Delete the shadow generation ``model`` and its vectors."""
+        return await self.vector_generations.drop_generation(model)
+
     # ---- governance and grants -----------------------------------------------------------------
 
     async def apply_governance(
         self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
     ) -> GovernanceResult:
-        """Apply ``change`` in one transaction, serialised with the thread's writers.
-
-        See :meth:`VectorStore.apply_governance`; a failure (or a lost connection) at any step
-        rolls every step back.
-        """
-        async with self.executor.unit("apply_governance") as unit:
-            entries = EntryRepository(unit, self._tables)
-            tombstones = TombstoneRepository(unit, self._tables)
-            await entries.lock_thread(scope)
-            # the lineage walk runs under the lock, so no writer can add a dependent meanwhile
-            change, dependents = await expand_walk(
-                change,
-                lambda ids, limit: entries.dependents(scope, ids, limit),
-                lambda ids: entries.get(scope, ids),
-                now,
-            )
-            await tombstones.upsert(scope, change.tombstones)
-            record: MemoryRecord | None = None
-            width: int | None = None
-            if change.consent is not None:
-                entry_id, consent = change.consent
-                record = await entries.set_consent(scope, entry_id, consent)
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            if change.text is not None:
-                entry_id, new_text, vector = change.text
-                width = await self._width.known(entries)
-                (checked,), width = self._width.check([(vector, "the new text's vector")], width)
-                record = await entries.replace_text(
-                    scope, entry_id, new_text, checked, now, change.text_model
-                )
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            held = await entries.set_legal_hold(scope, change.hold)
-            deleted = await entries.delete(scope, change.delete)
-            if change.untombstone is not None:
-                await tombstones.remove(scope, *change.untombstone)
-        self._width.learn(width)
-        return GovernanceResult.after_walk(
-            record, held=held, deleted=deleted, dependents=dependents
-        )
+        """Apply ``change`` in one transaction, serialised with the thread's writers
+        (:meth:`EntryWriter.apply_governance`)."""
+        return await self._writer.apply_governance(scope, change, now=now)
 
     async def put_share_grant(self, grant: ShareGrant) -> ShareGrant:
         """Create or replace the grant of ``(tenant, resource, parent, child)``."""

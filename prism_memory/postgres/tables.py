@@ -15,7 +15,10 @@ Tables, for a base name ``t``:
 * ``t_rag_source_acl`` -- RAG source grants to principals and groups, per RAG scope;
 * ``t_rag_scope_generations`` -- the current generation of each RAG scope;
 * ``t_rag_chunks`` -- RAG document chunks by scope, generation and source, with their vectors;
-* ``t_working`` -- versioned working-memory documents.
+* ``t_working`` -- versioned working-memory documents;
+* ``t_generations`` -- the registry of vector generations (one row per embedding model, at most
+  one active) and ``t_vectors`` -- a shadow generation's vectors, one per entry and model
+  (revision ``prism_memory_0011``).
 
 Each table set also carries typed ORM classes mapped onto these same ``Table`` objects
 (``tables.orm.Entry``, ``tables.orm.ShareGrant``, ...; see :mod:`prism_memory.postgres.orm`), so the
@@ -37,6 +40,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Double,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -124,6 +128,8 @@ class Names:
     rag_scope_generations: str
     rag_chunks: str
     working: str
+    generations: str
+    vectors: str
     version_table: str
     ix_scope: str
     ix_pending: str
@@ -138,6 +144,7 @@ class Names:
     ix_rag_chunks_tsv: str
     ix_rag_chunks_hnsw: str
     ix_resource_shared: str
+    ix_generations_active: str
 
     def all_identifiers(self) -> tuple[str, ...]:
         """Every derived name, constraint names included (each must fit in 63 characters)."""
@@ -146,6 +153,9 @@ class Names:
             *(f"{name}_pkey" for name in self.tables),
             f"{self.entries}_status_check",
             f"{self.rag_source_acl}_kind_check",
+            f"{self.generations}_role_check",
+            f"{self.vectors}_entry_fkey",
+            f"{self.vectors}_model_fkey",
         )
         return plain + constraints
 
@@ -160,6 +170,8 @@ class Names:
             self.rag_scope_generations,
             self.rag_chunks,
             self.working,
+            self.generations,
+            self.vectors,
         )
 
 
@@ -182,6 +194,8 @@ def names_for(schema: str, table: str) -> Names:
         rag_scope_generations=f"{table}_rag_scope_generations",
         rag_chunks=f"{table}_rag_chunks",
         working=f"{table}_working",
+        generations=f"{table}_generations",
+        vectors=f"{table}_vectors",
         version_table=f"{table}_alembic_version",
         ix_scope=f"{table}_scope_seq_idx",
         ix_pending=f"{table}_pending_idx",
@@ -196,6 +210,7 @@ def names_for(schema: str, table: str) -> Names:
         ix_rag_chunks_tsv=f"{table}_rag_chunks_tsv_gin",
         ix_rag_chunks_hnsw=f"{table}_rag_chunks_hnsw",
         ix_resource_shared=f"{table}_resource_shared_idx",
+        ix_generations_active=f"{table}_generations_active_idx",
     )
     too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
     if too_long:
@@ -246,6 +261,8 @@ class PrismTables:
     rag_scope_generations: Table
     rag_chunks: Table
     working: Table
+    generations: Table
+    vectors: Table
     orm: PrismModels
 
 
@@ -506,6 +523,7 @@ def build_metadata(
         ),
     )
 
+    generations, vectors = _generation_tables(metadata, names)
     return PrismTables(
         names=names,
         dimension=dimension,
@@ -517,6 +535,8 @@ def build_metadata(
         rag_scope_generations=rag_scope_generations,
         rag_chunks=rag_chunks,
         working=working,
+        generations=generations,
+        vectors=vectors,
         orm=map_models(
             metadata,
             entries=entries,
@@ -528,3 +548,51 @@ def build_metadata(
             working=working,
         ),
     )
+
+
+def _generation_tables(metadata: MetaData, names: Names) -> tuple[Table, Table]:
+    """Revision ``prism_memory_0011``: the generations (at most one active) and a shadow
+    generation's vectors by entry and model, at the revision they embed (``embedding`` NULL: only
+    leased); deleting an entry or a generation deletes its vectors (``CASCADE``)."""
+    entry_key = ["tenant_id", "resource_id", "thread_id", "entry_id"]
+    generations = Table(
+        names.generations,
+        metadata,
+        Column("model", Text, nullable=False),
+        Column("width", Integer, nullable=False),
+        Column("role", Text, nullable=False),
+        Column("active", Boolean, nullable=False),
+        _timestamp("started_at"),
+        _timestamp("switched_at", nullable=True),
+        PrimaryKeyConstraint("model", name=f"{names.generations}_pkey"),
+        CheckConstraint("role IN ('primary', 'shadow')", name=f"{names.generations}_role_check"),
+    )
+    active = text("active")
+    Index(names.ix_generations_active, generations.c.active, unique=True, postgresql_where=active)
+    vectors = Table(
+        names.vectors,
+        metadata,
+        Column("tenant_id", Text, nullable=False),
+        Column("resource_id", Text, nullable=False),
+        Column("thread_id", Text, nullable=False),
+        Column("entry_id", Text, nullable=False),
+        Column("model", Text, nullable=False),
+        Column("revision", Integer, nullable=False),
+        Column("embedding", BinaryVector(None), nullable=True),
+        Column("claimed_by", Text, nullable=True),
+        _timestamp("claimed_until", nullable=True),
+        PrimaryKeyConstraint(*entry_key, "model", name=f"{names.vectors}_pkey"),
+        ForeignKeyConstraint(
+            entry_key,
+            [f"{names.schema}.{names.entries}.{c}" for c in (*entry_key[:3], "id")],
+            name=f"{names.vectors}_entry_fkey",
+            ondelete="CASCADE",
+        ),
+        ForeignKeyConstraint(
+            ["model"],
+            [f"{names.schema}.{names.generations}.model"],
+            name=f"{names.vectors}_model_fkey",
+            ondelete="CASCADE",
+        ),
+    )
+    return generations, vectors

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, leg_scores, term_weights
-from ..models import Candidate, MemoryIdentity, MemoryRecord
+from ..models import Candidate, MemoryIdentity, MemoryRecord, check_id_collection
 from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
 from .base import RecallFilter, SearchRequest, SearchResult, check_limit
 
@@ -67,17 +67,26 @@ class _EntryReads:
 
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
         by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
-        the statistics of every eligible record of the pools.
+        the statistics of every eligible record of the pools. A shadow generation's
+        :attr:`~SearchRequest.model` searches the index of that generation's current vectors
+        (an entry without one is out of the corpus and counts as pending); the result names the
+        active generation's model.
         """
         check_limit(request.limit)
-        query = assert_finite_vector(
-            request.vector, "query vector", expected_length=self._state.width
-        )
+        active = self._state.active_model()
+        shadow = self._state.shadow_model(request.model)
+        width = self._state.width if shadow is None else shadow.width
+        query = assert_finite_vector(request.vector, "query vector", expected_length=width)
+        model = None if shadow is None else shadow.model
+        pending = None
+        if model is not None:  # entries without a current vector of the model wait for it
+            own = self._state.thread(_key(scope))
+            pending = 0 if own is None else len(own.pending) + own.missing_shadow(model)
         if request.limit == 0:
-            return SearchResult([], CorpusStats())
-        pools = self._pools(scope, request)
+            return SearchResult([], CorpusStats(), pending, active)
+        pools = self._pools(scope, request, model)
         if not pools:
-            return SearchResult([], CorpusStats())
+            return SearchResult([], CorpusStats(), pending, active)
         wide = query.astype(np.float64)
         norm = math.sqrt(float(wide.dot(wide)))  # what np.linalg.norm computes for 1-D
         unit_query = (wide / (norm if norm > 0.0 else 1.0)).astype(np.float32)
@@ -140,14 +149,16 @@ class _EntryReads:
             Candidate(_export(records[number][position]), vectors[number][position].copy())
             for number, position in chosen
         ]
-        return SearchResult(candidates, stats)
+        return SearchResult(candidates, stats, pending, active)
 
-    def _pools(self, scope: MemoryIdentity, request: SearchRequest) -> list[_Pool]:
+    def _pools(
+        self, scope: MemoryIdentity, request: SearchRequest, model: str | None
+    ) -> list[_Pool]:
         key = _key(scope)
         pools: list[_Pool] = []
         own = self._state.thread(key)
         if own is not None:
-            index = own.search_index()
+            index = own.search_index(model)
             if request.filter.require_consent or request.filter.occurred_after is not None:
                 eligible = index.eligible(request.filter)
                 positions = np.flatnonzero(eligible)
@@ -164,7 +175,7 @@ class _EntryReads:
             parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
             parent = self._state.thread(parent_key)
             if parent is not None:
-                index = parent.search_index()
+                index = parent.search_index(model)
                 granted = np.array(
                     sorted({index.positions[i] for i in shared.ids if i in index.positions}),
                     dtype=np.intp,
@@ -173,7 +184,7 @@ class _EntryReads:
             for other_key in self._resource_threads(scope):
                 if other_key == key:
                     continue
-                index = self._state.threads[other_key].search_index()
+                index = self._state.threads[other_key].search_index(model)
                 mask = index.travels[: index.size].copy()
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
@@ -184,7 +195,7 @@ class _EntryReads:
                     length = int(index.lengths[positions].sum())
                     pools.append(_Pool(index, positions, mask, length))
         if granted is not None and granted.shape[0] and parent_key is not None:
-            index = self._state.threads[parent_key].search_index()
+            index = self._state.threads[parent_key].search_index(model)
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
                 mask = np.zeros(index.size, dtype=np.bool_)
@@ -277,3 +288,20 @@ class _EntryReads:
         )
         oldest = heapq.nsmallest(limit, records, key=lambda r: (r.occurred_at, r.sequence, r.id))
         return [_export(record) for record in oldest]
+
+    async def dependents(
+        self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
+        check_id_collection(source_ids, "source_ids")
+        check_limit(limit)
+        thread = self._state.thread(_key(scope))
+        if thread is None or limit == 0:
+            return []
+        wanted = set(source_ids)
+        found = (
+            (row.record.id, row.record.lineage.source_ids)
+            for row in thread.rows.values()
+            if row.record.lineage is not None and wanted.intersection(row.record.lineage.source_ids)
+        )
+        return heapq.nsmallest(limit, found)

@@ -18,7 +18,7 @@ from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import tokenize
 from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
-from .base import RecallFilter, Tombstone
+from .base import Generation, RecallFilter, Tombstone
 from .rules import is_recallable, travels
 
 _ScopeKey = tuple[str, str, str]
@@ -236,6 +236,12 @@ class _Thread:
     """Ids of the thread's ``pending`` rows (this thread's share of the store's ledger)."""
     top: int | None = None
     """The largest sequence in the thread (cached; ``None``: recompute)."""
+    shadow: dict[str, dict[str, tuple[int, Vector]]] = field(default_factory=dict)
+    """Shadow generations' vectors: ``model -> entry id -> (revision embedded, vector)``."""
+    shadow_leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """Backfill leases of the shadow generation: ``entry id -> (worker, lease end)``."""
+    shadow_indexes: dict[str, _SearchIndex] = field(default_factory=dict)
+    """Search indexes over the shadow vectors, per model (cached; any write drops them)."""
 
     def max_sequence(self) -> int:
         """The largest sequence of any row, ``-1`` when the thread is empty."""
@@ -247,6 +253,7 @@ class _Thread:
         """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
         self.index = None
         self.order = None
+        self.shadow_indexes.clear()
 
     def tombstoned(self, entry_ids: Iterable[str]) -> None:
         """Bring the index up to date after tombstones on ``entry_ids`` came or went.
@@ -255,6 +262,7 @@ class _Thread:
         (:func:`is_recallable` reads a record's own tombstones and its direct sources'), so they
         are re-checked one by one instead of rebuilding the thread's index.
         """
+        self.shadow_indexes.clear()
         index = self.index
         if index is None:
             return
@@ -274,8 +282,15 @@ class _Thread:
             self.changed(entry_id, self.rows[entry_id])
 
     def changed(self, entry_id: str, row: _Row | None) -> None:
-        """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted."""
+        """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted (its
+        shadow vectors and lease go with it)."""
         self.order = None
+        if self.shadow_indexes:
+            self.shadow_indexes.clear()
+        if row is None:
+            for vectors in self.shadow.values():
+                vectors.pop(entry_id, None)
+            self.shadow_leases.pop(entry_id, None)
         index = self.index
         if index is None:
             return
@@ -309,11 +324,46 @@ class _Thread:
             self.order = sorted((row.record.sequence, row.record.id) for row in self.rows.values())
         return self.order
 
-    def search_index(self) -> _SearchIndex:
-        """The search index, rebuilt if a write invalidated it."""
+    def search_index(self, model: str | None = None) -> _SearchIndex:
+        """The search index, rebuilt if a write invalidated it; with ``model``, the index over
+        that shadow generation's current vectors (records tagged with ``model``)."""
+        if model is not None:
+            index = self.shadow_indexes.get(model)
+            if index is None:
+                index = self.shadow_indexes[model] = self._build_shadow_index(model)
+            return index
         if self.index is None:
             self.index = self._build_index()
         return self.index
+
+    def shadow_vector(self, model: str, row: _Row) -> Vector | None:
+        """``row``'s vector of the shadow generation ``model`` at its current revision, if any."""
+        found = self.shadow.get(model, {}).get(row.record.id)
+        if found is None or found[0] != row.record.revision:
+            return None
+        return found[1]
+
+    def _build_shadow_index(self, model: str) -> _SearchIndex:
+        index = _SearchIndex()
+        rows = [
+            (row, vector)
+            for row in self.rows.values()
+            if row.record.status == "indexed"
+            and (vector := self.shadow_vector(model, row)) is not None
+            and self.recallable(row.record, _STATIC_FILTER)
+        ]
+        rows.sort(key=lambda item: (item[0].record.sequence, item[0].record.id))
+        for row, vector in rows:
+            index.add(replace(row.record, embedding_model=model), vector)
+        return index
+
+    def missing_shadow(self, model: str) -> int:
+        """How many of the thread's indexed rows hold no current vector of ``model``."""
+        return sum(
+            1
+            for row in self.rows.values()
+            if row.record.status == "indexed" and self.shadow_vector(model, row) is None
+        )
 
     def _build_index(self) -> _SearchIndex:
         index = _SearchIndex()
@@ -344,6 +394,17 @@ class _InMemoryState:
         self.threads: dict[_ScopeKey, _Thread] = {}
         self.grants: dict[_GrantKey, ShareGrant] = {}
         self.pending: set[tuple[_ScopeKey, str]] = set()
+        self.generations: dict[str, Generation] = {}
+        """The registered vector generations by model, the primary first."""
+
+    def active_model(self) -> str | None:
+        """The active generation's model (``None``: no generation registered)."""
+        return next((g.model for g in self.generations.values() if g.active), None)
+
+    def shadow_model(self, model: str | None) -> Generation | None:
+        """The shadow generation ``model`` names, if it is one (else search its own vectors)."""
+        generation = None if model is None else self.generations.get(model)
+        return generation if generation is not None and generation.role == "shadow" else None
 
     def thread(self, key: _ScopeKey) -> _Thread | None:
         return self.threads.get(key)

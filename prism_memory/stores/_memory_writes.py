@@ -7,14 +7,16 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
-from ..models import MemoryIdentity, Vector
+from ..models import MemoryIdentity, Vector, check_id_collection
 from ._memory_rows import _export, _InMemoryState, _key, _Row, _ScopeKey
 from .base import (
     EntryLease,
     ImportRow,
+    MetadataPatch,
     NewEntry,
     StoredEntries,
     check_entry_vectors,
@@ -25,7 +27,8 @@ from .rules import inherited_tombstones
 
 
 class _EntryWrites:
-    """:meth:`put_entries` and :meth:`import_rows` of the in-memory store."""
+    """:meth:`put_entries`, :meth:`import_rows`, legal hold, metadata merges and deletions of
+    the in-memory store."""
 
     __slots__ = ("_state",)
 
@@ -177,3 +180,60 @@ class _EntryWrites:
         if inserted > pending:  # vectors were stored: the width is the store's now
             self._state.width = width
         return inserted, pending
+
+    async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
+        """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
+        check_id_collection(ids, "ids")
+        key = _key(scope)
+        thread = self._state.thread(key)
+        if thread is None:
+            return 0
+        found = [thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows]
+        for row in found:
+            if row.record.legal_hold != hold:
+                self._state.set_row(
+                    key, thread, replace(row, record=replace(row.record, legal_hold=hold))
+                )
+        return len(found)
+
+    async def merge_metadata(
+        self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
+    ) -> int:
+        """Set each patch's keys on its entry while it is the version the patch names and not
+        under legal hold (see :meth:`VectorStore.merge_metadata`); one uninterrupted step."""
+        check_id_collection(list(patches), "patches")
+        key = _key(scope)
+        thread = self._state.thread(key)
+        if thread is None:
+            return 0
+        changed = 0
+        for entry_id, patch in patches.items():
+            row = thread.rows.get(entry_id)
+            if row is None or row.record.legal_hold:
+                continue
+            record = row.record
+            if (record.revision, record.written_at) != (patch.revision, patch.written_at):
+                continue
+            metadata = {**record.metadata, **copy.deepcopy(dict(patch.values))}
+            self._state.set_row(
+                key, thread, replace(row, record=replace(record, metadata=metadata))
+            )
+            changed += 1
+        return changed
+
+    async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
+        """Really delete the ``ids`` that exist in scope; return how many rows went."""
+        check_id_collection(ids, "ids")
+        key = _key(scope)
+        thread = self._state.thread(key)
+        if thread is None:
+            return 0
+        gone = 0
+        for entry_id in dict.fromkeys(ids):
+            if thread.rows.pop(entry_id, None) is not None:
+                self._state.pending.discard((key, entry_id))
+                thread.pending.discard(entry_id)
+                thread.changed(entry_id, None)
+                thread.top = None
+                gone += 1
+        return gone

@@ -14,7 +14,6 @@ and retention window) applied as vectorised masks.
 from __future__ import annotations
 
 import copy
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -32,13 +31,17 @@ from ..models import (
     WorkingMemoryRecord,
     check_id_collection,
 )
+from ._memory_generations import _InMemoryGenerations
 from ._memory_ledger import _InMemoryLedger
 from ._memory_reads import _EntryReads
 from ._memory_rows import _export, _InMemoryState, _key, _Row
 from ._memory_writes import _EntryWrites
 from .base import (
     ClaimedEntry,
+    EntryKey,
     EntryLease,
+    Generation,
+    GenerationProgress,
     GovernanceChange,
     GovernanceResult,
     ImportRow,
@@ -49,8 +52,8 @@ from .base import (
     SearchResult,
     StoredEntries,
     Tombstone,
+    VectorGenerations,
     WorkingStore,
-    check_limit,
     expand_walk,
 )
 from .primitives import GovernancePrimitives
@@ -60,16 +63,18 @@ __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 _WorkingKey = tuple[str, str, str | None]
 
 
-class InMemoryVectorStore(GovernancePrimitives):
-    """The reference :class:`VectorStore`: exact, per-instance and process-local.
+class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
+    """The reference :class:`VectorStore`: exact, per-instance and process-local; with vector
+    generations (:class:`~prism_memory.stores.base.VectorGenerations`).
 
     ``dimension`` pins the vector width; when it is ``None`` the first stored vector fixes the width
     and a later vector of another width raises :class:`~prism_memory.errors.DimensionMismatchError`.
 
     Composed of objects over one state (:class:`_InMemoryState`): its writes
     (:class:`_EntryWrites`), reads (:class:`_EntryReads`) and indexing ledger
-    (:class:`_InMemoryLedger`, an :class:`~prism_memory.stores.base.IndexingLedger` of its own);
-    entries, governance and share grants are its own methods.
+    (:class:`_InMemoryLedger`, an :class:`~prism_memory.stores.base.IndexingLedger` of its own)
+    and vector generations (:class:`_InMemoryGenerations`); entries, governance and share grants
+    are its own methods.
     """
 
     def __init__(self, *, dimension: int | None = None) -> None:
@@ -77,6 +82,7 @@ class InMemoryVectorStore(GovernancePrimitives):
         self._writes = _EntryWrites(self._state)
         self._reads = _EntryReads(self._state)
         self._ledger = _InMemoryLedger(self._state)
+        self._generations = _InMemoryGenerations(self._state)
 
     def __repr__(self) -> str:
         return f"InMemoryVectorStore(dimension={self._state.dimension})"
@@ -169,77 +175,25 @@ class InMemoryVectorStore(GovernancePrimitives):
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
         """Set or clear legal hold on the ``ids`` that exist; return how many exist."""
-        check_id_collection(ids, "ids")
-        key = _key(scope)
-        thread = self._state.thread(key)
-        if thread is None:
-            return 0
-        found = [thread.rows[i] for i in dict.fromkeys(ids) if i in thread.rows]
-        for row in found:
-            if row.record.legal_hold != hold:
-                self._state.set_row(
-                    key, thread, replace(row, record=replace(row.record, legal_hold=hold))
-                )
-        return len(found)
+        return await self._writes.set_legal_hold(scope, ids, hold)
 
     async def merge_metadata(
         self, scope: MemoryIdentity, patches: Mapping[str, MetadataPatch]
     ) -> int:
         """Set each patch's keys on its entry while it is the version the patch names and not
         under legal hold (see :meth:`VectorStore.merge_metadata`); one uninterrupted step."""
-        check_id_collection(list(patches), "patches")
-        key = _key(scope)
-        thread = self._state.thread(key)
-        if thread is None:
-            return 0
-        changed = 0
-        for entry_id, patch in patches.items():
-            row = thread.rows.get(entry_id)
-            if row is None or row.record.legal_hold:
-                continue
-            record = row.record
-            if (record.revision, record.written_at) != (patch.revision, patch.written_at):
-                continue
-            metadata = {**record.metadata, **copy.deepcopy(dict(patch.values))}
-            self._state.set_row(
-                key, thread, replace(row, record=replace(record, metadata=metadata))
-            )
-            changed += 1
-        return changed
+        return await self._writes.merge_metadata(scope, patches)
 
     async def delete_entries(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
-        """Really delete the ``ids`` that exist in scope; return how many rows went."""
-        check_id_collection(ids, "ids")
-        key = _key(scope)
-        thread = self._state.thread(key)
-        if thread is None:
-            return 0
-        gone = 0
-        for entry_id in dict.fromkeys(ids):
-            if thread.rows.pop(entry_id, None) is not None:
-                self._state.pending.discard((key, entry_id))
-                thread.pending.discard(entry_id)
-                thread.changed(entry_id, None)
-                thread.top = None
-                gone += 1
-        return gone
+        """Really delete the ``ids`` that exist in scope, their vectors of every generation with
+        them; return how many rows went."""
+        return await self._writes.delete_entries(scope, ids)
 
     async def dependents(
         self, scope: MemoryIdentity, source_ids: Sequence[str], *, limit: int
     ) -> list[tuple[str, tuple[str, ...]]]:
         """Up to ``limit`` entries whose lineage names any of ``source_ids``, ordered by id."""
-        check_id_collection(source_ids, "source_ids")
-        check_limit(limit)
-        thread = self._state.thread(_key(scope))
-        if thread is None or limit == 0:
-            return []
-        wanted = set(source_ids)
-        found = (
-            (row.record.id, row.record.lineage.source_ids)
-            for row in thread.rows.values()
-            if row.record.lineage is not None and wanted.intersection(row.record.lineage.source_ids)
-        )
-        return heapq.nsmallest(limit, found)
+        return await self._reads.dependents(scope, source_ids, limit=limit)
 
     # ---- tombstones and grants -------------------------------------------------------------
 
@@ -428,6 +382,58 @@ class InMemoryVectorStore(GovernancePrimitives):
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
         return await self._ledger.store_vectors(scope, items, now=now, model=model)
+
+    # ---- vector generations (the store's _InMemoryGenerations) -------------------------------
+
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        """Register ``model`` as the shadow generation beside ``primary``."""
+        return await self._generations.start_generation(
+            primary=primary, primary_width=primary_width, model=model, width=width, now=now
+        )
+
+    async def generations(self) -> list[Generation]:
+        """Every registered generation, the primary first."""
+        return await self._generations.generations()
+
+    async def claim_generation(
+        self,
+        model: str,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        after: EntryKey | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease indexed entries without a current vector of ``model``, after ``after``."""
+        return await self._generations.claim_generation(
+            model,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            after=after,
+        )
+
+    async def store_generation_vectors(
+        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
+    ) -> int:
+        """Store vectors of the shadow generation ``model`` where the revision still matches."""
+        return await self._generations.store_generation_vectors(model, items, now=now)
+
+    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
+        """How many indexed entries the generation ``model`` covers."""
+        return await self._generations.generation_progress(model, now=now)
+
+    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+        """Make ``model`` the generation recall answers from, in one step."""
+        return await self._generations.switch_generation(model, force=force, now=now)
+
+    async def drop_generation(self, model: str) -> int:
+        """Delete the shadow generation ``model``: its vectors and registration."""
+        return await self._generations.drop_generation(model)
 
     # ---- share grants ----------------------------------------------------------------------
 

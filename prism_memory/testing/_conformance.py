@@ -12,8 +12,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from ..embedding import HashEmbedder
+from ..stores.base import VectorGenerations
 from ._conformance_agents import AGENT_CHECKS
 from ._conformance_indexing import INDEXING_CHECKS
+from ._generations import GENERATION_CHECKS
+from ._generations_recall import GENERATION_RECALL_CHECKS
 from ._governance import GOVERNANCE_CHECKS
 from ._importing import IMPORT_CHECKS
 from ._lineage import LINEAGE_CHECKS
@@ -57,6 +60,9 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     **WRITE_CHECKS,
     # the bulk import: remember()'s rules for streams of many scopes
     **IMPORT_CHECKS,
+    # the optional vector generations: a model change without an outage
+    **GENERATION_CHECKS,
+    **GENERATION_RECALL_CHECKS,
 }
 """Every conformance check by name, in a sensible order."""
 
@@ -77,8 +83,15 @@ async def _kit(factory: KitFactory) -> ConformanceKit:
 
 
 async def run_conformance_check(name: str, factory: KitFactory) -> None:
-    """Run one check by name; raises ``AssertionError`` (or the unexpected error) on failure."""
-    await CONFORMANCE_CHECKS[name](await _kit(factory))
+    """Run one check by name; raises ``AssertionError`` (or the unexpected error) on failure.
+
+    A check of the optional ``generations`` role passes without running when the kit's vector
+    store is not a :class:`~prism_memory.stores.base.VectorGenerations`: the role is not
+    demanded of a store that does not implement it."""
+    kit = await _kit(factory)
+    if "generations" in check_roles(name) and not isinstance(kit.vector_store, VectorGenerations):
+        return
+    await CONFORMANCE_CHECKS[name](kit)
 
 
 async def run_memory_conformance(

@@ -21,8 +21,9 @@ CORE_ROLES = frozenset({"entries", "indexing"})
 """The roles every check needs: the facade writes entries (``EntryStore``) and indexes them
 (``IndexingLedger``)."""
 
-MEMORY_ROLES = ("entries", "indexing", "governance", "shares", "working")
-"""Every role the memory suite knows: the four of ``VectorStore`` and the ``WorkingStore``."""
+MEMORY_ROLES = ("entries", "indexing", "governance", "shares", "working", "generations")
+"""Every role the memory suite knows: the four of ``VectorStore``, the ``WorkingStore`` and the
+optional ``VectorGenerations`` (whose checks a store without that role is never asked)."""
 
 ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
     # GovernanceStore.apply_governance: consent, correction, forgetting, hold, retention
@@ -49,6 +50,9 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "merge_metadata_patches_only_the_version_read",
         "import_inherits_the_exclusions_of_its_sources",
         "import_races_with_forget_never_resurrect",
+        "generation_vectors_check_revision_and_width",
+        "generation_vectors_go_with_their_entry",
+        "next_embedder_writes_keep_the_generation_complete",
     ),
     # ShareGrants: Memory.share and recall over a parent's shared entries
     "shares": (
@@ -66,6 +70,16 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "failing_hook_cannot_block_revocation",
         "unstorable_input_is_refused_alike",
         "template_values_cannot_forge_headers",
+    ),
+    # the optional VectorGenerations: a shadow generation, its backfill, the switch and rollback
+    "generations": (
+        "generations_start_is_idempotent_and_refuses_conflicts",
+        "generation_claims_lease_each_entry_to_one_worker",
+        "generation_vectors_check_revision_and_width",
+        "generation_switch_waits_for_the_backfill_and_rolls_back",
+        "generation_vectors_go_with_their_entry",
+        "recall_follows_the_active_generation",
+        "next_embedder_writes_keep_the_generation_complete",
     ),
 }
 """For each role beyond :data:`CORE_ROLES`, the checks that exercise it."""

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import pytest
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore
 from prism_memory.errors import ConfigurationError
 from prism_memory.models import MemoryIdentity, ShareGrant, WorkingMemoryRecord
-from prism_memory.stores.base import GovernanceChange, GovernanceResult, WorkingStore
+from prism_memory.stores.base import (
+    Generation,
+    GovernanceChange,
+    GovernanceResult,
+    VectorStore,
+    WorkingStore,
+)
 from prism_memory.testing import (
     MEMORY_ROLES,
     ROLE_CHECKS,
@@ -53,6 +59,19 @@ class NoGovernance(InMemoryVectorStore):
         _missing("governance")
 
 
+class NoGenerations(InMemoryVectorStore):
+    """Every role of ``VectorStore``; its vector generations refuse (the optional role left out:
+    still a ``VectorGenerations`` by type, so the runner asks it and the checks fail)."""
+
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        _missing("vector generations")
+
+    async def generations(self) -> list[Generation]:
+        _missing("vector generations")
+
+
 class NoWorkingStore(WorkingStore):
     """A working store that keeps nothing: the adapter brings no working memory."""
 
@@ -75,9 +94,11 @@ class NoWorkingStore(WorkingStore):
 
 
 def _kit(missing: str) -> ConformanceKit:
-    vectors = {"shares": NoShareGrants, "governance": NoGovernance}.get(
-        missing, InMemoryVectorStore
-    )()
+    vectors = {
+        "shares": NoShareGrants,
+        "governance": NoGovernance,
+        "generations": NoGenerations,
+    }.get(missing, InMemoryVectorStore)()
     working = NoWorkingStore() if missing == "working" else InMemoryWorkingStore()
     return ConformanceKit(HashEmbedder(dimensions=64), vectors, working)
 
@@ -95,3 +116,14 @@ async def test_the_checks_left_out_fail_without_the_role(missing: str) -> None:
     with pytest.raises(ConformanceError) as failed:
         await run_memory_conformance(lambda: _kit(missing), only=list(ROLE_CHECKS[missing]))
     assert set(failed.value.failures) == set(ROLE_CHECKS[missing])
+
+
+async def test_a_store_without_vector_generations_is_not_asked_for_them() -> None:
+    """The role is optional: its checks pass without running against a store that is not a
+    ``VectorGenerations`` (a host adapter that never implemented it still passes the suite)."""
+    from prism_memory.testing import run_conformance_check
+
+    store = cast("VectorStore", object())  # not a VectorGenerations; never called
+    kit = ConformanceKit(HashEmbedder(dimensions=64), store, InMemoryWorkingStore())
+    for name in ROLE_CHECKS["generations"]:
+        await run_conformance_check(name, lambda: kit)

@@ -126,6 +126,8 @@ def test_build_ddl_is_what_the_revisions_emit():
         "semantic_memory_rag_scope_generations",
         "semantic_memory_rag_chunks",
         "semantic_memory_working",
+        "semantic_memory_generations",
+        "semantic_memory_vectors",
     ):
         assert f"CREATE TABLE prism_memory.{name} (" in unpinned
     assert "CREATE EXTENSION IF NOT EXISTS vector" in unpinned
@@ -146,11 +148,20 @@ def test_build_ddl_is_what_the_revisions_emit():
         "USING hnsw (embedding vector_cosine_ops)" in pinned
     )
     assert "CREATE INDEX mem_rag_chunks_hnsw ON host_schema.mem_rag_chunks USING hnsw" in pinned
-    # every primary key starts with tenant_id (Alembic's own version table aside): seven tables,
-    # plus revision 0003 re-keying the invalidation table with its reason, plus the source-ACL key
-    # prism_memory_0006 rebuilds with the RAG scope
-    assert pinned.count("PRIMARY KEY (tenant_id") == 9
-    assert pinned.count("PRIMARY KEY (") == 9 + pinned.count("PRIMARY KEY (version_num)")
+    # every primary key starts with tenant_id (Alembic's own version table and the vector
+    # generations' registry, a row per model, aside): eight tables, plus revision 0003 re-keying
+    # the invalidation table with its reason, plus the source-ACL key prism_memory_0006 rebuilds
+    # with the RAG scope
+    assert pinned.count("PRIMARY KEY (tenant_id") == 10
+    assert pinned.count("PRIMARY KEY (") == 10 + 1 + pinned.count("PRIMARY KEY (version_num)")
+    assert "PRIMARY KEY (model)" in pinned
+    # revision 0011: a shadow generation's vectors cascade with their entry and their generation
+    assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, model)" in pinned
+    assert pinned.count("ON DELETE CASCADE") == 2
+    assert (
+        "CREATE UNIQUE INDEX mem_generations_active_idx ON host_schema.mem_generations (active) WHERE active"
+        in pinned
+    )
     assert "PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, cause_id, reason)" in pinned
     assert "PRIMARY KEY (tenant_id, scope, source_id, principal_kind, principal_id)" in pinned
     # the vector-search DDL is only the search indexes, cut verbatim from the full script

@@ -1,4 +1,6 @@
-"""Every primary key and unique key starts with ``tenant_id`` (docs/scaling.md: Citus by tenant).
+"""Every primary key and unique key starts with ``tenant_id`` (docs/scaling.md: Citus by tenant),
+but those of the vector generations' registry (revision 0011): a row per embedding model for the
+whole store, no tenant's (a reference table under Citus).
 
 Checked twice: in the SQLAlchemy metadata, and in the catalog of a schema the revisions built --
 so a revision that adds a key without ``tenant_id`` first fails here even if tables.py says otherwise.
@@ -13,7 +15,10 @@ from prism_memory.postgres.tables import build_metadata
 
 
 def test_every_key_in_the_metadata_starts_with_tenant_id() -> None:
-    tables = build_metadata("prism_memory", "semantic_memory", 384).metadata.tables.values()
+    built = build_metadata("prism_memory", "semantic_memory", 384)
+    registry = built.names.generations
+    tables = [t for t in built.metadata.tables.values() if t.name != registry]
+    assert len(tables) == len(built.metadata.tables) - 1
     keys: list[tuple[str, list[str]]] = []
     for table in tables:
         for constraint in table.constraints:
@@ -51,9 +56,10 @@ async def test_every_key_the_revisions_build_starts_with_tenant_id(make_postgres
         ).all()
     tables = {row.table_name for row in rows if row.table_name != version_table}
     assert tables == set(stores.vector_store.tables.names.tables), "one key per table at least"
+    registry = stores.vector_store.tables.names.generations
     wrong = [
         f"{row.table_name}.{row.index_name} starts with {row.first_column}"
         for row in rows
-        if row.table_name != version_table and row.first_column != "tenant_id"
+        if row.table_name not in (version_table, registry) and row.first_column != "tenant_id"
     ]
     assert not wrong, wrong

@@ -73,9 +73,9 @@ def test_layout_only_adds_whitespace():
 
 
 def test_recall_search_comes_in_every_variant_of_its_builder():
-    """All 2**5 combinations of ``RecallSql.search``'s flags are rendered, each different."""
+    """All 2**6 combinations of ``RecallSql.search``'s flags are rendered, each different."""
     searches = [
         r for r in rendered_statements() if r.group == "recall" and r.source.count("search(")
     ]
-    assert len(searches) == 32
-    assert len({r.sql for r in searches}) == 32
+    assert len(searches) == 64
+    assert len({r.sql for r in searches}) == 64

@@ -23,17 +23,20 @@ Two styles, chosen per path:
   Core statements over the Core table; remember's insert and the bulk import, recall's search and
   neighbours, lineage, text replacement, claims and vector writes run the named statements of
   :mod:`prism_memory.postgres.statements`, with bound parameters. Rows become records in
-  :mod:`prism_memory.postgres.rows`.
+  :mod:`prism_memory.postgres.rows`. :class:`GenerationRepository` (:mod:`.generations`) runs the
+  vector generations' named statements the same way.
 """
 
 from __future__ import annotations
 
 from .entries import EntryRepository, TombstoneRepository
+from .generations import GenerationRepository
 from .indexing import IndexingRepository
 from .mapped import ShareGrantRepository, WorkingRepository
 
 __all__ = [
     "EntryRepository",
+    "GenerationRepository",
     "IndexingRepository",
     "ShareGrantRepository",
     "TombstoneRepository",

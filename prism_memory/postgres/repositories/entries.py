@@ -256,10 +256,13 @@ class EntryRepository(_Repository):
         rows = await self._rows("dependents", self.sql.dependents, params)
         return [(row["id"], tuple(row["sources"] or ())) for row in rows]
 
-    async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
+    async def search(
+        self, scope: MemoryIdentity, request: SearchRequest, *, shadow: bool = False
+    ) -> SearchResult:
         """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`),
-        in one round trip -- on the read replica when it may answer."""
-        statement, params, terms = search_statement(self.sql, scope, request)
+        in one round trip -- on the read replica when it may answer; ``shadow``: ranking the
+        vectors of the shadow generation ``request.model``."""
+        statement, params, terms = search_statement(self.sql, scope, request, shadow=shadow)
         rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
         return search_result(rows, terms)
 

@@ -12,6 +12,8 @@ identifiers; values always bound) and cached:
 * :mod:`.indexing` -- the indexing ledger: claims, leases, results, failures, the worker's tenant
   turn (:class:`IndexingSql`);
 * :mod:`.importing` -- the bulk import's staging table and set-based insert (:class:`ImportSql`);
+* :mod:`.generations` -- vector generations: the registry, a shadow model's backfill claims and
+  vectors, progress, the switch and the drop (:class:`GenerationSql`);
 * :mod:`.rag` -- the RAG chunks, their ACL and generations (:class:`RagSql`);
 * :mod:`.catalog` -- the schema itself: inspection, maintenance, planner settings (:class:`SchemaSql`).
 
@@ -37,6 +39,7 @@ from .entries import (
     thread_lock_key,
     thread_lock_literal,
 )
+from .generations import GenerationSql
 from .importing import ImportSql
 from .indexing import IndexingSql, claim_in_statement, claim_statement
 from .lineage import LineageSql
@@ -45,6 +48,7 @@ from .recall import RecallSql, neighbors_statement, search_statement
 
 __all__ = [
     "EntrySql",
+    "GenerationSql",
     "ImportSql",
     "IndexingSql",
     "LineageSql",

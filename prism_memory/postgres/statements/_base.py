@@ -25,11 +25,14 @@ def quote(name: str) -> str:
 
 @dataclass(frozen=True)
 class TableSql:
-    """The entries and tombstones tables of one table set, rendered (schema-qualified, quoted);
-    each statement family subclasses it and builds its statements from these names, once."""
+    """The entries and tombstones tables of one table set, and its vector generations' registry
+    and vectors, rendered (schema-qualified, quoted); each statement family subclasses it and
+    builds its statements from these names, once."""
 
     entries: str
     invalidation: str
+    generations: str
+    vectors: str
 
     @classmethod
     def for_tables(cls, tables: PrismTables) -> Self:
@@ -107,6 +110,17 @@ class TableSql:
         """``alias``'s primary key equals ``key``."""
         return f"ROW({cls.key_of(alias)}) = ROW({key})"
 
+    def current_vector(self, entry: str = "e", *, model: str = "CAST(:model AS text)") -> str:
+        """``EXISTS``: the entry ``entry`` (an alias of the entries table) holds a *current*
+        vector of the generation ``model`` -- one of its current revision (one primary-key probe
+        of the vectors table)."""
+        return (
+            f"EXISTS (SELECT 1 FROM {self.vectors} v WHERE v.tenant_id = {entry}.tenant_id "
+            f"AND v.resource_id = {entry}.resource_id AND v.thread_id = {entry}.thread_id "
+            f"AND v.entry_id = {entry}.id AND v.model = {model} "
+            f"AND v.revision = {entry}.revision AND v.embedding IS NOT NULL)"
+        )
+
     @functools.cached_property
     def any_width(self) -> str:
         """The width of some stored vector (unpinned tables keep one width, as pinned ones do);
@@ -122,6 +136,8 @@ def _render(family: type[TableSql], names: Names) -> Any:
     return family(
         entries=f"{schema}.{quote(names.entries)}",
         invalidation=f"{schema}.{quote(names.invalidation)}",
+        generations=f"{schema}.{quote(names.generations)}",
+        vectors=f"{schema}.{quote(names.vectors)}",
     )
 
 

@@ -84,6 +84,7 @@ class RecallSql(TableSql):
         shared: bool,
         lexical: bool,
         resource_wide: bool = False,
+        shadow: bool = False,
     ) -> str:
         """Candidate selection, corpus statistics and the pending count in one statement (see
         ``SearchRequest``); it always returns at least one row.
@@ -115,6 +116,13 @@ class RecallSql(TableSql):
 
         ``pending`` counts the thread's rows still waiting for a vector (the partial pending
         index), so a recall needs no second round trip for ``RecallResult.pending``.
+
+        ``active_model`` is the model of the active vector generation (NULL without any), read
+        in the statement's snapshot, so it is the generation in force when the candidates were.
+        ``shadow`` ranks the vectors of the shadow generation ``:model`` instead of the entries'
+        own: each pool joins the row's current vector of it (key and revision, one primary-key
+        probe), a row without one is not in the corpus and counts as pending, and the candidates
+        carry that vector and ``:model`` as their ``embedding_model``.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
@@ -129,7 +137,8 @@ class RecallSql(TableSql):
                 "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
             ]
         )
-        distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
+        vector = "v.embedding" if shadow else "e.embedding"
+        distance = f"COALESCE(NULLIF({vector} <=> :query, 'NaN'::float8), 1.0)"
         own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
         parent = (
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
@@ -158,10 +167,21 @@ class RecallSql(TableSql):
             if lexical
             else ""
         )
+        # a shadow generation's current vector of the row (the vectors' primary key)
+        of_row = (
+            "v.tenant_id = e.tenant_id AND v.resource_id = e.resource_id "
+            "AND v.thread_id = e.thread_id AND v.entry_id = e.id "
+            "AND v.model = CAST(:model AS text) AND v.revision = e.revision"
+        )
+        joined, has_vector = (
+            (f" JOIN {self.vectors} v ON {of_row} AND v.embedding IS NOT NULL", "")
+            if shadow
+            else ("", " AND e.embedding IS NOT NULL")
+        )
         eligible = " UNION ALL ".join(
             f"SELECT e.ctid AS row_ctid, e.id, e.sequence, {distance} AS distance, "
             f"e.term_count{matched} "
-            f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
+            f"FROM {source}{joined} WHERE {pool}{has_vector}"
             for source, pool in pools
         )
         ctes = [
@@ -205,9 +225,23 @@ class RecallSql(TableSql):
             )
         pending = (
             f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
-            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread) "
-            "AS pending"
+            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread)"
         )
+        columns = f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding"
+        if shadow:
+            pending += (
+                f" + (SELECT count(*) FROM {self.entries} p WHERE p.status = 'indexed' "
+                "AND p.tenant_id = :tenant AND p.resource_id = :resource "
+                "AND p.thread_id = :thread AND NOT "
+                f"{self.current_vector('p')})"
+            )
+            columns = self.columns(json_as_text=True).replace(
+                'e."embedding_model"', "CAST(:model AS text) AS embedding_model"
+            ) + (
+                f", (SELECT vector_send(v.embedding) FROM {self.vectors} v WHERE {of_row}) "
+                "AS embedding"
+            )
+        active = f"(SELECT g.model FROM {self.generations} g WHERE g.active) AS active_model"
         # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is
         # stable within the statement's one snapshot, and it needs no index descent. Joined on the
         # primary key, the planner (estimating one row per CTE) chose a merge join that walked the
@@ -222,8 +256,8 @@ class RecallSql(TableSql):
         # columns NULL).
         statement = (
             f"WITH {', '.join(ctes)} "
-            f"SELECT {self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
-            f"s.documents, s.total_length, {frequencies}, {pending} "
+            f"SELECT {columns}, s.documents, s.total_length, {frequencies}, "
+            f"{pending} AS pending, {active} "
             f"FROM stats s LEFT JOIN (SELECT * FROM {self.entries} e "
             f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
             "ON e.tenant_id = :tenant AND e.resource_id = :resource"
@@ -253,10 +287,11 @@ _SCOPE_KEY = re.compile(r"(?<![:\w]):(resource|thread|parent)(?!\w)")
 
 
 def search_statement(
-    sql: RecallSql, scope: MemoryIdentity, request: SearchRequest
+    sql: RecallSql, scope: MemoryIdentity, request: SearchRequest, *, shadow: bool = False
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
-    query terms in the order the statement numbers them."""
+    query terms in the order the statement numbers them; ``shadow``: ``request.model`` is a
+    shadow generation, whose vectors it ranks."""
     flt = request.filter
     shared = request.shared
     use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
@@ -268,12 +303,15 @@ def search_statement(
         shared=use_shared,
         lexical=bool(terms),
         resource_wide=request.resource_wide,
+        shadow=shadow,
     )
     params: dict[str, Any] = {
         **scope_params(scope),
         "query": request.vector,
         "limit": request.limit,
     }
+    if shadow:
+        params["model"] = request.model
     if flt.occurred_after is not None:
         params["occurred_after"] = flt.occurred_after
     if use_shared and shared is not None:

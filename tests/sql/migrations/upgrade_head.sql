@@ -234,4 +234,36 @@ BEGIN;
 
 UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0010' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0009';
 
+-- Running upgrade prism_memory_0010 -> prism_memory_0011
+
+CREATE TABLE prism_memory.semantic_memory_generations (
+    model TEXT NOT NULL, 
+    width INTEGER NOT NULL, 
+    role TEXT NOT NULL, 
+    active BOOLEAN NOT NULL, 
+    started_at TIMESTAMP WITH TIME ZONE NOT NULL, 
+    switched_at TIMESTAMP WITH TIME ZONE, 
+    CONSTRAINT semantic_memory_generations_pkey PRIMARY KEY (model), 
+    CONSTRAINT semantic_memory_generations_role_check CHECK (role IN ('primary', 'shadow'))
+);
+
+CREATE UNIQUE INDEX semantic_memory_generations_active_idx ON prism_memory.semantic_memory_generations (active) WHERE active;
+
+CREATE TABLE prism_memory.semantic_memory_vectors (
+    tenant_id TEXT NOT NULL, 
+    resource_id TEXT NOT NULL, 
+    thread_id TEXT NOT NULL, 
+    entry_id TEXT NOT NULL, 
+    model TEXT NOT NULL, 
+    revision INTEGER NOT NULL, 
+    embedding VECTOR, 
+    claimed_by TEXT, 
+    claimed_until TIMESTAMP WITH TIME ZONE, 
+    CONSTRAINT semantic_memory_vectors_pkey PRIMARY KEY (tenant_id, resource_id, thread_id, entry_id, model), 
+    CONSTRAINT semantic_memory_vectors_entry_fkey FOREIGN KEY(tenant_id, resource_id, thread_id, entry_id) REFERENCES prism_memory.semantic_memory (tenant_id, resource_id, thread_id, id) ON DELETE CASCADE, 
+    CONSTRAINT semantic_memory_vectors_model_fkey FOREIGN KEY(model) REFERENCES prism_memory.semantic_memory_generations (model) ON DELETE CASCADE
+);
+
+UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0011' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0010';
+
 COMMIT;

@@ -1,5 +1,5 @@
 -- name: recall/search.shared
--- source: prism_memory.postgres.statements.recall.RecallSql.search(require_consent=False, occurred_after=False, shared=True, lexical=False, resource_wide=False)
+-- source: prism_memory.postgres.statements.recall.RecallSql.search(require_consent=False, occurred_after=False, shared=True, lexical=False, resource_wide=False, shadow=False)
 -- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
 -- indentation are added for reading, the statement is otherwise verbatim
 WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
@@ -66,7 +66,9 @@ SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role"
     WHERE p.status = 'pending'
     AND p.tenant_id = :tenant
     AND p.resource_id = (SELECT CAST(:resource AS text))
-    AND p.thread_id = (SELECT CAST(:thread AS text))) AS pending
+    AND p.thread_id = (SELECT CAST(:thread AS text))) AS pending, (SELECT g.model
+    FROM "prism_memory"."semantic_memory_generations" g
+    WHERE g.active) AS active_model
 FROM stats s
 LEFT JOIN (SELECT *
     FROM "prism_memory"."semantic_memory" e

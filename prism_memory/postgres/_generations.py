@@ -1,0 +1,216 @@
+"""Vector generations on PostgreSQL (revision ``prism_memory_0011``): what
+:class:`~prism_memory.postgres.PostgresVectorStore` hands its
+:class:`~prism_memory.stores.base.VectorGenerations` calls to, and the registry it caches to
+choose a search's vectors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..embedding import assert_finite_vector
+from ..errors import ConflictError, GenerationNotReadyError, NotFoundError, ValidationError
+from ..models import Vector
+from ..stores.base import (
+    ClaimedEntry,
+    EntryKey,
+    Generation,
+    GenerationProgress,
+    VectorGenerations,
+    check_lease,
+    check_limit,
+)
+from ._executor import Executor
+from .repositories.generations import GenerationRepository, generation_from_row
+from .tables import MAX_DIMENSION, PrismTables
+
+__all__ = ["PostgresGenerations"]
+
+_MISS_SECONDS = 30.0
+"""How long a model found unregistered is not looked up again (a search naming a model the store
+never registered -- a store that never migrated -- costs no registry read per recall)."""
+
+
+def _check_model(model: object, what: str) -> str:
+    if not isinstance(model, str) or not model.strip():
+        raise ValidationError(f"{what} must be a non-empty string")
+    return model
+
+
+def _check_width(width: object, what: str) -> int:
+    if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_DIMENSION:
+        raise ValidationError(f"{what} must be an integer in [1, {MAX_DIMENSION}]")
+    return width
+
+
+class PostgresGenerations(VectorGenerations):
+    """:class:`~prism_memory.stores.base.VectorGenerations` on ``<table>_generations`` and
+    ``<table>_vectors``, and the registry as last read (:meth:`shadow_width`)."""
+
+    def __init__(self, executor: Executor, tables: PrismTables) -> None:
+        self._executor = executor
+        self._tables = tables
+        self._repository = GenerationRepository(executor, tables)
+        self._known: dict[str, Generation] = {}
+        self._misses: dict[str, float] = {}
+
+    # ---- the cache a search reads ----------------------------------------------------------
+
+    def _remember(self, found: Sequence[Generation]) -> None:
+        self._known = {generation.model: generation for generation in found}
+        self._misses.clear()
+
+    async def shadow_width(self, model: str | None) -> int | None:
+        """The width of the shadow generation ``model``, or ``None`` when ``model`` is ``None``,
+        the primary's or not registered (then a search ranks the entries' own vectors). The
+        registry is read again when ``model`` is unknown to the cache (at most every
+        :data:`_MISS_SECONDS` for one model)."""
+        if model is None:
+            return None
+        generation = self._known.get(model)
+        if generation is None:
+            missed = self._misses.get(model)
+            if missed is not None and time.monotonic() - missed < _MISS_SECONDS:
+                return None
+            self._remember(await self._repository.registry())
+            generation = self._known.get(model)
+            if generation is None:
+                self._misses[model] = time.monotonic()
+                return None
+        return generation.width if generation.role == "shadow" else None
+
+    def observe(self, active_model: str | None) -> None:
+        """A search reported ``active_model``: forget the cache if it does not know it."""
+        if active_model is not None and active_model not in self._known:
+            self._known = {}
+            self._misses.clear()
+
+    async def _registered(self, model: str) -> Generation | None:
+        self._remember(await self._repository.registry())
+        return self._known.get(model)
+
+    async def _shadow(self, model: str) -> Generation:
+        generation = await self._registered(_check_model(model, "model"))
+        if generation is None or generation.role != "shadow":
+            raise NotFoundError("the model is not a shadow generation of this store")
+        return generation
+
+    # ---- VectorGenerations -----------------------------------------------------------------
+
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        """Register ``model`` as the shadow generation beside ``primary`` (see
+        :meth:`VectorGenerations.start_generation`), under a lock of the registry."""
+        _check_model(primary, "primary")
+        _check_model(model, "model")
+        _check_width(primary_width, "primary_width")
+        _check_width(width, "width")
+        async with self._executor.unit("start_generation") as unit:
+            repository = GenerationRepository(unit, self._tables)
+            await repository.lock()
+            found = await repository.registry()
+            by_model = {generation.model: generation for generation in found}
+            registered = next((g for g in found if g.role == "primary"), None)
+            if registered is not None and registered.model != primary:
+                raise ConflictError("another model is registered as the primary generation")
+            if model == primary:
+                raise ConflictError("the model is the primary generation's")
+            mine = by_model.get(model)
+            if mine is not None and mine.width != width:
+                raise ConflictError("the model is registered with another width")
+            if mine is None:
+                if any(g.role == "shadow" for g in found):
+                    raise ConflictError(
+                        "another shadow generation exists (one migration at a time: switch "
+                        "to it or drop it first)"
+                    )
+                if registered is None:
+                    active = not any(g.active for g in found)
+                    await repository.register(
+                        primary, primary_width, "primary", active=active, now=now
+                    )
+                await repository.register(model, width, "shadow", active=False, now=now)
+                found = await repository.registry()
+        self._remember(found)
+        return self._known[model]
+
+    async def generations(self) -> list[Generation]:
+        """Every registered generation, the primary first."""
+        found = await self._repository.registry()
+        self._remember(found)
+        return found
+
+    async def claim_generation(
+        self,
+        model: str,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        after: EntryKey | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease entries without a current vector of ``model`` (:attr:`GenerationSql.claim`)."""
+        check_limit(limit)
+        check_lease(lease_seconds)
+        await self._shadow(model)
+        return await self._repository.claim(
+            model,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            after=after,
+        )
+
+    async def store_generation_vectors(
+        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
+    ) -> int:
+        """Store the items' vectors of ``model`` where the revision matches, all checked first."""
+        generation = await self._shadow(model)
+        checked = [
+            (item, assert_finite_vector(vector, f"vector {i}", expected_length=generation.width))
+            for i, (item, vector) in enumerate(items)
+        ]
+        return await self._repository.store(model, checked)
+
+    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
+        """Counts of :attr:`GenerationSql.progress` (the primary covers every indexed entry)."""
+        row = await self._repository.progress(_check_model(model, "model"), now)
+        if row["role"] is None:
+            raise NotFoundError("the model is not a registered generation of this store")
+        entries = int(row["entries"])
+        if row["role"] == "primary":
+            return GenerationProgress(model, entries, entries, 0)
+        return GenerationProgress(model, entries, int(row["current"]), int(row["leased"]))
+
+    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+        """Flip the active generation in one statement (:attr:`GenerationSql.switch`)."""
+        row = await self._repository.switch(_check_model(model, "model"), force=force, now=now)
+        if not row["found"]:
+            raise NotFoundError("the model is not a registered generation of this store")
+        if row["model"] is None:
+            missing = int(row["missing"])
+            raise GenerationNotReadyError(
+                f"{missing} indexed entries have no vector of the model at their current "
+                "revision: run the backfill to its end, or force the switch",
+                missing=missing,
+            )
+        self._known = {}
+        return generation_from_row(row)
+
+    async def drop_generation(self, model: str) -> int:
+        """Delete the shadow generation ``model`` and its vectors (:attr:`GenerationSql.drop`)."""
+        row = await self._repository.drop(_check_model(model, "model"))
+        self._known = {}
+        if row["role"] is None:
+            raise NotFoundError("the model is not a registered generation of this store")
+        if row["role"] == "primary":
+            raise ConflictError("the primary generation cannot be dropped")
+        if row["active"]:
+            raise ConflictError(
+                "the generation is the active one: switch back to the primary first"
+            )
+        return int(row["vectors"])
