@@ -111,7 +111,8 @@ class RememberService:
         The one place where the facade, the queue and the store meet on a write:
 
         1. ``wait`` with a queue: embed first and store the new rows indexed, with their vectors
-           (:meth:`_put_indexed`); if that fails, fall through to 2.
+           (:meth:`_put_indexed`); if that fails, or while the memory writes a model change's
+           next vectors too (``next_embedder``), fall through to 2.
         2. Otherwise the new rows are stored pending and leased to this memory's worker
            (``queue.lease``), so it embeds them without a claim round trip and no other worker
            takes them meanwhile. Worker-only mode (no queue): stored pending, unleased.
@@ -125,21 +126,16 @@ class RememberService:
         """
         store = self._ctx.vector_store
         new = list(prepared.values())
-        records = await self._put_indexed(scope, new, now) if wait and queue is not None else None
+        writer = self._ctx.next_writer
+        # during a model change the queue embeds them (the next model's vectors first), so a row
+        # is never indexed -- recallable under the old model -- without the new model's vector
+        embed_first = wait and queue is not None and (writer is None or not await writer.active())
+        records = await self._put_indexed(scope, new, now) if embed_first else None
         indexed = (
             ()
             if records is None
             else tuple(r.id for r in records if r.status == "indexed" and r.id in records.inserted)
         )
-        writer = self._ctx.next_writer
-        if indexed and writer is not None:  # the next model's vectors of the rows just indexed
-            await writer.write(
-                [
-                    ClaimedEntry(scope=scope, id=r.id, revision=r.revision, text=r.text, attempts=0)
-                    for r in records or ()
-                    if r.id in indexed
-                ]
-            )
         lease = None
         if records is None:
             lease = queue.lease(prepared) if queue is not None else None

@@ -4,8 +4,8 @@ of the next model too, into the store's shadow generation
 
 The indexing queue calls :meth:`NextModelWriter.write` with each embedded batch *before* it
 completes the batch (an entry never becomes recallable under the old model without already
-holding the new one's vector); ``remember(wait=True)`` and ``correct`` call it right after their
-write. A failure here never undoes or blocks the primary write: it is logged, and the backfill
+holding the new one's vector), also for ``remember(wait=True)``; ``correct`` calls it right after
+its write (the new revision must exist first). A failure here never undoes or blocks the primary write: it is logged, and the backfill
 (``prism-memory models backfill``) embeds the entry later.
 """
 

@@ -13,7 +13,14 @@ import pytest
 from prism_memory import HashEmbedder, InMemoryVectorStore, create_memory
 from prism_memory.errors import ConfigurationError
 from prism_memory.models import MemoryIdentity, Vector
-from prism_memory.stores.base import ClaimedEntry, SearchRequest, SearchResult
+from prism_memory.stores.base import (
+    ClaimedEntry,
+    EntryLease,
+    NewEntry,
+    SearchRequest,
+    SearchResult,
+    StoredEntries,
+)
 
 OLD, NEW = HashEmbedder(dimensions=64), HashEmbedder(dimensions=32)
 
@@ -38,6 +45,22 @@ class RecordingStore(InMemoryVectorStore):
         self.calls.append(("complete", tuple(item.id for item, _ in items)))
         return await super().complete_indexing(items, worker_id=worker_id, now=now, model=model)
 
+    async def put_entries(
+        self,
+        scope: MemoryIdentity,
+        entries: Sequence[NewEntry],
+        *,
+        now: datetime,
+        lease: EntryLease | None = None,
+        vectors: Sequence[Vector] | Vector | None = None,
+        model: str | None = None,
+    ) -> StoredEntries:
+        if vectors is not None:  # stored indexed at once: recallable from here on
+            self.calls.append(("complete", tuple(entry.id for entry in entries)))
+        return await super().put_entries(
+            scope, entries, now=now, lease=lease, vectors=vectors, model=model
+        )
+
     async def store_generation_vectors(
         self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
     ) -> int:
@@ -59,7 +82,11 @@ async def _started(store: RecordingStore) -> None:
     )
 
 
-async def test_the_next_models_vectors_are_stored_before_the_batch_completes() -> None:
+@pytest.mark.parametrize("wait", [False, True])
+async def test_the_next_models_vectors_are_stored_before_the_batch_completes(wait: bool) -> None:
+    """Also with ``wait=True``, which otherwise stores its rows indexed at once: an entry
+    recallable under the old model before its new vector exists could be missed by a recall
+    right after a switch that had not seen it yet."""
     store = RecordingStore()
     await _started(store)
     memory = create_memory(
@@ -71,7 +98,9 @@ async def test_the_next_models_vectors_are_stored_before_the_batch_completes() -
         vector_store=store,
     )
     async with memory:
-        written = await memory.remember([{"text": "Ada keeps bees"}, {"text": "Ada rows"}])
+        written = await memory.remember(
+            [{"text": "Ada keeps bees"}, {"text": "Ada rows"}], wait=wait
+        )
         await written.done
     ids = set(written.accepted)
     firsts = {
