@@ -138,10 +138,19 @@ def worker(
     status_file: Annotated[
         Path | None, typer.Option("--status-file", help="rewrite the counts as JSON after a batch")
     ] = None,
+    next_embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--next-embedder",
+            help="during a model change: module:factory of the new model's Embedder, whose "
+            "vectors it stores too (docs/operations.md, 'Switching models')",
+        ),
+    ] = None,
 ) -> None:
     """Run the all-scopes indexing queue as a service until SIGTERM or SIGINT.
 
-    --embedder must be the model the table's vectors hold (the worker checks before it starts).
+    --embedder must be the model the table's vectors hold (the worker checks before it starts);
+    --next-embedder, during a model change, the shadow generation's.
     """
     from ..errors import DimensionMismatchError
     from ..indexing import IndexingPolicy
@@ -184,6 +193,7 @@ def worker(
                 policy=IndexingPolicy(lease_seconds=lease_seconds),
                 status_file=status_file,
                 listen_url=listen_url,
+                next_embedder=None if next_embedder is None else load_embedder(next_embedder, None),
             )
             await service.run(stop)
         finally:

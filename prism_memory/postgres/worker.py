@@ -15,6 +15,9 @@ One :class:`IndexingWorker` embeds every tenant's pending rows of one ``schema``
   every ``poll_seconds`` (:data:`POLL_SECONDS_WITHOUT_LISTEN` by default);
 * **stops gracefully** -- :meth:`IndexingWorker.stop` lets the batch in hand finish and releases
   every lease the worker still holds;
+* **during a model change** -- with ``next_embedder`` (the shadow generation's model) it stores
+  each batch's vectors of that model before marking the batch indexed, as a memory's
+  ``next_embedder`` does, so the rows it embeds need no backfill;
 * logs one line per batch and keeps :class:`WorkerCounts`.
 """
 
@@ -33,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._clock import utcnow
 from ..embedding import Embedder, embedder_model
-from ..errors import EmbeddingModelMismatchError
+from ..errors import ConfigurationError, EmbeddingModelMismatchError
 from ..indexing import (
     BatchReport,
     ClaimContext,
@@ -42,6 +45,7 @@ from ..indexing import (
     IndexingQueue,
     QueueObserver,
 )
+from ..indexing.generations import NextModelWriter
 from ..stores.base import ClaimedEntry
 from ._engine import create_engine
 from .repositories import IndexingRepository
@@ -144,6 +148,7 @@ class IndexingWorker:
         name: str = "prism-worker",
         status_file: str | Path | None = None,
         listen_url: str | None = None,
+        next_embedder: Embedder | None = None,
     ) -> None:
         base = policy or IndexingPolicy()
         self._listen_url = listen_url
@@ -156,6 +161,10 @@ class IndexingWorker:
         self._indexing = IndexingRepository(store.executor, store.tables)
         self.counts = WorkerCounts()
         self._model = embedder_model(embedder)
+        if next_embedder is not None and embedder_model(next_embedder) in (None, self._model):
+            raise ConfigurationError(
+                "next_embedder must name its model (embedder.model), another than the embedder's"
+            )
         self._status_file = Path(status_file) if status_file is not None else None
         self._queue = IndexingQueue(
             store=store,
@@ -167,6 +176,9 @@ class IndexingWorker:
             name=name,
             claims=_TenantTurns(self),
             observer=_Counter(self),
+            next_writer=None
+            if next_embedder is None
+            else NextModelWriter(store, next_embedder, batch_size=batch_size, clock=utcnow),
         )
         names = store.tables.names
         self._payload = f"{names.schema}.{names.entries}"

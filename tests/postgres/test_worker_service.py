@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from prism_memory import HashEmbedder, IndexingPolicy, MemoryIdentity, create_memory
+from prism_memory.errors import ConfigurationError
 from prism_memory.postgres import PostgresMemoryStores
 from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.stores.base import NewEntry
@@ -327,3 +328,36 @@ async def test_a_lost_listen_connection_is_reopened(make_postgres_stores):
         await worker.stop()
     assert worker.counts.wakeups > notified_before, "the new connection received the NOTIFY"
     assert sorted(embedder.texts) == sorted(f"after entry {i}" for i in range(5))
+
+
+async def test_a_worker_with_next_embedder_stores_the_new_models_vectors_first(
+    make_postgres_stores,
+):
+    """During a model change a worker-only deployment needs no backfill for the rows the worker
+    embeds: each batch's vectors of the shadow generation's model are stored before the batch
+    is marked indexed (so a switch never finds a recallable row without one)."""
+    stores = await make_postgres_stores(dimension=16)
+    store = stores.vector_store
+    old, new = HashEmbedder(dimensions=16), HashEmbedder(dimensions=8)
+    await store.start_generation(
+        primary=old.model, primary_width=16, model=new.model, width=8, now=datetime.now(UTC)
+    )
+    with pytest.raises(ConfigurationError):
+        IndexingWorker(store, old, next_embedder=HashEmbedder(dimensions=16))
+    await _write(stores, "acme", _entries("mid-migration", 10))
+    worker = IndexingWorker(store, old, batch_size=4, poll_seconds=60, next_embedder=new)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+
+    async def all_indexed() -> bool:
+        return await _count(stores, "indexed") == 10
+
+    try:
+        await _wait_for(all_indexed, 60, "every row to be indexed")
+    finally:
+        stop.set()
+        await task
+    progress = await store.generation_progress(new.model, now=datetime.now(UTC))
+    assert (progress.entries, progress.current) == (10, 10)
+    switched = await store.switch_generation(new.model, force=False, now=datetime.now(UTC))
+    assert switched.active
