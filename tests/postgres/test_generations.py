@@ -392,3 +392,33 @@ async def test_a_recall_never_mixes_models_while_switches_commit(make_postgres_s
             text(f'SELECT count(*) FROM "{names.schema}"."{names.generations}" WHERE active')
         )
         assert active.scalar_one() == 1
+
+
+async def test_the_switch_and_the_rollback_are_one_statement_each(make_postgres_stores):
+    """What reaches the server for a switch: one statement in its own transaction, whose
+    readiness count and flip share a snapshot -- no read first and no second write."""
+    store = await _store_with(make_postgres_stores, {SCOPE: ["a", "b"]})
+    await _start(store)
+    await _backfill(store)
+    executor = store.executor
+    sent: list[tuple[str, str]] = []
+    for method in ("fetch", "fetchval", "write", "transaction", "unit", "run_alone"):
+        original = getattr(executor, method)
+
+        def recorder(*args, _name=method, _original=original, **kwargs):
+            sent.append((_name, args[1] if len(args) > 1 else ""))
+            return _original(*args, **kwargs)
+
+        setattr(executor, method, recorder)
+    try:
+        await store.switch_generation(NEW, force=False, now=NOW)
+        assert [name for name, _ in sent] == ["write"]
+        assert sent[0][1].count("UPDATE") == 2  # the old row off, the new one on
+        sent.clear()
+        await store.switch_generation(OLD, force=False, now=NOW)
+        assert [name for name, _ in sent] == ["write"]
+    finally:
+        for method in ("fetch", "fetchval", "write", "transaction", "unit", "run_alone"):
+            delattr(executor, method)
+    active = [g.model for g in await store.generations() if g.active]
+    assert active == [OLD]
