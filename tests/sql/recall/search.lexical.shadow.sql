@@ -9,20 +9,20 @@ WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
         AND resource_id = (SELECT CAST(:resource AS text))
         AND thread_id = (SELECT CAST(:thread AS text))
         GROUP BY entry_id) AS k),
-eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(v.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count, CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY(SELECT q.ord
+scanned AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY(SELECT q.ord
         FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord)
         WHERE e.text_tsv @@ q.tsq
-        ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched
+        ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched, true AS own, (SELECT v.embedding <=> :query
+        FROM "prism_memory"."semantic_memory_vectors" v
+        WHERE v.tenant_id = e.tenant_id
+        AND v.resource_id = e.resource_id
+        AND v.thread_id = e.thread_id
+        AND v.entry_id = e.id
+        AND v.model = CAST(:model AS text)
+        AND v.revision = e.revision
+        AND v.embedding IS NOT NULL) AS raw_distance
     FROM dead d
     CROSS JOIN "prism_memory"."semantic_memory" e
-    JOIN "prism_memory"."semantic_memory_vectors" v
-    ON v.tenant_id = e.tenant_id
-    AND v.resource_id = e.resource_id
-    AND v.thread_id = e.thread_id
-    AND v.entry_id = e.id
-    AND v.model = CAST(:model AS text)
-    AND v.revision = e.revision
-    AND v.embedding IS NOT NULL
     WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
     AND e.thread_id = (SELECT CAST(:thread AS text))
@@ -36,6 +36,9 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
                 OR NOT EXISTS (SELECT 1
                     FROM jsonb_array_elements_text(((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)) AS src(id)
                     WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))),
+eligible AS MATERIALIZED (SELECT row_ctid, id, sequence, COALESCE(NULLIF(raw_distance, 'NaN'::float8), 1.0) AS distance, term_count, matched
+    FROM scanned
+    WHERE raw_distance IS NOT NULL),
 stats AS (SELECT count(*) AS documents, COALESCE(sum(term_count), 0) AS total_length
     FROM eligible),
 nearest_top AS (SELECT row_ctid
@@ -76,20 +79,9 @@ SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role"
     AND p.tenant_id = :tenant
     AND p.resource_id = (SELECT CAST(:resource AS text))
     AND p.thread_id = (SELECT CAST(:thread AS text))) + (SELECT count(*)
-    FROM "prism_memory"."semantic_memory" p
-    WHERE p.status = 'indexed'
-    AND p.tenant_id = :tenant
-    AND p.resource_id = (SELECT CAST(:resource AS text))
-    AND p.thread_id = (SELECT CAST(:thread AS text))
-    AND NOT EXISTS (SELECT 1
-        FROM "prism_memory"."semantic_memory_vectors" v
-        WHERE v.tenant_id = p.tenant_id
-        AND v.resource_id = p.resource_id
-        AND v.thread_id = p.thread_id
-        AND v.entry_id = p.id
-        AND v.model = CAST(:model AS text)
-        AND v.revision = p.revision
-        AND v.embedding IS NOT NULL)) AS pending, (SELECT g.model
+    FROM scanned
+    WHERE own
+    AND raw_distance IS NULL) AS pending, (SELECT g.model
     FROM "prism_memory"."semantic_memory_generations" g
     WHERE g.active) AS active_model
 FROM stats s
