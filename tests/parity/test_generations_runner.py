@@ -20,7 +20,7 @@ from prism_memory.generations import (
     read_gate_queries,
 )
 from prism_memory.models import MemoryIdentity, Vector
-from prism_memory.stores.base import VectorStore
+from prism_memory.stores.base import VectorGenerations, VectorStore
 
 OLD = HashEmbedder(dimensions=32)
 SCOPE = MemoryIdentity(tenant_id="acme", resource_id="ada", thread_id="t1")
@@ -88,7 +88,8 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[VectorStore]:
     else:
         made = (await request.getfixturevalue("make_postgres_stores")()).vector_store
     await _remember(made, [(f"f{i:02d}", text) for i, text in enumerate(FACTS)])
-    await made.start_generation(  # type: ignore[attr-defined]
+    assert isinstance(made, VectorGenerations)
+    await made.start_generation(
         primary=OLD.model, primary_width=32, model=NEW.model, width=48, now=utcnow()
     )
     return made
