@@ -17,6 +17,7 @@ from ..stores.base import (
     EntryKey,
     Generation,
     GenerationProgress,
+    Promotion,
     VectorGenerations,
     check_lease,
     check_limit,
@@ -200,6 +201,10 @@ class PostgresGenerations(VectorGenerations):
             )
         self._known = {}
         return generation_from_row(row)
+
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Not built yet (see :meth:`VectorGenerations.promote_generation`)."""
+        raise NotImplementedError
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model`` and its vectors (:attr:`GenerationSql.drop`)."""

@@ -42,6 +42,7 @@ from ..stores.base import (
     ImportRow,
     MetadataPatch,
     NewEntry,
+    Promotion,
     RecallFilter,
     SearchRequest,
     SearchResult,
@@ -424,6 +425,11 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
     async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
         """Make ``model`` the generation recall answers from, in one statement."""
         return await self.vector_generations.switch_generation(model, force=force, now=now)
+
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Move up to ``limit`` entries' vectors of the active generation ``model`` into their
+        own; ``model`` becomes the primary once none is left."""
+        return await self.vector_generations.promote_generation(model, limit=limit, now=now)
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model`` and its vectors."""

@@ -24,6 +24,7 @@ from .base import (
     EntryKey,
     Generation,
     GenerationProgress,
+    Promotion,
     VectorGenerations,
     check_claim,
 )
@@ -212,6 +213,10 @@ class _InMemoryGenerations(VectorGenerations):
             elif generation.active:
                 registry[name] = replace(generation, active=False)
         return registry[model]
+
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Not built yet (see :meth:`VectorGenerations.promote_generation`)."""
+        raise NotImplementedError
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model``'s vectors and registration (see

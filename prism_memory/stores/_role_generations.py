@@ -3,7 +3,9 @@
 A *generation* is one embedding model's set of vectors for the entries. The entries' own vectors
 (the ones the indexing ledger writes) are the *primary* generation; a model change adds a
 *shadow* generation beside it, which backfill workers fill while recall keeps answering from the
-active one. Switching recall to another generation, and back, is one statement. Re-exported by
+active one. Switching recall to another generation, and back, is one statement; *promoting* the
+new model afterwards moves its vectors into the entries' own, so the old model can be dropped.
+Re-exported by
 :mod:`prism_memory.stores.base`; a store that does not implement it simply cannot change models
 without an outage (docs/operations.md, "Switching models").
 """
@@ -24,6 +26,7 @@ __all__ = [
     "Generation",
     "GenerationProgress",
     "GenerationRole",
+    "Promotion",
     "VectorGenerations",
 ]
 
@@ -70,6 +73,22 @@ class GenerationProgress:
         return self.missing == 0
 
 
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    """One step of :meth:`VectorGenerations.promote_generation`."""
+
+    model: str
+    moved: int
+    """Entries whose own vector became the model's in this call."""
+    left: int | None
+    """Indexed entries whose own vector is still of another model, counted when this call
+    reached the end of its walk (it moved fewer than ``limit``); ``None`` after a full batch
+    (call again). Non-zero at the end: entries without a current vector of the model yet (run
+    the backfill) or written meanwhile by a writer of the old model (call again)."""
+    promoted: bool
+    """Whether the model is the primary generation now (nothing was left)."""
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class EntryKey:
     """An entry's full key, in the order a backfill walks the store (a resumable cursor)."""
@@ -83,7 +102,13 @@ class EntryKey:
 class VectorGenerations(abc.ABC):
     """Vectors of more than one embedding model per entry, and which model recall answers from.
 
-    Seven abstract methods. A store that implements this role also honours
+    An entry's vector *of a model* is its own vector when its recorded ``embedding_model`` is
+    that model (an own vector that records no model counts as the primary's), else its vector of
+    that model kept beside it, *current* while it was made from the entry's current revision.
+    Every method below, and a search, reads vectors by that rule, so an entry answers the same
+    wherever its vector of a model lives: before, during and after a promotion.
+
+    Eight abstract methods. A store that implements this role also honours
     :attr:`SearchRequest.model <prism_memory.stores.base.SearchRequest.model>` in
     :meth:`~prism_memory.stores.base.EntryStore.search` and reports
     :attr:`SearchResult.active_model <prism_memory.stores.base.SearchResult.active_model>` read in
@@ -121,34 +146,36 @@ class VectorGenerations(abc.ABC):
         now: datetime,
         after: EntryKey | None = None,
     ) -> list[ClaimedEntry]:
-        """Lease up to ``limit`` indexed entries that hold no vector of the shadow generation
-        ``model`` at their current revision, and whose vector of it is not leased to another
-        worker, ordered by :class:`EntryKey` and only those after ``after``.
+        """Lease up to ``limit`` indexed entries that hold no current vector of the generation
+        ``model``, and whose vector of it is not leased to another worker, ordered by
+        :class:`EntryKey` and only those after ``after``.
 
-        A write made while a migration runs needs nothing more: the next claim finds it.
-        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a shadow generation.
+        A write made while a migration runs needs nothing more: the next claim finds it (also a
+        write of the old model after a promotion, claimed for the new primary).
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a registered generation.
         """
 
     @abc.abstractmethod
     async def store_generation_vectors(
         self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
     ) -> int:
-        """Store each item's vector as its entry's vector of the shadow generation ``model``,
-        only while the entry still has the item's revision (another is skipped: the text
-        changed), replacing a vector of the same entry and model and releasing its lease;
-        the number stored. The items may come from :meth:`claim_generation` or from an indexing
-        claim (a memory that embeds its new writes with both models).
+        """Store each item's vector as its entry's vector of the generation ``model`` (kept
+        beside its own), only while the entry still has the item's revision and its own vector
+        is not of ``model`` (another is skipped: the text changed, or it needs none), replacing
+        a vector of the same entry and model and releasing its lease; the number stored. The
+        items may come from :meth:`claim_generation` or from an indexing claim (a memory that
+        embeds its new writes with both models).
 
-        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a shadow generation,
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not a registered generation,
         :class:`~prism_memory.errors.DimensionMismatchError` (nothing stored) if a vector is not
         of its width; all or nothing.
         """
 
     @abc.abstractmethod
     async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
-        """How many indexed entries the generation ``model`` covers (see
-        :class:`GenerationProgress`); for the primary, every indexed entry counts as covered.
-        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not registered."""
+        """How many indexed entries hold a current vector of the generation ``model`` (see
+        :class:`GenerationProgress`). :class:`~prism_memory.errors.NotFoundError` if ``model`` is
+        not registered."""
 
     @abc.abstractmethod
     async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
@@ -162,8 +189,30 @@ class VectorGenerations(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Make the active shadow generation ``model`` the entries' own vectors, ``limit``
+        entries per call, so that the old primary can be dropped; call until
+        :attr:`Promotion.promoted`.
+
+        Each call swaps, for up to ``limit`` indexed entries whose own vector is of another model
+        and that hold a current vector of ``model`` (in :class:`EntryKey` order, locked rows
+        skipped): their vector of ``model`` becomes their own, and the own vector they had is
+        kept as their vector of its model. Recall answers the same throughout (the rule above).
+        When the call reaches the end of its walk and no indexed entry's own vector is of
+        another model, ``model`` becomes the primary generation and the old primary a shadow one
+        (still a rollback away: :meth:`switch_generation`; :meth:`drop_generation` retires it).
+
+        :class:`~prism_memory.errors.NotFoundError` if ``model`` is not registered,
+        :class:`~prism_memory.errors.ConflictError` (nothing changed) unless it is the active
+        generation, :class:`~prism_memory.errors.DimensionMismatchError` (nothing changed) if
+        the entries' own vectors cannot hold its width (a pinned column of another width). A
+        primary ``model`` (already promoted) returns ``promoted`` at once.
+        """
+
+    @abc.abstractmethod
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model`` -- its vectors and its registration -- and
         return how many vectors went. :class:`~prism_memory.errors.ConflictError` (nothing
-        changed) while it is the active one or if it is the primary;
+        changed) while it is the active one, if it is the primary, or while an entry's own
+        vector is of it (written by a writer of that model after a promotion: promote again);
         :class:`~prism_memory.errors.NotFoundError` if it is not registered."""

@@ -81,6 +81,7 @@ from ._role_generations import (
     Generation,
     GenerationProgress,
     GenerationRole,
+    Promotion,
     VectorGenerations,
 )
 from ._role_grants import GovernanceStore, ShareGrants
@@ -105,6 +106,7 @@ __all__ = [
     "LineageWalk",
     "MetadataPatch",
     "NewEntry",
+    "Promotion",
     "RecallFilter",
     "SearchRequest",
     "SearchResult",

@@ -47,6 +47,7 @@ from .base import (
     ImportRow,
     MetadataPatch,
     NewEntry,
+    Promotion,
     RecallFilter,
     SearchRequest,
     SearchResult,
@@ -430,6 +431,11 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
     async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
         """Make ``model`` the generation recall answers from, in one step."""
         return await self._generations.switch_generation(model, force=force, now=now)
+
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Move up to ``limit`` entries' vectors of the active generation ``model`` into their
+        own; ``model`` becomes the primary once none is left."""
+        return await self._generations.promote_generation(model, limit=limit, now=now)
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model``: its vectors and registration."""
