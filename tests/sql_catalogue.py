@@ -328,6 +328,8 @@ TEXT_ONLY = {
         "store",
         "progress",
         "switch",
+        "promote",
+        "finish_promotion",
         "drop",
     },
     "RagSession": {

@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..embedding import assert_finite_vector
-from ..errors import ConflictError, GenerationNotReadyError, NotFoundError, ValidationError
+from ..errors import (
+    ConflictError,
+    DimensionMismatchError,
+    GenerationNotReadyError,
+    NotFoundError,
+    ValidationError,
+)
 from ..models import Vector
 from ..stores.base import (
     ClaimedEntry,
@@ -30,7 +36,8 @@ __all__ = ["PostgresGenerations"]
 
 _MISS_SECONDS = 30.0
 """How long a model found unregistered is not looked up again (a search naming a model the store
-never registered -- a store that never migrated -- costs no registry read per recall)."""
+never registered -- a store that never migrated -- costs no registry read per recall), and how
+long the registry as last read is trusted (another process may have dropped a generation)."""
 
 
 def _check_model(model: object, what: str) -> str:
@@ -47,39 +54,65 @@ def _check_width(width: object, what: str) -> int:
 
 class PostgresGenerations(VectorGenerations):
     """:class:`~prism_memory.stores.base.VectorGenerations` on ``<table>_generations`` and
-    ``<table>_vectors``, and the registry as last read (:meth:`shadow_width`)."""
+    ``<table>_vectors``, and the registry as last read (:meth:`vectors_of`)."""
 
-    def __init__(self, executor: Executor, tables: PrismTables) -> None:
+    def __init__(self, executor: Executor, tables: PrismTables, pinned: int | None) -> None:
         self._executor = executor
         self._tables = tables
+        self._pinned = pinned
         self._repository = GenerationRepository(executor, tables)
         self._known: dict[str, Generation] = {}
+        self._read_at = 0.0
         self._misses: dict[str, float] = {}
 
     # ---- the cache a search reads ----------------------------------------------------------
 
     def _remember(self, found: Sequence[Generation]) -> None:
         self._known = {generation.model: generation for generation in found}
+        self._read_at = time.monotonic()
         self._misses.clear()
 
-    async def shadow_width(self, model: str | None) -> int | None:
-        """The width of the shadow generation ``model``, or ``None`` when ``model`` is ``None``,
-        the primary's or not registered (then a search ranks the entries' own vectors). The
-        registry is read again when ``model`` is unknown to the cache (at most every
-        :data:`_MISS_SECONDS` for one model)."""
-        if model is None:
-            return None
+    async def _cached(self, model: str) -> Generation | None:
+        """``model``'s generation as last read; the registry is read again when the cache is
+        older than :data:`_MISS_SECONDS` and knows generations, or does not know ``model``
+        (then at most every :data:`_MISS_SECONDS` for one model)."""
+        now = time.monotonic()
+        if self._known and now - self._read_at >= _MISS_SECONDS:
+            self._remember(await self._repository.registry())
         generation = self._known.get(model)
         if generation is None:
             missed = self._misses.get(model)
-            if missed is not None and time.monotonic() - missed < _MISS_SECONDS:
+            if missed is not None and now - missed < _MISS_SECONDS:
                 return None
             self._remember(await self._repository.registry())
             generation = self._known.get(model)
             if generation is None:
-                self._misses[model] = time.monotonic()
-                return None
-        return generation.width if generation.role == "shadow" else None
+                self._misses[model] = now
+        return generation
+
+    async def vectors_of(self, model: str | None) -> tuple[int | None, bool]:
+        """How a search of ``model`` reads: its registered width (``None``: not registered, or
+        no model) and whether the store holds more than one generation, so that each row's
+        vector of ``model`` is its own or the one kept beside it
+        (:meth:`~prism_memory.postgres.statements.RecallSql.search`'s ``by_model``); else a
+        search ranks the entries' own vectors."""
+        if model is None:
+            return None, False
+        generation = await self._cached(model)
+        if generation is None:
+            return None, False
+        return generation.width, len(self._known) > 1
+
+    async def width_of(self, model: str | None) -> int | None:
+        """The width a write of ``model``'s vectors is checked against: its generation's, or
+        the primary generation's when the store has generations and ``model`` is not one of
+        them (``None``: the store never registered any)."""
+        if model is not None:
+            generation = await self._cached(model)
+            if generation is not None:
+                return generation.width
+        primary = next((g for g in self._known.values() if g.role == "primary"), None)
+        return None if primary is None else primary.width
 
     def observe(self, active_model: str | None) -> None:
         """A search reported ``active_model``: forget the cache if it does not know it."""
@@ -91,10 +124,10 @@ class PostgresGenerations(VectorGenerations):
         self._remember(await self._repository.registry())
         return self._known.get(model)
 
-    async def _shadow(self, model: str) -> Generation:
+    async def _registered_or_raise(self, model: str) -> Generation:
         generation = await self._registered(_check_model(model, "model"))
-        if generation is None or generation.role != "shadow":
-            raise NotFoundError("the model is not a shadow generation of this store")
+        if generation is None:
+            raise NotFoundError("the model is not a registered generation of this store")
         return generation
 
     # ---- VectorGenerations -----------------------------------------------------------------
@@ -156,7 +189,7 @@ class PostgresGenerations(VectorGenerations):
         """Lease entries without a current vector of ``model`` (:attr:`GenerationSql.claim`)."""
         check_limit(limit)
         check_lease(lease_seconds)
-        await self._shadow(model)
+        await self._registered_or_raise(model)
         return await self._repository.claim(
             model,
             limit=limit,
@@ -169,8 +202,9 @@ class PostgresGenerations(VectorGenerations):
     async def store_generation_vectors(
         self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
     ) -> int:
-        """Store the items' vectors of ``model`` where the revision matches, all checked first."""
-        generation = await self._shadow(model)
+        """Store the items' vectors of ``model`` where the revision matches and the entry's own
+        vector is of another model, all checked first."""
+        generation = await self._registered_or_raise(model)
         checked = [
             (item, assert_finite_vector(vector, f"vector {i}", expected_length=generation.width))
             for i, (item, vector) in enumerate(items)
@@ -178,14 +212,13 @@ class PostgresGenerations(VectorGenerations):
         return await self._repository.store(model, checked)
 
     async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
-        """Counts of :attr:`GenerationSql.progress` (the primary covers every indexed entry)."""
+        """Counts of :attr:`GenerationSql.progress`."""
         row = await self._repository.progress(_check_model(model, "model"), now)
         if row["role"] is None:
             raise NotFoundError("the model is not a registered generation of this store")
-        entries = int(row["entries"])
-        if row["role"] == "primary":
-            return GenerationProgress(model, entries, entries, 0)
-        return GenerationProgress(model, entries, int(row["current"]), int(row["leased"]))
+        return GenerationProgress(
+            model, int(row["entries"]), int(row["current"]), int(row["leased"])
+        )
 
     async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
         """Flip the active generation in one statement (:attr:`GenerationSql.switch`)."""
@@ -203,8 +236,29 @@ class PostgresGenerations(VectorGenerations):
         return generation_from_row(row)
 
     async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
-        """Not built yet (see :meth:`VectorGenerations.promote_generation`)."""
-        raise NotImplementedError
+        """One batch of :attr:`GenerationSql.promote`, then, when it was not full,
+        :attr:`GenerationSql.finish_promotion` (see :meth:`VectorGenerations.promote_generation`).
+        """
+        check_limit(limit)
+        generation = await self._registered_or_raise(model)
+        if generation.role == "primary":
+            return Promotion(model, moved=0, left=0, promoted=True)
+        if not generation.active:
+            raise ConflictError("only the active generation can be promoted: switch to it first")
+        if self._pinned is not None and self._pinned != generation.width:
+            raise DimensionMismatchError(
+                f"the entries' vectors are pinned to vector({self._pinned}) and the model's are "
+                f"{generation.width} wide: nothing was moved. Recall keeps answering from the "
+                "model's generation (docs/operations.md, 'Switching models')"
+            )
+        moved = await self._repository.promote(model, limit=limit) if limit else 0
+        if moved == limit and limit:
+            return Promotion(model, moved=moved, left=None, promoted=False)
+        row = await self._repository.finish_promotion(model)
+        swapped = bool(row["swapped"])
+        if swapped:
+            self._known = {}
+        return Promotion(model, moved=moved, left=int(row["left"]), promoted=swapped)
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model`` and its vectors (:attr:`GenerationSql.drop`)."""
@@ -215,7 +269,11 @@ class PostgresGenerations(VectorGenerations):
         if row["role"] == "primary":
             raise ConflictError("the primary generation cannot be dropped")
         if row["active"]:
+            raise ConflictError("the generation is the active one: switch to another first")
+        if row["own"]:
+            own = int(row["own"])
             raise ConflictError(
-                "the generation is the active one: switch back to the primary first"
+                f"{own} entries' own vectors are of the model (written by a writer of it after "
+                "the promotion): run the promotion again, then drop"
             )
         return int(row["vectors"])

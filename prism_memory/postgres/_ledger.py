@@ -78,7 +78,7 @@ class IndexingLedger:
             return 0
         checked, width = self._width.check(
             ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)),
-            await self._width.known(self._entries),
+            await self._width.known(self._entries, model),
         )
         pairs = [(item, vector) for (item, _), vector in zip(items, checked, strict=True)]
         done = await self._indexing.complete(pairs, worker_id=worker_id, now=now, model=model)
@@ -130,7 +130,7 @@ class IndexingLedger:
             return 0
         checked, width = self._width.check(
             ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)),
-            await self._width.known(self._entries),
+            await self._width.known(self._entries, model),
         )
         rows = [
             (entry_id, revision, vector)

@@ -6,7 +6,7 @@ stored vectors, which every write checks against."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,16 +40,28 @@ __all__: list[str] = []
 
 class VectorWidth:
     """The width of the entries' vectors: the pinned ``dimension``, else the width of the first
-    vector stored (an unpinned table keeps one width), read once and remembered."""
+    vector stored (an unpinned table keeps one width), read once and remembered -- unless the
+    store registered vector generations: then the width of the vectors' model's generation, or
+    the primary's (``registry``), for a promotion may have changed the entries' own width."""
 
-    __slots__ = ("dimension", "value")
+    __slots__ = ("dimension", "registry", "value")
 
-    def __init__(self, dimension: int | None) -> None:
+    def __init__(
+        self,
+        dimension: int | None,
+        registry: Callable[[str | None], Awaitable[int | None]] | None = None,
+    ) -> None:
         self.dimension = dimension
+        self.registry = registry
         self.value = dimension
 
-    async def known(self, entries: EntryRepository) -> int | None:
-        """The width, read through ``entries`` while it is not known yet."""
+    async def known(self, entries: EntryRepository, model: str | None = None) -> int | None:
+        """The width vectors of ``model`` must have, read through ``entries`` while it is not
+        known yet."""
+        if self.registry is not None:
+            registered = await self.registry(model)
+            if registered is not None:
+                return registered
         if self.value is None:
             self.value = await entries.any_width()
         return self.value
@@ -141,7 +153,7 @@ class EntryWriter:
                     raise NotFoundError("the entry does not exist in this scope")
             if change.text is not None:
                 entry_id, new_text, vector = change.text
-                width = await self._width.known(entries)
+                width = await self._width.known(entries, change.text_model)
                 (checked,), width = self._width.check([(vector, "the new text's vector")], width)
                 record = await entries.replace_text(
                     scope, entry_id, new_text, checked, now, change.text_model
@@ -189,7 +201,7 @@ class EntryWriter:
         checked: list[Vector] | None = None
         width = self._width.value
         if vectors is not None:
-            width = await self._width.known(self._entries)
+            width = await self._width.known(self._entries, model)
             checked = _finite_rows(vectors, len(unique), width)
             if checked is not None:
                 width = checked[0].shape[0]

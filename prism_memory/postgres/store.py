@@ -98,15 +98,15 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
         """Where every statement of this store runs."""
         self._tables = tables
         self._dimension = dimension
-        self._width = VectorWidth(dimension)
+        self.vector_generations = PostgresGenerations(self.executor, tables, dimension)
+        """The vector generations (``prism_memory_0011``); this store's calls of the role."""
+        self._width = VectorWidth(dimension, self.vector_generations.width_of)
         self._entries = EntryRepository(self.executor, tables)
         self._grants = ShareGrantRepository(self.executor, tables)
         self._writer = EntryWriter(self.executor, tables, self._width)
         self._ledger = IndexingLedger(self.executor, tables, self._width)
         self.rag = PostgresRagStore(self.executor, tables, dimension)
         """The RAG store on the same tables and executor; this store's RAG calls are its."""
-        self.vector_generations = PostgresGenerations(self.executor, tables)
-        """The vector generations (``prism_memory_0011``); this store's calls of the role."""
 
     def __repr__(self) -> str:
         names = self._tables.names
@@ -228,14 +228,13 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Exact per-thread candidates and statistics (:meth:`EntrySql.search`; ``model``)."""
         check_limit(request.limit)
-        shadow = await self.vector_generations.shadow_width(request.model)
-        width = shadow if shadow is not None else await self._width.known(self._entries)
+        width, by_model = await self.vector_generations.vectors_of(request.model)
+        if width is None:
+            width = await self._width.known(self._entries)
         query = assert_finite_vector(request.vector, "query vector", expected_length=width)
         if request.limit == 0:
             return SearchResult([], CorpusStats())
-        found = await self._entries.search(
-            scope, replace(request, vector=query), shadow=shadow is not None
-        )
+        found = await self._entries.search(scope, replace(request, vector=query), by_model=by_model)
         self.vector_generations.observe(found.active_model)
         return found
 
@@ -402,7 +401,7 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
         now: datetime,
         after: EntryKey | None = None,
     ) -> list[ClaimedEntry]:
-        """Lease entries without a current vector of the shadow generation ``model``."""
+        """Lease entries without a current vector of the generation ``model``."""
         return await self.vector_generations.claim_generation(
             model,
             limit=limit,
@@ -415,7 +414,7 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
     async def store_generation_vectors(
         self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
     ) -> int:
-        """Store vectors of the shadow generation ``model`` where the revision matches."""
+        """Store vectors of the generation ``model`` kept beside the entries (revision checked)."""
         return await self.vector_generations.store_generation_vectors(model, items, now=now)
 
     async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:

@@ -113,7 +113,8 @@ class _InMemoryGenerations(VectorGenerations):
         """Lease up to ``limit`` indexed entries without a current vector of ``model``, in
         :class:`EntryKey` order after ``after`` (see :meth:`VectorGenerations.claim_generation`)."""
         check_claim(limit, lease_seconds)
-        self._shadow(model)
+        if self._registered(model).role == "primary":
+            return []  # every entry's own vector is the primary's (until promotions exist here)
         until = now + timedelta(seconds=lease_seconds)
         claimed: list[ClaimedEntry] = []
         start = None if after is None else (after.tenant_id, after.resource_id, after.thread_id)

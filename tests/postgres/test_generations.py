@@ -145,8 +145,12 @@ async def test_backfill_switch_refused_then_ready_rollback_and_drop(make_postgre
     store = await _store_with(make_postgres_stores, {SCOPE: ["a", "b", "c"], OTHER: ["d"]})
     await store.put_entries(SCOPE, [_entry("pending")], now=NOW)  # not indexed: not claimed
     await _start(store)
+    # every entry's own vector is of the primary: nothing to claim for it
+    assert (
+        await store.claim_generation(OLD, limit=5, worker_id="w", lease_seconds=60, now=NOW) == []
+    )
     with pytest.raises(NotFoundError):
-        await store.claim_generation(OLD, limit=5, worker_id="w", lease_seconds=60, now=NOW)
+        await store.claim_generation("unknown", limit=5, worker_id="w", lease_seconds=60, now=NOW)
     with pytest.raises(NotFoundError):
         await store.generation_progress("unknown", now=NOW)
 

@@ -257,12 +257,12 @@ class EntryRepository(_Repository):
         return [(row["id"], tuple(row["sources"] or ())) for row in rows]
 
     async def search(
-        self, scope: MemoryIdentity, request: SearchRequest, *, shadow: bool = False
+        self, scope: MemoryIdentity, request: SearchRequest, *, by_model: bool = False
     ) -> SearchResult:
         """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`),
-        in one round trip -- on the read replica when it may answer; ``shadow``: ranking the
-        vectors of the shadow generation ``request.model``."""
-        statement, params, terms = search_statement(self.sql, scope, request, shadow=shadow)
+        in one round trip -- on the read replica when it may answer; ``by_model``: ranking each
+        row's vector of ``request.model``, its own or the one kept beside it."""
+        statement, params, terms = search_statement(self.sql, scope, request, by_model=by_model)
         rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
         return search_result(rows, terms)
 

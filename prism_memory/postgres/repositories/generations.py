@@ -1,5 +1,5 @@
-"""Vector generations: the registry, a shadow model's backfill claims and vectors, progress, the
-switch and the drop -- each one named statement of
+"""Vector generations: the registry, a model's backfill claims and kept vectors, progress, the
+switch, the promotion and the drop -- each one named statement of
 :class:`~prism_memory.postgres.statements.GenerationSql`."""
 
 from __future__ import annotations
@@ -117,6 +117,22 @@ class GenerationRepository(_Repository):
         """The row of :attr:`GenerationSql.switch` (the flip, when it happened, committed)."""
         params = {"model": model, "force": force, "now": now}
         (row,) = await self._written("switch_generation", self.generations.switch, params)
+        return row
+
+    async def promote(self, model: str, *, limit: int) -> int:
+        """Swap up to ``limit`` entries' own vectors for their vectors of ``model``
+        (:attr:`GenerationSql.promote`, one statement); how many moved."""
+        params = {"model": model, "limit": limit}
+        (row,) = await self._written("promote_generation", self.generations.promote, params)
+        return int(row["moved"])
+
+    async def finish_promotion(self, model: str) -> Any:
+        """The row of :attr:`GenerationSql.finish_promotion` (the swap, when it happened,
+        committed)."""
+        params = {"model": model}
+        (row,) = await self._written(
+            "promote_generation", self.generations.finish_promotion, params
+        )
         return row
 
     async def drop(self, model: str) -> Any:

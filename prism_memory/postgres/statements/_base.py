@@ -110,15 +110,32 @@ class TableSql:
         """``alias``'s primary key equals ``key``."""
         return f"ROW({cls.key_of(alias)}) = ROW({key})"
 
-    def current_vector(self, entry: str = "e", *, model: str = "CAST(:model AS text)") -> str:
-        """``EXISTS``: the entry ``entry`` (an alias of the entries table) holds a *current*
-        vector of the generation ``model`` -- one of its current revision (one primary-key probe
-        of the vectors table)."""
+    def own_vector_of(self, entry: str = "e", *, model: str = "CAST(:model AS text)") -> str:
+        """The entry ``entry``'s own vector is of the generation ``model`` (an own vector that
+        records no model counts as the primary generation's, read once per statement); never
+        NULL."""
+        primary = f"(SELECT g.model FROM {self.generations} g WHERE g.role = 'primary')"
+        return (
+            f"COALESCE({entry}.embedding IS NOT NULL "
+            f"AND COALESCE({entry}.embedding_model, {primary}) = {model}, false)"
+        )
+
+    def kept_vector(self, entry: str = "e", *, model: str = "CAST(:model AS text)") -> str:
+        """``EXISTS``: a *current* vector of the generation ``model`` is kept beside the entry
+        ``entry`` -- one of its current revision (one primary-key probe of the vectors table)."""
         return (
             f"EXISTS (SELECT 1 FROM {self.vectors} v WHERE v.tenant_id = {entry}.tenant_id "
             f"AND v.resource_id = {entry}.resource_id AND v.thread_id = {entry}.thread_id "
             f"AND v.entry_id = {entry}.id AND v.model = {model} "
             f"AND v.revision = {entry}.revision AND v.embedding IS NOT NULL)"
+        )
+
+    def current_vector(self, entry: str = "e", *, model: str = "CAST(:model AS text)") -> str:
+        """The entry ``entry`` (an alias of the entries table) holds a current vector of the
+        generation ``model``: its own (:meth:`own_vector_of`) or one kept beside it
+        (:meth:`kept_vector`, probed only when the own one is of another model)."""
+        return (
+            f"({self.own_vector_of(entry, model=model)} OR {self.kept_vector(entry, model=model)})"
         )
 
     @functools.cached_property

@@ -84,7 +84,7 @@ class RecallSql(TableSql):
         shared: bool,
         lexical: bool,
         resource_wide: bool = False,
-        shadow: bool = False,
+        by_model: bool = False,
     ) -> str:
         """Candidate selection, corpus statistics and the pending count in one statement (see
         ``SearchRequest``); it always returns at least one row.
@@ -119,11 +119,12 @@ class RecallSql(TableSql):
 
         ``active_model`` is the model of the active vector generation (NULL without any), read
         in the statement's snapshot, so it is the generation in force when the candidates were.
-        ``shadow`` ranks the vectors of the shadow generation ``:model`` instead of the entries'
-        own: the pools are read as the primary's are, each row's distance to its current vector
-        of the model (key and revision) is one primary-key probe, a row without one is not in the
-        corpus and counts as pending, and the candidates carry that vector and ``:model`` as
-        their ``embedding_model``.
+        ``by_model`` (a store with more than one vector generation) ranks each row's vector of
+        the generation ``:model``: its own when it is of that model, else its current one kept
+        beside it (key and revision: one primary-key probe, made only for such rows). The pools
+        are read as without it; a row without a vector of the model is not in the corpus and
+        counts as pending, and the candidates carry that vector and ``:model`` as their
+        ``embedding_model``.
         """
         where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
         lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
@@ -167,7 +168,7 @@ class RecallSql(TableSql):
             if lexical
             else ""
         )
-        # a shadow generation's current vector of the row (the vectors' primary key)
+        # the current vector of :model kept beside the row (the vectors' primary key)
         of_row = (
             "v.tenant_id = e.tenant_id AND v.resource_id = e.resource_id "
             "AND v.thread_id = e.thread_id AND v.entry_id = e.id "
@@ -180,18 +181,20 @@ class RecallSql(TableSql):
             "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
             "GROUP BY entry_id) AS k)"
         )
-        if shadow:
-            # The pools read exactly as the primary's do; each row's distance to its current
-            # vector of :model is one probe of the vectors' primary key in the select list (NULL:
-            # none). Joined instead, the planner moved the entries outside the folded tombstones
+        own_vector = self.own_vector_of("e")
+        if by_model:
+            # The pools read exactly as without generations; each row's distance to its vector of
+            # :model is its own's, or one probe of the vectors' primary key in the select list
+            # (NULL: none). Joined instead, the planner moved the entries outside the folded tombstones
             # and aggregated those once per row: quadratic in the thread's size (0.4-1 s for a
             # 2,700-row thread). ``scanned`` also counts the thread's own rows still without a
             # vector, which are pending under this model.
             scanned = " UNION ALL ".join(
                 f"SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count{matched}, "
                 f"{'true' if index == 0 else 'false'} AS own, "
-                f"(SELECT v.embedding <=> :query FROM {self.vectors} v WHERE {of_row} "
-                f"AND v.embedding IS NOT NULL) AS raw_distance FROM {source} WHERE {pool}"
+                f"CASE WHEN {own_vector} THEN e.embedding <=> :query "
+                f"ELSE (SELECT v.embedding <=> :query FROM {self.vectors} v WHERE {of_row} "
+                f"AND v.embedding IS NOT NULL) END AS raw_distance FROM {source} WHERE {pool}"
                 for index, (source, pool) in enumerate(pools)
             )
             ctes = [
@@ -247,13 +250,13 @@ class RecallSql(TableSql):
             "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread)"
         )
         columns = f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding"
-        if shadow:
+        if by_model:
             pending += " + (SELECT count(*) FROM scanned WHERE own AND raw_distance IS NULL)"
             columns = self.columns(json_as_text=True).replace(
                 'e."embedding_model"', "CAST(:model AS text) AS embedding_model"
             ) + (
-                f", (SELECT vector_send(v.embedding) FROM {self.vectors} v WHERE {of_row}) "
-                "AS embedding"
+                f", CASE WHEN {own_vector} THEN vector_send(e.embedding) ELSE (SELECT "
+                f"vector_send(v.embedding) FROM {self.vectors} v WHERE {of_row}) END AS embedding"
             )
         active = f"(SELECT g.model FROM {self.generations} g WHERE g.active) AS active_model"
         # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is
@@ -301,11 +304,11 @@ _SCOPE_KEY = re.compile(r"(?<![:\w]):(resource|thread|parent)(?!\w)")
 
 
 def search_statement(
-    sql: RecallSql, scope: MemoryIdentity, request: SearchRequest, *, shadow: bool = False
+    sql: RecallSql, scope: MemoryIdentity, request: SearchRequest, *, by_model: bool = False
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
-    query terms in the order the statement numbers them; ``shadow``: ``request.model`` is a
-    shadow generation, whose vectors it ranks."""
+    query terms in the order the statement numbers them; ``by_model``: the store holds more than
+    one vector generation, and each row's vector of ``request.model`` is ranked."""
     flt = request.filter
     shared = request.shared
     use_shared = shared is not None and shared.thread_id != scope.thread_id and bool(shared.ids)
@@ -317,14 +320,14 @@ def search_statement(
         shared=use_shared,
         lexical=bool(terms),
         resource_wide=request.resource_wide,
-        shadow=shadow,
+        by_model=by_model,
     )
     params: dict[str, Any] = {
         **scope_params(scope),
         "query": request.vector,
         "limit": request.limit,
     }
-    if shadow:
+    if by_model:
         params["model"] = request.model
     if flt.occurred_after is not None:
         params["occurred_after"] = flt.occurred_after

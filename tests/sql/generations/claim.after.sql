@@ -6,6 +6,10 @@ WITH due AS (SELECT e.tenant_id, e.resource_id, e.thread_id, e.id, e.revision, e
     FROM "prism_memory"."semantic_memory" e
     WHERE e.status = 'indexed'
     AND ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) > ROW(CAST(:after_tenant AS text), CAST(:after_resource AS text), CAST(:after_thread AS text), CAST(:after_id AS text))
+    AND NOT COALESCE(e.embedding IS NOT NULL
+        AND COALESCE(e.embedding_model, (SELECT g.model
+                FROM "prism_memory"."semantic_memory_generations" g
+                WHERE g.role = 'primary')) = CAST(:model AS text), false)
     AND NOT EXISTS (SELECT 1
         FROM "prism_memory"."semantic_memory_vectors" v
         WHERE v.tenant_id = e.tenant_id

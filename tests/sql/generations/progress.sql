@@ -8,15 +8,20 @@ SELECT (SELECT role
     FROM "prism_memory"."semantic_memory"
     WHERE status = 'indexed') AS entries, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" e
-    JOIN "prism_memory"."semantic_memory_vectors" v
-    ON v.tenant_id = e.tenant_id
-    AND v.resource_id = e.resource_id
-    AND v.thread_id = e.thread_id
-    AND v.entry_id = e.id
-    AND v.model = CAST(:model AS text)
     WHERE e.status = 'indexed'
-    AND (v.revision = e.revision
-        AND v.embedding IS NOT NULL)) AS current, (SELECT count(*)
+    AND (COALESCE(e.embedding IS NOT NULL
+            AND COALESCE(e.embedding_model, (SELECT g.model
+                    FROM "prism_memory"."semantic_memory_generations" g
+                    WHERE g.role = 'primary')) = CAST(:model AS text), false)
+        OR EXISTS (SELECT 1
+            FROM "prism_memory"."semantic_memory_vectors" v
+            WHERE v.tenant_id = e.tenant_id
+            AND v.resource_id = e.resource_id
+            AND v.thread_id = e.thread_id
+            AND v.entry_id = e.id
+            AND v.model = CAST(:model AS text)
+            AND v.revision = e.revision
+            AND v.embedding IS NOT NULL))) AS current, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" e
     JOIN "prism_memory"."semantic_memory_vectors" v
     ON v.tenant_id = e.tenant_id
@@ -25,6 +30,17 @@ SELECT (SELECT role
     AND v.entry_id = e.id
     AND v.model = CAST(:model AS text)
     WHERE e.status = 'indexed'
-    AND NOT (v.revision = e.revision
-        AND v.embedding IS NOT NULL)
+    AND NOT (COALESCE(e.embedding IS NOT NULL
+            AND COALESCE(e.embedding_model, (SELECT g.model
+                    FROM "prism_memory"."semantic_memory_generations" g
+                    WHERE g.role = 'primary')) = CAST(:model AS text), false)
+        OR EXISTS (SELECT 1
+            FROM "prism_memory"."semantic_memory_vectors" v
+            WHERE v.tenant_id = e.tenant_id
+            AND v.resource_id = e.resource_id
+            AND v.thread_id = e.thread_id
+            AND v.entry_id = e.id
+            AND v.model = CAST(:model AS text)
+            AND v.revision = e.revision
+            AND v.embedding IS NOT NULL))
     AND v.claimed_until > CAST(:now AS timestamptz)) AS leased

@@ -11,6 +11,10 @@ AND e.resource_id = i.resource_id
 AND e.thread_id = i.thread_id
 AND e.id = i.id
 AND e.revision = i.revision
+AND NOT COALESCE(e.embedding IS NOT NULL
+    AND COALESCE(e.embedding_model, (SELECT g.model
+            FROM "prism_memory"."semantic_memory_generations" g
+            WHERE g.role = 'primary')) = CAST(:model AS text), false)
 ON CONFLICT (tenant_id, resource_id, thread_id, entry_id, model)
 DO UPDATE
 SET revision = excluded.revision, embedding = excluded.embedding, claimed_by = NULL, claimed_until = NULL

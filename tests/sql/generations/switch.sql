@@ -9,17 +9,20 @@ missing AS (SELECT count(*) AS n
     FROM "prism_memory"."semantic_memory" e
     WHERE e.status = 'indexed'
     AND EXISTS (SELECT 1
-        FROM target
-        WHERE target.role = 'shadow')
-    AND NOT EXISTS (SELECT 1
-        FROM "prism_memory"."semantic_memory_vectors" v
-        WHERE v.tenant_id = e.tenant_id
-        AND v.resource_id = e.resource_id
-        AND v.thread_id = e.thread_id
-        AND v.entry_id = e.id
-        AND v.model = CAST(:model AS text)
-        AND v.revision = e.revision
-        AND v.embedding IS NOT NULL)),
+        FROM target)
+    AND NOT (COALESCE(e.embedding IS NOT NULL
+            AND COALESCE(e.embedding_model, (SELECT g.model
+                    FROM "prism_memory"."semantic_memory_generations" g
+                    WHERE g.role = 'primary')) = CAST(:model AS text), false)
+        OR EXISTS (SELECT 1
+            FROM "prism_memory"."semantic_memory_vectors" v
+            WHERE v.tenant_id = e.tenant_id
+            AND v.resource_id = e.resource_id
+            AND v.thread_id = e.thread_id
+            AND v.entry_id = e.id
+            AND v.model = CAST(:model AS text)
+            AND v.revision = e.revision
+            AND v.embedding IS NOT NULL))),
 go AS (SELECT 1
     FROM target
     WHERE CAST(:force AS boolean)

@@ -1,5 +1,5 @@
 -- name: recall/search.lexical
--- source: prism_memory.postgres.statements.recall.RecallSql.search(require_consent=False, occurred_after=False, shared=False, lexical=True, resource_wide=False, shadow=False)
+-- source: prism_memory.postgres.statements.recall.RecallSql.search(require_consent=False, occurred_after=False, shared=False, lexical=True, resource_wide=False, by_model=False)
 -- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
 -- indentation are added for reading, the statement is otherwise verbatim
 WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills

@@ -1,0 +1,117 @@
+-- name: recall/search.require_consent.resource_wide.by_model
+-- source: prism_memory.postgres.statements.recall.RecallSql.search(require_consent=True, occurred_after=False, shared=False, lexical=False, resource_wide=True, by_model=True)
+-- rendered by tests/unit/test_rendered_sql.py (PRISM_UPDATE_SQL=1 pytest tests/unit/test_rendered_sql.py rewrites it); line breaks and
+-- indentation are added for reading, the statement is otherwise verbatim
+WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
+    FROM (SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at ELSE 'infinity'::timestamptz END) AS kill
+        FROM "prism_memory"."semantic_memory_invalidation"
+        WHERE tenant_id = :tenant
+        AND resource_id = (SELECT CAST(:resource AS text))
+        AND thread_id = (SELECT CAST(:thread AS text))
+        GROUP BY entry_id) AS k),
+scanned AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, true AS own, CASE WHEN COALESCE(e.embedding IS NOT NULL
+        AND COALESCE(e.embedding_model, (SELECT g.model
+                FROM "prism_memory"."semantic_memory_generations" g
+                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN e.embedding <=> :query ELSE (SELECT v.embedding <=> :query
+        FROM "prism_memory"."semantic_memory_vectors" v
+        WHERE v.tenant_id = e.tenant_id
+        AND v.resource_id = e.resource_id
+        AND v.thread_id = e.thread_id
+        AND v.entry_id = e.id
+        AND v.model = CAST(:model AS text)
+        AND v.revision = e.revision
+        AND v.embedding IS NOT NULL) END AS raw_distance
+    FROM dead d
+    CROSS JOIN "prism_memory"."semantic_memory" e
+    WHERE e.tenant_id = :tenant
+    AND e.resource_id = (SELECT CAST(:resource AS text))
+    AND e.thread_id = (SELECT CAST(:thread AS text))
+    AND e.status = 'indexed'
+    AND e.consent_visible
+    AND e.consent_revoked_at IS NULL
+    AND NOT e.legal_hold
+    AND e.consent_explicit
+    AND (d.kills IS NULL
+        OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) > e.written_at, false)
+            AND (((e.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL
+                OR NOT EXISTS (SELECT 1
+                    FROM jsonb_array_elements_text(((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)) AS src(id)
+                    WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))
+    UNION ALL
+    SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, false AS own, CASE WHEN COALESCE(e.embedding IS NOT NULL
+        AND COALESCE(e.embedding_model, (SELECT g.model
+                FROM "prism_memory"."semantic_memory_generations" g
+                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN e.embedding <=> :query ELSE (SELECT v.embedding <=> :query
+        FROM "prism_memory"."semantic_memory_vectors" v
+        WHERE v.tenant_id = e.tenant_id
+        AND v.resource_id = e.resource_id
+        AND v.thread_id = e.thread_id
+        AND v.entry_id = e.id
+        AND v.model = CAST(:model AS text)
+        AND v.revision = e.revision
+        AND v.embedding IS NOT NULL) END AS raw_distance
+    FROM "prism_memory"."semantic_memory" e
+    WHERE e.tenant_id = :tenant
+    AND e.resource_id = (SELECT CAST(:resource AS text))
+    AND e.thread_id <> (SELECT CAST(:thread AS text))
+    AND e.consent_scope <> 'thread'::text
+    AND e.status = 'indexed'
+    AND e.consent_visible
+    AND e.consent_revoked_at IS NULL
+    AND NOT e.legal_hold
+    AND e.consent_explicit
+    AND (((e.metadata -> '_lineage'::text) -> 'sourceIds'::text) IS NULL
+        OR NOT EXISTS (SELECT 1
+            FROM "prism_memory"."semantic_memory_invalidation" t
+            WHERE t.tenant_id = e.tenant_id
+            AND t.resource_id = e.resource_id
+            AND t.thread_id = e.thread_id
+            AND t.entry_id IN (SELECT jsonb_array_elements_text(((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)))
+            AND (t.reason <> 'corrected'
+                OR t.created_at > e.written_at)))
+    AND NOT EXISTS (SELECT 1
+        FROM "prism_memory"."semantic_memory_invalidation" o
+        WHERE o.tenant_id = e.tenant_id
+        AND o.resource_id = e.resource_id
+        AND o.thread_id = e.thread_id
+        AND o.entry_id = e.id
+        AND (o.reason <> 'corrected'
+            OR o.created_at > e.written_at))),
+eligible AS MATERIALIZED (SELECT row_ctid, id, sequence, COALESCE(NULLIF(raw_distance, 'NaN'::float8), 1.0) AS distance, term_count
+    FROM scanned
+    WHERE raw_distance IS NOT NULL),
+stats AS (SELECT count(*) AS documents, COALESCE(sum(term_count), 0) AS total_length
+    FROM eligible),
+nearest_top AS (SELECT row_ctid
+    FROM eligible
+    ORDER BY distance, sequence, id
+    LIMIT :limit)
+SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", CAST(:model AS text) AS embedding_model, CASE WHEN COALESCE(e.embedding IS NOT NULL
+    AND COALESCE(e.embedding_model, (SELECT g.model
+            FROM "prism_memory"."semantic_memory_generations" g
+            WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN vector_send(e.embedding) ELSE (SELECT vector_send(v.embedding)
+    FROM "prism_memory"."semantic_memory_vectors" v
+    WHERE v.tenant_id = e.tenant_id
+    AND v.resource_id = e.resource_id
+    AND v.thread_id = e.thread_id
+    AND v.entry_id = e.id
+    AND v.model = CAST(:model AS text)
+    AND v.revision = e.revision) END AS embedding, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
+    FROM "prism_memory"."semantic_memory" p
+    WHERE p.status = 'pending'
+    AND p.tenant_id = :tenant
+    AND p.resource_id = (SELECT CAST(:resource AS text))
+    AND p.thread_id = (SELECT CAST(:thread AS text))) + (SELECT count(*)
+    FROM scanned
+    WHERE own
+    AND raw_distance IS NULL) AS pending, (SELECT g.model
+    FROM "prism_memory"."semantic_memory_generations" g
+    WHERE g.active) AS active_model
+FROM stats s
+LEFT JOIN (SELECT *
+    FROM "prism_memory"."semantic_memory" e
+    WHERE e.ctid = ANY(ARRAY(SELECT row_ctid
+            FROM nearest_top))
+    OFFSET 0) AS e
+ON e.tenant_id = :tenant
+AND e.resource_id = (SELECT CAST(:resource AS text))
