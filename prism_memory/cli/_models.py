@@ -1,5 +1,6 @@
 """``prism-memory models``: change the embedding model without downtime (docs/operations.md,
-"Switching models"): start a shadow generation, backfill it, compare, switch, roll back, drop."""
+"Switching models"): start a shadow generation, backfill it, compare, switch, roll back, promote,
+drop."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 models_app = typer.Typer(
     help="Change the embedding model without downtime: start, backfill, compare, switch, "
-    "rollback, drop (docs/operations.md, 'Switching models').",
+    "rollback, promote, drop (docs/operations.md, 'Switching models').",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -382,6 +383,54 @@ def rollback(
     console.print(f"recall answers from {switched.model} again (the primary)")
 
 
+def promote(
+    model: Annotated[str, typer.Argument(help="the active generation to make the primary")],
+    url: Url = "",
+    schema: Schema = DEFAULT_SCHEMA,
+    table: TableName = DEFAULT_TABLE,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="entries moved per statement")
+    ] = 1000,
+) -> None:
+    """Make the active generation the entries' own vectors, so the old model can be dropped.
+
+    Moves batch by batch while recall keeps answering (the old vectors are kept beside the
+    entries, so a rollback stays one command); at the end the old model becomes a shadow
+    generation that `models drop` deletes. Ctrl-C is safe: the next run continues.
+    """
+    from ..generations import PromotionReport, promote_to_primary
+
+    async def run() -> tuple[PromotionReport, str]:
+        async with _store(url, schema, table) as (_, gens):
+            old = next((g.model for g in await gens.generations() if g.model != model), "")
+            total = (await gens.generation_progress(model, now=utcnow())).entries
+            with progress_bar() as progress:
+                task = progress.add_task("promote", total=total)
+                report = await promote_to_primary(
+                    gens,
+                    model,
+                    batch_size=batch_size,
+                    on_progress=lambda moved: progress.update(task, completed=moved),
+                )
+                if report.promoted:
+                    progress.update(task, completed=total)
+            return report, old
+
+    report, old = resumable(run(), None)
+    if report.promoted:
+        console.print(
+            f"{report.model} is the primary generation ({report.moved} entries moved, "
+            f"{report.rate:.1f}/s); {old}'s vectors stay, a rollback away, until "
+            f"`prism-memory models drop {old}` deletes them"
+        )
+    else:
+        console.print(
+            f"moved {report.moved} entries; {report.left} indexed entries have no vector of "
+            f"{report.model} yet: run `prism-memory models backfill`, then promote again"
+        )
+        raise typer.Exit(1)
+
+
 def drop(
     model: Annotated[str, typer.Argument(help="the shadow generation to delete")],
     url: Url = "",
@@ -389,7 +438,8 @@ def drop(
     table: TableName = DEFAULT_TABLE,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
 ) -> None:
-    """Delete an abandoned shadow generation: its vectors and its registration (asks first)."""
+    """Delete a shadow generation -- an abandoned one, or the old model after a promotion --:
+    its vectors and its registration (asks first)."""
     if not yes:
         typer.confirm(f"Delete every vector of {model} in {schema}.{table}?", abort=True)
 
@@ -400,5 +450,5 @@ def drop(
     console.print(f"dropped {model}: {asyncio.run(run())} vectors deleted")
 
 
-for _command in (status, start, backfill, compare, switch, rollback, drop):
+for _command in (status, start, backfill, compare, switch, rollback, promote, drop):
     models_app.command()(_command)

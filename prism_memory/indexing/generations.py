@@ -31,8 +31,10 @@ NEXT_MODEL_RECHECK_SECONDS = 60.0
 
 
 class NextModelWriter:
-    """Stores vectors of ``embedder`` (a memory's ``next_embedder``) as the store's shadow
-    generation, when the store has one of that model."""
+    """Stores vectors of ``embedder`` (a memory's ``next_embedder``) as the store's generation of
+    that model, when it has one: a shadow generation being filled, or -- once a promotion made
+    it the primary -- for the entries a writer of the old model still indexes (the store keeps
+    them beside those entries' own vectors, and a later promotion moves them)."""
 
     __slots__ = ("_asked_at", "_clock", "_store", "_target", "batch_size", "embedder", "model")
 
@@ -50,7 +52,7 @@ class NextModelWriter:
         self.batch_size = batch_size
         self._clock = clock
         self._target: bool | None = None
-        """Whether the store's shadow generation is this model (``None``: ask)."""
+        """Whether the store has a generation of this model (``None``: ask)."""
         self._asked_at = 0.0
 
     def forget(self) -> None:
@@ -58,8 +60,8 @@ class NextModelWriter:
         self._target = None
 
     async def active(self) -> bool:
-        """Whether writes go to a shadow generation of this model: the store is a
-        :class:`VectorGenerations` whose shadow generation is it (asked once, a "no" again after
+        """Whether writes go to a generation of this model: the store is a
+        :class:`VectorGenerations` that registered one (asked once, a "no" again after
         :data:`NEXT_MODEL_RECHECK_SECONDS`). :class:`DimensionMismatchError` if that generation
         holds vectors of another width than the embedder makes."""
         store = self._store
@@ -68,9 +70,7 @@ class NextModelWriter:
         stale = time.monotonic() - self._asked_at > NEXT_MODEL_RECHECK_SECONDS
         if self._target is None or (not self._target and stale):
             generations = await store.generations()
-            found = next(
-                (g for g in generations if g.role == "shadow" and g.model == self.model), None
-            )
+            found = next((g for g in generations if g.model == self.model), None)
             if found is not None and found.width != self.embedder.dimensions:
                 raise DimensionMismatchError(
                     f"next_embedder makes vectors of width {self.embedder.dimensions}, the "

@@ -46,7 +46,7 @@ from ..indexing import (
     QueueObserver,
 )
 from ..indexing.generations import NextModelWriter
-from ..stores.base import ClaimedEntry
+from ..stores.base import ClaimedEntry, VectorGenerations
 from ._engine import create_engine
 from .repositories import IndexingRepository
 from .store import PostgresVectorStore
@@ -268,18 +268,29 @@ class IndexingWorker:
 
         Raises :class:`~prism_memory.errors.EmbeddingModelMismatchError` when any row holds a
         vector another model made (rows without a recorded model do not count): the worker would
-        add vectors recall cannot compare with them. A model switch re-embeds first (docs/
+        add vectors recall cannot compare with them. While a model change runs, the models of the
+        store's vector generations are not foreign to a worker of one of them (a promotion makes
+        rows' own vectors the new model's one batch at a time). A model switch re-embeds first (docs/
         operations.md, "Switching models"). An embedder without ``model`` is not checked.
         """
         if self._model is None:
             return
-        foreign = sorted(await self.store.embedding_models(None) - {self._model})
+        foreign = await self.store.embedding_models(None) - {self._model}
+        if foreign and self._model in (generations := await self._generation_models()):
+            # a model change runs: the own vectors of its generations may be of either model
+            foreign -= generations
         if foreign:
             raise EmbeddingModelMismatchError(
                 f"{self._payload} holds vectors made by {foreign}; this worker's embedder is "
                 f"{self._model!r}, and would mix them. Run the worker with that model, or switch "
                 "models first (docs/operations.md, 'Switching models')"
             )
+
+    async def _generation_models(self) -> set[str]:
+        store = self.store
+        if not isinstance(store, VectorGenerations):
+            return set()
+        return {generation.model for generation in await store.generations()}
 
     async def start(self) -> None:
         """Check the embedder's model (:meth:`check_model`), listen for new work and start the

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from prism_memory import HashEmbedder, create_memory
+from prism_memory._clock import utcnow
 from prism_memory.cli import main
 from prism_memory.generations import _backfill
 from prism_memory.postgres import create_postgres_memory_stores
@@ -36,9 +37,12 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def _remember(url: str, schema: str, items: list[tuple[str, str]]) -> None:
-    """acme/ada/t1's entries, embedded by HashEmbedder(16) in a table pinned to vector(16)."""
-    stores = await create_postgres_memory_stores(url, schema=schema, dimension=16)
+async def _remember(
+    url: str, schema: str, items: list[tuple[str, str]], *, dimension: int | None = 16
+) -> None:
+    """acme/ada/t1's entries, embedded by HashEmbedder(16) in a table pinned to vector(16) (or
+    to the ``dimension`` given: ``None``, unpinned)."""
+    stores = await create_postgres_memory_stores(url, schema=schema, dimension=dimension)
     try:
         async with create_memory(
             tenant_id="acme",
@@ -142,6 +146,76 @@ async def test_a_model_change_from_start_to_drop(postgres_url, schema, tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"dropped {NEW}: 6 vectors deleted" in done.stdout
     assert NEW not in cli("models", "status", *at).stdout
+
+
+async def test_promote_retires_the_old_model_of_another_width(postgres_url, schema):
+    await _remember(postgres_url, schema, FACTS, dimension=None)
+    at = ["--url", postgres_url, "--schema", schema]
+    # `models start` loads HashEmbedder at the table's width: an unpinned one has none, so the
+    # generation is registered from Python
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema)
+    try:
+        await stores.vector_store.start_generation(
+            primary="hash-v1-16", primary_width=16, model=NEW, width=64, now=utcnow()
+        )
+    finally:
+        await stores.close()
+    done = cli("models", "backfill", *at, "--next-embedder", NEW_SPEC)
+    assert done.returncode == 0, done.stderr
+    done = cli("models", "promote", NEW, *at)  # not switched to yet
+    assert done.returncode == 1
+    assert "switch to it first" in done.stderr
+    assert cli("models", "switch", NEW, *at).returncode == 0
+
+    done = cli("models", "promote", NEW, *at, "--batch-size", "2")
+    assert done.returncode == 0, done.stderr
+    assert f"{NEW} is the primary generation (5 entries moved" in done.stdout
+    assert "`prism-memory models drop hash-v1-16` deletes them" in done.stdout
+    lines = cli("models", "status", *at).stdout.splitlines()
+    assert lines[0].startswith(f"{NEW}: primary, active, width 64, 5/5 vectors, 0 missing")
+    assert lines[1].startswith("hash-v1-16: shadow, width 16, 5/5 vectors, 0 missing")
+    done = cli("models", "drop", "hash-v1-16", *at, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "dropped hash-v1-16: 5 vectors deleted" in done.stdout
+    assert cli("models", "status", *at).stdout.startswith(f"{NEW}: primary, active, width 64")
+
+    # a host of the new model alone remembers and recalls on the promoted store
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema)
+    try:
+        async with create_memory(
+            tenant_id="acme",
+            resource_id="ada",
+            thread_id="t1",
+            embedder=HashEmbedder(dimensions=64),
+            vector_store=stores.vector_store,
+        ) as memory:
+            await memory.remember(
+                [{"id": "new", "text": "Ada paints the barn blue", "consent": {"source": "user"}}],
+                wait=True,
+            )
+            hits = await memory.recall("who keeps beehives", top_k=2)
+            assert hits.hits[0].record.id == "e0"
+            hits = await memory.recall("Ada paints the barn blue", top_k=1)
+            assert hits.hits[0].record.id == "new"
+    finally:
+        await stores.close()
+
+
+async def test_promote_refuses_a_pinned_column_of_another_width(postgres_url, schema):
+    await _remember(postgres_url, schema, FACTS)
+    at = ["--url", postgres_url, "--schema", schema]
+    for args in (
+        ("start", *at, "--embedder", OLD_SPEC, "--next-embedder", NEW_SPEC),
+        ("backfill", *at, "--next-embedder", NEW_SPEC),
+        ("switch", NEW, *at),
+    ):
+        assert cli("models", *args).returncode == 0
+    done = cli("models", "promote", NEW, *at)
+    assert done.returncode == 1
+    assert "pinned to vector(16)" in done.stderr
+    assert "still answers" not in done.stdout
+    lines = cli("models", "status", *at).stdout.splitlines()
+    assert lines[0].startswith("hash-v1-16: primary")  # nothing changed
 
 
 async def test_an_interrupted_backfill_keeps_what_it_stored_and_the_next_run_finishes(
