@@ -438,6 +438,10 @@ async def an_old_model_write_after_the_promotion_is_promoted_again(kit: Conforma
         await _raises(ConflictError, run.store.drop_generation(run.old), "a drop before promote")
         step = await run.promote(10)
         _check((step.moved, step.left, step.promoted) == (1, 0, True), f"promoted again: {step}")
+        again = await run.store.store_generation_vectors(
+            run.new, [(claimed_new[0], await run.vector(run.new, text))], now=run.now()
+        )
+        _check(again == 0, "an entry whose own vector is of the model needs none beside it")
         entries = (await run.store.generation_progress(run.new, now=run.now())).entries
         dropped = await run.store.drop_generation(run.old)
         _check(dropped == entries, f"then the drop deletes every kept old vector: {dropped}")
