@@ -50,7 +50,7 @@ class NextModelWriter:
         self.batch_size = batch_size
         self._clock = clock
         self._target: bool | None = None
-        """Whether the store's shadow generation is this model (``None``: ask)."""
+        """Whether the store has a generation of this model (``None``: ask)."""
         self._asked_at = 0.0
 
     def forget(self) -> None:
@@ -58,8 +58,10 @@ class NextModelWriter:
         self._target = None
 
     async def active(self) -> bool:
-        """Whether writes go to a shadow generation of this model: the store is a
-        :class:`VectorGenerations` whose shadow generation is it (asked once, a "no" again after
+        """Whether writes go to a generation of this model: the store is a
+        :class:`VectorGenerations` with this model registered -- a shadow being filled, or the
+        primary it was promoted to, whose vector an old model's write needs beside its own until
+        promoted again (asked once, a "no" again after
         :data:`NEXT_MODEL_RECHECK_SECONDS`). :class:`DimensionMismatchError` if that generation
         holds vectors of another width than the embedder makes."""
         store = self._store
@@ -68,9 +70,7 @@ class NextModelWriter:
         stale = time.monotonic() - self._asked_at > NEXT_MODEL_RECHECK_SECONDS
         if self._target is None or (not self._target and stale):
             generations = await store.generations()
-            found = next(
-                (g for g in generations if g.role == "shadow" and g.model == self.model), None
-            )
+            found = next((g for g in generations if g.model == self.model), None)
             if found is not None and found.width != self.embedder.dimensions:
                 raise DimensionMismatchError(
                     f"next_embedder makes vectors of width {self.embedder.dimensions}, the "
