@@ -185,11 +185,15 @@ class ModelGuard:
             )
 
     async def _registered(self) -> dict[str, int]:
-        """The store's vector generations, model -> width (empty: it has none)."""
+        """The store's vector generations, model -> width (empty: it has none, or leaves the
+        role out -- its methods raise :class:`ConfigurationError` -- and the refusal stands)."""
         store = self._ctx.vector_store
         if not isinstance(store, VectorGenerations):
             return {}
-        return {g.model: g.width for g in await store.generations()}
+        try:
+            return {g.model: g.width for g in await store.generations()}
+        except ConfigurationError:
+            return {}
 
     async def check_width(self) -> None:
         """Refuse an embedder whose width differs from the vectors the store already holds (a
