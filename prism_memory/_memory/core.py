@@ -24,7 +24,7 @@ from ..indexing.generations import NextModelWriter
 from ..limits import Limits
 from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
-from ..stores.base import RecallFilter, VectorStore, WorkingStore
+from ..stores.base import RecallFilter, VectorGenerations, VectorStore, WorkingStore
 
 __all__ = [
     "ImportanceFrom",
@@ -184,13 +184,31 @@ class ModelGuard:
                 "rebuild_index(switch_model=True) (docs/operations.md, 'Switching models')"
             )
 
+    async def _registered(self) -> dict[str, int]:
+        """The store's vector generations, model -> width (empty: it has none, or leaves the
+        role out -- its methods raise :class:`ConfigurationError` -- and the refusal stands)."""
+        store = self._ctx.vector_store
+        if not isinstance(store, VectorGenerations):
+            return {}
+        try:
+            return {g.model: g.width for g in await store.generations()}
+        except ConfigurationError:
+            return {}
+
     async def check_width(self) -> None:
         """Refuse an embedder whose width differs from the vectors the store already holds (a
-        store keeps one width: its vectors could never be stored, and would wait for ever)."""
+        store keeps one width: its vectors could never be stored, and would wait for ever),
+        unless its model is a vector generation of the store registered with its width (a
+        model change to another width: the store holds both until the old one is dropped)."""
         if self._width_checked:
             return
         width, held = self._ctx.embedder.dimensions, await self._ctx.vector_store.vector_width()
-        if held is not None and held != width:
+        model = self._ctx.embedding_model
+        if (
+            held is not None
+            and held != width
+            and (model is None or (await self._registered()).get(model) != width)
+        ):
             raise DimensionMismatchError(
                 f"the vector store holds vectors of width {held}, this memory's embedder makes "
                 f"{width}: nothing was written. A store (one table) keeps one width: use an "
@@ -210,6 +228,10 @@ class ModelGuard:
             return
         held = await self._ctx.vector_store.embedding_models(scope)
         foreign = sorted(held - {model})
+        if foreign:  # a store's generations are one model change, not foreign to each other
+            registered = await self._registered()
+            if model in registered:
+                foreign = [other for other in foreign if other not in registered]
         if foreign:
             raise EmbeddingModelMismatchError(
                 f"the thread's vectors were made by {foreign}, this memory embeds with "

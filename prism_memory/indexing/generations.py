@@ -61,7 +61,9 @@ class NextModelWriter:
 
     async def active(self) -> bool:
         """Whether writes go to a generation of this model: the store is a
-        :class:`VectorGenerations` that registered one (asked once, a "no" again after
+        :class:`VectorGenerations` with this model registered -- a shadow being filled, or the
+        primary it was promoted to, whose vector an old model's write needs beside its own until
+        promoted again (asked once, a "no" again after
         :data:`NEXT_MODEL_RECHECK_SECONDS`). :class:`DimensionMismatchError` if that generation
         holds vectors of another width than the embedder makes."""
         store = self._store

@@ -1,5 +1,5 @@
-"""The in-memory store's vector generations: the registry, the shadow vectors' backfill claims
-and leases, progress, the switch and the drop.
+"""The in-memory store's vector generations: the registry, the backfill claims and leases of the
+vectors kept beside the entries' own, progress, the switch, the promotion and the drop.
 
 :class:`_InMemoryGenerations` is an object over the store's state (:class:`_InMemoryState`),
 which :class:`~prism_memory.stores.memory.InMemoryVectorStore` delegates to. The shadow vectors
@@ -16,7 +16,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..embedding import assert_finite_vector
-from ..errors import ConflictError, GenerationNotReadyError, NotFoundError, ValidationError
+from ..errors import (
+    ConflictError,
+    DimensionMismatchError,
+    GenerationNotReadyError,
+    NotFoundError,
+    ValidationError,
+)
 from ..models import MemoryIdentity, Vector
 from ._memory_rows import _frozen_vector, _InMemoryState, _key, _Row, _ScopeKey, _Thread
 from .base import (
@@ -27,6 +33,7 @@ from .base import (
     Promotion,
     VectorGenerations,
     check_claim,
+    check_limit,
 )
 
 
@@ -49,11 +56,8 @@ class _InMemoryGenerations(VectorGenerations):
             raise NotFoundError("the model is not a registered vector generation")
         return generation
 
-    def _shadow(self, model: str) -> Generation:
-        generation = self._state.shadow_model(model)
-        if generation is None:
-            raise NotFoundError("the model is not a shadow vector generation")
-        return generation
+    def _vector_of(self, thread: _Thread, row: _Row, model: str) -> Vector | None:
+        return thread.vector_of(model, row, self._state.primary_model())
 
     def _indexed(self) -> Iterator[tuple[_ScopeKey, _Thread, _Row]]:
         for key, thread in self._state.threads.items():
@@ -113,8 +117,7 @@ class _InMemoryGenerations(VectorGenerations):
         """Lease up to ``limit`` indexed entries without a current vector of ``model``, in
         :class:`EntryKey` order after ``after`` (see :meth:`VectorGenerations.claim_generation`)."""
         check_claim(limit, lease_seconds)
-        if self._registered(model).role == "primary":
-            return []  # every entry's own vector is the primary's (until promotions exist here)
+        self._registered(model)
         until = now + timedelta(seconds=lease_seconds)
         claimed: list[ClaimedEntry] = []
         start = None if after is None else (after.tenant_id, after.resource_id, after.thread_id)
@@ -133,7 +136,7 @@ class _InMemoryGenerations(VectorGenerations):
                     break
                 row = thread.rows[entry_id]
                 record = row.record
-                if record.status != "indexed" or thread.shadow_vector(model, row) is not None:
+                if record.status != "indexed" or self._vector_of(thread, row, model) is not None:
                     continue
                 lease = thread.shadow_leases.get(entry_id)
                 if lease is not None and lease[0] != worker_id and lease[1] > now:
@@ -158,7 +161,8 @@ class _InMemoryGenerations(VectorGenerations):
     ) -> int:
         """Store each vector where its entry still has the item's revision, all widths checked
         first (see :meth:`VectorGenerations.store_generation_vectors`)."""
-        generation = self._shadow(model)
+        generation = self._registered(model)
+        primary = self._state.primary_model()
         checked = [
             _frozen_vector(
                 assert_finite_vector(vector, f"vectors[{at}]", expected_length=generation.width)
@@ -171,6 +175,8 @@ class _InMemoryGenerations(VectorGenerations):
             row = None if thread is None else thread.rows.get(item.id)
             if thread is None or row is None or row.record.revision != item.revision:
                 continue
+            if thread.own_is(model, row, primary):
+                continue  # its own vector is of the model: it needs none beside it
             thread.shadow.setdefault(model, {})[item.id] = (item.revision, vector)
             thread.shadow_leases.pop(item.id, None)
             thread.shadow_indexes.pop(model, None)
@@ -180,11 +186,11 @@ class _InMemoryGenerations(VectorGenerations):
     async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
         """How many indexed entries hold a current vector of ``model``, and how many more are
         leased (see :class:`GenerationProgress`)."""
-        generation = self._registered(model)
+        self._registered(model)
         entries = current = leased = 0
         for _, thread, row in self._indexed():
             entries += 1
-            if generation.role == "primary" or thread.shadow_vector(model, row) is not None:
+            if self._vector_of(thread, row, model) is not None:
                 current += 1
                 continue
             lease = thread.shadow_leases.get(row.record.id)
@@ -199,9 +205,11 @@ class _InMemoryGenerations(VectorGenerations):
         target = self._registered(model)
         if target.active:
             return target
-        if target.role == "shadow" and not force:
+        if not force:
             missing = sum(
-                1 for _, thread, row in self._indexed() if thread.shadow_vector(model, row) is None
+                1
+                for _, thread, row in self._indexed()
+                if self._vector_of(thread, row, model) is None
             )
             if missing:
                 raise GenerationNotReadyError(
@@ -216,8 +224,73 @@ class _InMemoryGenerations(VectorGenerations):
         return registry[model]
 
     async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
-        """Not built yet (see :meth:`VectorGenerations.promote_generation`)."""
-        raise NotImplementedError
+        """Swap up to ``limit`` entries' own vector for their current vector of the active
+        ``model``, in :class:`EntryKey` order, and make ``model`` the primary generation once no
+        indexed entry's own vector is of another model (see
+        :meth:`VectorGenerations.promote_generation`).
+
+        A primary ``model`` (already promoted) is never refused: it moves the entries a writer of
+        the old model added since, if they hold a vector of it, and reports ``promoted``.
+        """
+        check_limit(limit)
+        target = self._registered(model)
+        state = self._state
+        promoted = target.role == "primary"
+        if not promoted:
+            if not target.active:
+                raise ConflictError("only the active generation can be promoted (switch first)")
+            if state.dimension is not None and target.width != state.dimension:
+                raise DimensionMismatchError(
+                    "the store is pinned to another width than the generation's"
+                )
+        primary = state.primary_model()
+        moved = 0
+        for key in sorted(state.threads):
+            if moved >= limit:
+                break
+            thread = state.threads[key]
+            for entry_id in sorted(thread.rows):
+                if moved >= limit:
+                    break
+                row = thread.rows[entry_id]
+                vector = self._vector_of(thread, row, model)
+                if vector is None or thread.own_is(model, row, primary) or row.vector is None:
+                    continue
+                record = row.record
+                had = primary if record.embedding_model is None else record.embedding_model
+                if had is not None:  # kept as the entry's vector of its model
+                    thread.shadow.setdefault(had, {})[entry_id] = (record.revision, row.vector)
+                thread.shadow.get(model, {}).pop(entry_id, None)
+                moved_row = replace(row, record=replace(record, embedding_model=model))
+                moved_row.vector = vector
+                state.set_row(key, thread, moved_row)
+                moved += 1
+        if moved >= limit:
+            return Promotion(model=model, moved=moved, left=None, promoted=promoted)
+        left = sum(
+            1
+            for _, thread, row in self._indexed()
+            if row.vector is None or not thread.own_is(model, row, primary)
+        )
+        if left == 0 and not promoted:
+            self._swap(target)
+            promoted = True
+        return Promotion(model=model, moved=moved, left=left, promoted=promoted)
+
+    def _swap(self, target: Generation) -> None:
+        """Make ``target`` the primary generation and the old primary a shadow one, in one step
+        (the active flags stay), and the store's width the new primary's."""
+        state = self._state
+        registry = state.generations
+        swapped = {target.model: replace(target, role="primary")}
+        for name, generation in registry.items():
+            if name != target.model:
+                role = "shadow" if generation.role == "primary" else generation.role
+                swapped[name] = replace(generation, role=role)
+        state.generations = swapped
+        state.width = target.width
+        for thread in state.threads.values():
+            thread.shadow_indexes.clear()  # an own vector of no recorded model changed model
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model``'s vectors and registration (see
@@ -227,6 +300,15 @@ class _InMemoryGenerations(VectorGenerations):
             raise ConflictError("the primary generation cannot be dropped")
         if generation.active:
             raise ConflictError("the active generation cannot be dropped (switch back first)")
+        primary = self._state.primary_model()
+        if any(
+            thread.own_is(model, row, primary)
+            for thread in self._state.threads.values()
+            for row in thread.rows.values()
+        ):
+            raise ConflictError(
+                "an entry's own vector is of the generation's model (promote the primary again)"
+            )
         dropped = 0
         for thread in self._state.threads.values():
             dropped += len(thread.shadow.pop(model, {}))

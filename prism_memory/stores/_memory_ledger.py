@@ -134,7 +134,7 @@ class _InMemoryLedger(IndexingLedger):
         is checked first: one bad vector rejects the whole call.
         """
         checked, width = self._state.check_vectors(
-            (vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)
+            ((vector, f"vectors[{at}]") for at, (_, vector) in enumerate(items)), model
         )
         done = 0
         for (item, _), vector in zip(items, checked, strict=True):
@@ -238,7 +238,7 @@ class _InMemoryLedger(IndexingLedger):
         that is stored is dropped (its worker's late result no longer applies).
         """
         checked, width = self._state.check_vectors(
-            (vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)
+            ((vector, f"vectors[{at}]") for at, (_, _, vector) in enumerate(items)), model
         )
         key = _key(scope)
         thread = self._state.thread(key)

@@ -67,24 +67,27 @@ class _EntryReads:
 
         Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
         by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
-        the statistics of every eligible record of the pools. A shadow generation's
-        :attr:`~SearchRequest.model` searches the index of that generation's current vectors
-        (an entry without one is out of the corpus and counts as pending); the result names the
-        active generation's model.
+        the statistics of every eligible record of the pools. While the store has two
+        generations, a registered :attr:`~SearchRequest.model` (``None``: the primary's) searches
+        the index of each entry's current vector of that model -- its own or the one kept beside
+        it (:meth:`~._memory_rows._Thread.vector_of`); an entry without one is out of the corpus
+        and counts as pending. The result names the active generation's model.
         """
         check_limit(request.limit)
-        active = self._state.active_model()
-        shadow = self._state.shadow_model(request.model)
-        width = self._state.width if shadow is None else shadow.width
+        state = self._state
+        active = state.active_model()
+        ranked = state.ranked_model(request.model)
+        width = state.width if ranked is None else ranked.width
         query = assert_finite_vector(request.vector, "query vector", expected_length=width)
-        model = None if shadow is None else shadow.model
+        model = None if ranked is None else ranked.model
+        primary = state.primary_model()
         pending = None
         if model is not None:  # entries without a current vector of the model wait for it
-            own = self._state.thread(_key(scope))
-            pending = 0 if own is None else len(own.pending) + own.missing_shadow(model)
+            own = state.thread(_key(scope))
+            pending = 0 if own is None else len(own.pending) + own.missing(model, primary)
         if request.limit == 0:
             return SearchResult([], CorpusStats(), pending, active)
-        pools = self._pools(scope, request, model)
+        pools = self._pools(scope, request, model, primary, width)
         if not pools:
             return SearchResult([], CorpusStats(), pending, active)
         wide = query.astype(np.float64)
@@ -152,13 +155,18 @@ class _EntryReads:
         return SearchResult(candidates, stats, pending, active)
 
     def _pools(
-        self, scope: MemoryIdentity, request: SearchRequest, model: str | None
+        self,
+        scope: MemoryIdentity,
+        request: SearchRequest,
+        model: str | None,
+        primary: str | None,
+        width: int | None,
     ) -> list[_Pool]:
         key = _key(scope)
         pools: list[_Pool] = []
         own = self._state.thread(key)
         if own is not None:
-            index = own.search_index(model)
+            index = own.search_index(model, primary=primary, width=width)
             if request.filter.require_consent or request.filter.occurred_after is not None:
                 eligible = index.eligible(request.filter)
                 positions = np.flatnonzero(eligible)
@@ -175,7 +183,7 @@ class _EntryReads:
             parent_key = (scope.tenant_id, scope.resource_id, shared.thread_id)
             parent = self._state.thread(parent_key)
             if parent is not None:
-                index = parent.search_index(model)
+                index = parent.search_index(model, primary=primary, width=width)
                 granted = np.array(
                     sorted({index.positions[i] for i in shared.ids if i in index.positions}),
                     dtype=np.intp,
@@ -184,7 +192,9 @@ class _EntryReads:
             for other_key in self._resource_threads(scope):
                 if other_key == key:
                     continue
-                index = self._state.threads[other_key].search_index(model)
+                index = self._state.threads[other_key].search_index(
+                    model, primary=primary, width=width
+                )
                 mask = index.travels[: index.size].copy()
                 if other_key == parent_key and granted is not None:
                     mask[granted] = True  # granted entries of the parent count once
@@ -195,7 +205,9 @@ class _EntryReads:
                     length = int(index.lengths[positions].sum())
                     pools.append(_Pool(index, positions, mask, length))
         if granted is not None and granted.shape[0] and parent_key is not None:
-            index = self._state.threads[parent_key].search_index(model)
+            index = self._state.threads[parent_key].search_index(
+                model, primary=primary, width=width
+            )
             named = granted[index.eligible(request.filter)[granted]]
             if named.shape[0]:
                 mask = np.zeros(index.size, dtype=np.bool_)

@@ -91,9 +91,14 @@ class _SearchIndex:
         "travels",
         "unit",
         "vectors",
+        "width",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, width: int | None = None) -> None:
+        self.width = width
+        """The width of every vector it holds (``None``: the first one added sets it); a vector
+        of another width is left out (a store holds own vectors of two widths only while a
+        promotion to a model of another width runs, and ranks those by model)."""
         self.records: list[MemoryRecord] = []
         self.vectors: list[Vector] = []
         self.positions: dict[str, int] = {}
@@ -139,7 +144,12 @@ class _SearchIndex:
             setattr(self, name, grown)
 
     def add(self, record: MemoryRecord, vector: Vector) -> None:
-        """Append ``record`` (which passes the static rules) and its vector."""
+        """Append ``record`` (which passes the static rules) and its vector (left out when it is
+        not of the index's width)."""
+        if self.width is None:
+            self.width = vector.shape[0]
+        elif vector.shape[0] != self.width:
+            return
         if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
             self._grow(vector.shape[0])
         at = self.size
@@ -237,11 +247,13 @@ class _Thread:
     top: int | None = None
     """The largest sequence in the thread (cached; ``None``: recompute)."""
     shadow: dict[str, dict[str, tuple[int, Vector]]] = field(default_factory=dict)
-    """Shadow generations' vectors: ``model -> entry id -> (revision embedded, vector)``."""
+    """Vectors kept beside the entries' own, of every model but the own vector's:
+    ``model -> entry id -> (revision embedded, vector)``."""
     shadow_leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)
-    """Backfill leases of the shadow generation: ``entry id -> (worker, lease end)``."""
+    """Backfill leases of the generation being filled: ``entry id -> (worker, lease end)``."""
     shadow_indexes: dict[str, _SearchIndex] = field(default_factory=dict)
-    """Search indexes over the shadow vectors, per model (cached; any write drops them)."""
+    """Search indexes over each model's vectors by the rule of :meth:`vector_of`, per model
+    (cached; any write drops them)."""
 
     def max_sequence(self) -> int:
         """The largest sequence of any row, ``-1`` when the thread is empty."""
@@ -324,32 +336,54 @@ class _Thread:
             self.order = sorted((row.record.sequence, row.record.id) for row in self.rows.values())
         return self.order
 
-    def search_index(self, model: str | None = None) -> _SearchIndex:
-        """The search index, rebuilt if a write invalidated it; with ``model``, the index over
-        that shadow generation's current vectors (records tagged with ``model``)."""
+    def search_index(
+        self, model: str | None = None, *, primary: str | None = None, width: int | None = None
+    ) -> _SearchIndex:
+        """The search index, rebuilt if a write invalidated it (or it holds vectors of another
+        width than ``width``); with ``model``, the index over the entries' current vectors of
+        that model by the rule of :meth:`vector_of` (records tagged with ``model``)."""
         if model is not None:
             index = self.shadow_indexes.get(model)
             if index is None:
-                index = self.shadow_indexes[model] = self._build_shadow_index(model)
+                index = self.shadow_indexes[model] = self._build_model_index(model, primary, width)
             return index
-        if self.index is None:
-            self.index = self._build_index()
+        if self.index is None or (
+            width is not None and self.index.width is not None and self.index.width != width
+        ):
+            self.index = self._build_index(width)
         return self.index
 
-    def shadow_vector(self, model: str, row: _Row) -> Vector | None:
-        """``row``'s vector of the shadow generation ``model`` at its current revision, if any."""
-        found = self.shadow.get(model, {}).get(row.record.id)
-        if found is None or found[0] != row.record.revision:
+    def vector_of(self, model: str, row: _Row, primary: str | None) -> Vector | None:
+        """``row``'s current vector of ``model``: its own when its record's model is ``model``
+        (an own vector of no recorded model is ``primary``'s), else the one kept beside it if it
+        was made from the entry's current revision; ``None`` for an entry not indexed."""
+        record = row.record
+        if record.status != "indexed":
+            return None
+        if row.vector is not None:
+            own = primary if record.embedding_model is None else record.embedding_model
+            if own == model:
+                return row.vector
+        found = self.shadow.get(model, {}).get(record.id)
+        if found is None or found[0] != record.revision:
             return None
         return found[1]
 
-    def _build_shadow_index(self, model: str) -> _SearchIndex:
-        index = _SearchIndex()
+    def own_is(self, model: str, row: _Row, primary: str | None) -> bool:
+        """Whether ``row``'s own vector is of ``model`` (no recorded model: ``primary``'s)."""
+        if row.vector is None:
+            return False
+        own = primary if row.record.embedding_model is None else row.record.embedding_model
+        return own == model
+
+    def _build_model_index(
+        self, model: str, primary: str | None, width: int | None
+    ) -> _SearchIndex:
+        index = _SearchIndex(width)
         rows = [
             (row, vector)
             for row in self.rows.values()
-            if row.record.status == "indexed"
-            and (vector := self.shadow_vector(model, row)) is not None
+            if (vector := self.vector_of(model, row, primary)) is not None
             and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda item: (item[0].record.sequence, item[0].record.id))
@@ -357,16 +391,16 @@ class _Thread:
             index.add(replace(row.record, embedding_model=model), vector)
         return index
 
-    def missing_shadow(self, model: str) -> int:
+    def missing(self, model: str, primary: str | None) -> int:
         """How many of the thread's indexed rows hold no current vector of ``model``."""
         return sum(
             1
             for row in self.rows.values()
-            if row.record.status == "indexed" and self.shadow_vector(model, row) is None
+            if row.record.status == "indexed" and self.vector_of(model, row, primary) is None
         )
 
-    def _build_index(self) -> _SearchIndex:
-        index = _SearchIndex()
+    def _build_index(self, width: int | None = None) -> _SearchIndex:
+        index = _SearchIndex(width)
         rows = [
             row
             for row in self.rows.values()
@@ -401,10 +435,24 @@ class _InMemoryState:
         """The active generation's model (``None``: no generation registered)."""
         return next((g.model for g in self.generations.values() if g.active), None)
 
-    def shadow_model(self, model: str | None) -> Generation | None:
-        """The shadow generation ``model`` names, if it is one (else search its own vectors)."""
-        generation = None if model is None else self.generations.get(model)
-        return generation if generation is not None and generation.role == "shadow" else None
+    def primary_model(self) -> str | None:
+        """The primary generation's model (``None``: no generation registered)."""
+        return next(iter(self.generations), None)
+
+    def ranked_model(self, model: str | None) -> Generation | None:
+        """The generation whose vectors a search with ``model`` ranks by the rule of
+        :meth:`_Thread.vector_of`: the registered ``model`` (``None``: the primary) while the
+        store has two generations; ``None`` otherwise (search the entries' own vectors)."""
+        name = self.primary_model() if model is None else model
+        if len(self.generations) < 2 or name is None:
+            return None
+        return self.generations.get(name)
+
+    def own_width(self) -> int | None:
+        """The width new own vectors are written at: the primary generation's once one is
+        registered, else the store's."""
+        primary = next(iter(self.generations.values()), None)
+        return self.width if primary is None else primary.width
 
     def thread(self, key: _ScopeKey) -> _Thread | None:
         return self.threads.get(key)
@@ -432,14 +480,30 @@ class _InMemoryState:
         thread.changed(row.record.id, row)
 
     def check_vectors(
-        self, vectors: Iterable[tuple[object, str]]
+        self, vectors: Iterable[tuple[object, str]], model: str | None = None
     ) -> tuple[list[Vector], int | None]:
-        """Validate every vector against the store width (or the first one's); store nothing."""
+        """Validate every vector (all of ``model``) against its width; store nothing (see
+        :meth:`check_model_vectors`)."""
+        return self.check_model_vectors((vector, label, model) for vector, label in vectors)
+
+    def check_model_vectors(
+        self, vectors: Iterable[tuple[object, str, str | None]]
+    ) -> tuple[list[Vector], int | None]:
+        """Validate every vector against its model's width and return them with the store's
+        width after the write; store nothing.
+
+        A registered generation's model is held to its registered width (the store's width is
+        left as it is); another model, or none, to the store's width (or the first such
+        vector's, which becomes the store's)."""
         width = self.width
         checked: list[Vector] = []
-        for vector, label in vectors:
-            ok = assert_finite_vector(vector, label, expected_length=width)
-            width = ok.shape[0]
+        for vector, label, model in vectors:
+            generation = None if model is None else self.generations.get(model)
+            if generation is not None:
+                ok = assert_finite_vector(vector, label, expected_length=generation.width)
+            else:
+                ok = assert_finite_vector(vector, label, expected_length=width)
+                width = ok.shape[0]
             checked.append(_frozen_vector(ok))
         return checked, width
 

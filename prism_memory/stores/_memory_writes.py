@@ -58,7 +58,7 @@ class _EntryWrites:
         width = self._state.width
         if vectors is not None:
             valid, width = self._state.check_vectors(
-                (vector, f"vectors[{at}]") for at, vector in enumerate(vectors)
+                ((vector, f"vectors[{at}]") for at, vector in enumerate(vectors)), model
             )
             checked = list(valid)
         key = _key(scope)
@@ -123,8 +123,8 @@ class _EntryWrites:
         ``pending`` -- each taking over the excluding tombstones of its sources
         (:func:`~prism_memory.stores.rules.inherited_tombstones`).
         """
-        valid, width = self._state.check_vectors(
-            (row.vector, f"import row {at}'s vector")
+        valid, width = self._state.check_model_vectors(
+            (row.vector, f"import row {at}'s vector", row.model)
             for at, row in enumerate(rows)
             if row.vector is not None
         )

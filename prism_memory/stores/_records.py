@@ -154,10 +154,11 @@ class SearchRequest:
     resource_wide: bool = False
     model: str | None = None
     """The model that embedded :attr:`vector`, for a store with vector generations
-    (:class:`~prism_memory.stores.base.VectorGenerations`): ``None`` or the primary generation's
-    model ranks the entries' own vectors; a shadow generation's model ranks that generation's
-    vectors, and an entry without one at its current revision is not in the corpus (it counts
-    as pending). A store without generations ignores it."""
+    (:class:`~prism_memory.stores.base.VectorGenerations`): while it has two, a registered model
+    (``None``: the primary's) ranks each entry's vector of that model -- its own when the entry
+    records that model, else the one kept beside it -- and an entry without one at its current
+    revision is not in the corpus (it counts as pending). A store without generations, or with
+    only one, ranks the entries' own vectors."""
 
 
 @dataclass(frozen=True, slots=True)

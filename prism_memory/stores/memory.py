@@ -94,8 +94,10 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
         return self._state.dimension
 
     async def vector_width(self) -> int | None:
-        """The pinned width, else the width of the first vector stored (``None`` before it)."""
-        return self._state.width
+        """The width new own vectors are written at: the primary vector generation's once one is
+        registered, else the pinned width, else the width of the first vector stored (``None``
+        before it)."""
+        return self._state.own_width()
 
     # ---- entries ---------------------------------------------------------------------------
 
@@ -159,7 +161,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
         Consent, lineage, sequence and metadata are kept. :class:`NotFoundError` if absent.
         """
         key, thread, row = self._state.row(scope, entry_id)
-        (checked,), width = self._state.check_vectors([(vector, "the new text's vector")])
+        (checked,), width = self._state.check_vectors([(vector, "the new text's vector")], model)
         record = replace(
             row.record,
             text=text,

@@ -220,10 +220,13 @@ async def generations_start_is_idempotent_and_refuses_conflicts(kit: Conformance
             run.store.claim_generation(unknown, limit=1, worker_id="w", lease_seconds=5, now=now),
             "claim of an unknown generation",
         )
-        primary_claim = await run.store.claim_generation(
-            run.primary, limit=1, worker_id="w", lease_seconds=5, now=now
+        _check(
+            await run.store.claim_generation(
+                run.primary, limit=1, worker_id="w", lease_seconds=5, now=now
+            )
+            == [],
+            "a claim of the primary finds nothing: every own vector is the primary's",
         )
-        _check(primary_claim == [], "every entry's own vector is the primary's: nothing to claim")
         await _raises(
             NotFoundError,
             run.store.store_generation_vectors(unknown, [], now=now),

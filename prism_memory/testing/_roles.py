@@ -80,6 +80,11 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "generation_vectors_go_with_their_entry",
         "recall_follows_the_active_generation",
         "next_embedder_writes_keep_the_generation_complete",
+        "promotion_in_batches_answers_the_same_throughout",
+        "promotion_refusals_change_nothing",
+        "promotion_waits_for_entries_without_the_new_vector",
+        "an_old_model_write_after_the_promotion_is_promoted_again",
+        "promotion_interleaved_with_writes_and_reads",
     ),
 }
 """For each role beyond :data:`CORE_ROLES`, the checks that exercise it."""
