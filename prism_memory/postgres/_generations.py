@@ -241,9 +241,8 @@ class PostgresGenerations(VectorGenerations):
         """
         check_limit(limit)
         generation = await self._registered_or_raise(model)
-        if generation.role == "primary":
-            return Promotion(model, moved=0, left=0, promoted=True)
-        if not generation.active:
+        promoted = generation.role == "primary"  # then: move what old-model writers added since
+        if not promoted and not generation.active:
             raise ConflictError("only the active generation can be promoted: switch to it first")
         if self._pinned is not None and self._pinned != generation.width:
             raise DimensionMismatchError(
@@ -253,12 +252,12 @@ class PostgresGenerations(VectorGenerations):
             )
         moved = await self._repository.promote(model, limit=limit) if limit else 0
         if moved == limit and limit:
-            return Promotion(model, moved=moved, left=None, promoted=False)
+            return Promotion(model, moved=moved, left=None, promoted=promoted)
         row = await self._repository.finish_promotion(model)
-        swapped = bool(row["swapped"])
-        if swapped:
+        if row["swapped"]:
             self._known = {}
-        return Promotion(model, moved=moved, left=int(row["left"]), promoted=swapped)
+            promoted = True
+        return Promotion(model, moved=moved, left=int(row["left"]), promoted=promoted)
 
     async def drop_generation(self, model: str) -> int:
         """Delete the shadow generation ``model`` and its vectors (:attr:`GenerationSql.drop`)."""

@@ -206,7 +206,8 @@ class VectorGenerations(abc.ABC):
         :class:`~prism_memory.errors.ConflictError` (nothing changed) unless it is the active
         generation, :class:`~prism_memory.errors.DimensionMismatchError` (nothing changed) if
         the entries' own vectors cannot hold its width (a pinned column of another width). A
-        primary ``model`` (already promoted) returns ``promoted`` at once.
+        primary ``model`` (already promoted) is never refused and reports ``promoted``: it moves
+        the entries a writer of the old model added since, when they hold a vector of it.
         """
 
     @abc.abstractmethod
