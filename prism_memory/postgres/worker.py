@@ -281,7 +281,7 @@ class IndexingWorker:
             foreign -= generations
         if foreign:
             raise EmbeddingModelMismatchError(
-                f"{self._payload} holds vectors made by {foreign}; this worker's embedder is "
+                f"{self._payload} holds vectors made by {sorted(foreign)}; this worker's embedder is "
                 f"{self._model!r}, and would mix them. Run the worker with that model, or switch "
                 "models first (docs/operations.md, 'Switching models')"
             )

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from prism_memory import HashEmbedder, IndexingPolicy, MemoryIdentity, create_memory
-from prism_memory.errors import ConfigurationError
+from prism_memory.errors import ConfigurationError, EmbeddingModelMismatchError
 from prism_memory.postgres import PostgresMemoryStores
 from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.stores.base import NewEntry
@@ -361,3 +361,35 @@ async def test_a_worker_with_next_embedder_stores_the_new_models_vectors_first(
     assert (progress.entries, progress.current) == (10, 10)
     switched = await store.switch_generation(new.model, force=False, now=datetime.now(UTC))
     assert switched.active
+
+
+async def test_a_worker_of_either_model_starts_in_the_middle_of_a_promotion(make_postgres_stores):
+    """Half-way through a promotion the entries' own vectors are of both models: a worker of
+    either generation's model starts (the check sees one model change, not a foreign model), a
+    worker of a third model is still refused."""
+    stores = await make_postgres_stores(dimension=None)
+    store = stores.vector_store
+    old, new = HashEmbedder(dimensions=16), HashEmbedder(dimensions=8)
+    now = datetime.now(UTC)
+    scope = MemoryIdentity(tenant_id="acme", resource_id="ada", thread_id="t1")
+    entries = _entries("before", 6)
+    vectors = [old.embed_one(entry.text) for entry in entries]
+    await store.put_entries(scope, entries, now=now, vectors=vectors, model=old.model)
+    await store.start_generation(
+        primary=old.model, primary_width=16, model=new.model, width=8, now=now
+    )
+    claimed = await store.claim_generation(
+        new.model, limit=10, worker_id="b", lease_seconds=60, now=now
+    )
+    await store.store_generation_vectors(
+        new.model, [(c, new.embed_one(c.text)) for c in claimed], now=now
+    )
+    await store.switch_generation(new.model, force=False, now=now)
+    step = await store.promote_generation(new.model, limit=3, now=now)
+    assert (step.moved, step.promoted) == (3, False)
+    assert await store.embedding_models(None) == {old.model, new.model}
+
+    for embedder in (old, new):
+        await IndexingWorker(store, embedder, poll_seconds=60).check_model()
+    with pytest.raises(EmbeddingModelMismatchError):
+        await IndexingWorker(store, HashEmbedder(dimensions=4), poll_seconds=60).check_model()
