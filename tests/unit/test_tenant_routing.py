@@ -60,6 +60,8 @@ ALLOWED: dict[str, str] = {
     "generations/store": "a backfill batch's vectors, keyed by arrays (a batch may span tenants)",
     "generations/progress": _STORE_WIDE,
     "generations/switch": _STORE_WIDE,
+    "generations/promote": _STORE_WIDE,
+    "generations/finish_promotion": _STORE_WIDE,
     "generations/drop": _STORE_WIDE,
     "migrations/upgrade_head": _DDL,
     "migrations/upgrade_head.dim4": _DDL,
