@@ -272,16 +272,8 @@ class RagSession(RagOperations):
         scope = resolve_scope(scope)
         check_sources_page(after, limit)
         gen = await self._generation(scope, generation)
-        rows = await self.session.execute(
-            text(self.sql.sources),
-            {
-                "tenant": scope.tenant_id,
-                "scope": scope.key,
-                "generation": gen,
-                "after": after,
-                "limit": limit,
-            },
-        )
+        params = {"tenant": scope.tenant_id, "scope": scope.key, "after": after, "limit": limit}
+        rows = await self.session.execute(text(self.sql.sources), {**params, "generation": gen})
         return [str(source) for source in rows.scalars()]
 
     async def delete_source(
