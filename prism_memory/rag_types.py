@@ -35,6 +35,7 @@ __all__ = [
     "check_filter",
     "check_generation",
     "check_metadata",
+    "check_model",
     "check_text",
     "chunk_digest",
 ]
@@ -51,6 +52,7 @@ MAX_FILTER_KEYS: Final = 16
 """Most keys one metadata ``filter`` may test."""
 _MAX_METADATA_BYTES: Final = 64 * 1024
 _MAX_GENERATION: Final = 2**63 - 1
+_MAX_MODEL: Final = 256
 _SCOPE_KEYS: Final = ("tenant_id", "resource_id", "collection")
 """The keys a scope mapping may have (:meth:`RagScope.of`)."""
 
@@ -82,6 +84,25 @@ def check_generation(value: object, name: str = "generation") -> int:
     """A generation number: an integer in ``[0, 2**63)``."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_GENERATION:
         raise ValidationError(f"{name} must be an integer in [0, 2**63)")
+    return value
+
+
+def check_model(value: object, name: str = "embedding_model") -> str | None:
+    """``None`` or an embedding model identifier: a non-empty printable string of at most 256
+    characters (the rule of :func:`prism_memory.embedding.embedder_model`)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > _MAX_MODEL
+        or not value.isprintable()
+    ):
+        # never the value: a model name may be a secret
+        raise ValidationError(
+            f"{name} must be None or a non-empty printable string of at most {_MAX_MODEL} "
+            "characters"
+        )
     return value
 
 
@@ -175,7 +196,9 @@ class Chunk:
 
     ``index`` is the chunk's position in its source (0-based); ``digest`` is the SHA-256 of
     ``text`` (computed when not given; a given digest must match). ``metadata`` is the host's JSON
-    object, filterable at query time -- it never carries authorisation.
+    object, filterable at query time -- it never carries authorisation. ``embedding_model`` is the
+    ``model`` of the embedder that made ``embedding`` (``None``: not recorded, e.g. a row written
+    before revision ``prism_memory_0012``); :func:`prism_memory.rag.ingest` records it.
     """
 
     source_id: str
@@ -184,6 +207,7 @@ class Chunk:
     embedding: Vector
     metadata: Mapping[str, Any] = field(default_factory=dict)
     digest: str = ""
+    embedding_model: str | None = None
 
     def __post_init__(self) -> None:
         check_key(self.source_id, "source_id")
@@ -199,6 +223,7 @@ class Chunk:
         if self.digest and self.digest != expected:
             raise ValidationError("chunk digest does not match its text")
         object.__setattr__(self, "digest", expected)
+        check_model(self.embedding_model, "chunk embedding_model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +309,8 @@ class RagHit:
     ``lexical_query``, the fused similarity of :func:`prism_memory.ranking.fuse` for
     ``hybrid_query``. ``semantic`` is the true cosine and ``lexical`` the raw BM25 against the
     scope's statistics (``None`` when the leg that produced the hit did not compute it).
-    ``embedding`` is the chunk's stored vector.
+    ``embedding`` is the chunk's stored vector and ``embedding_model`` the model that made it
+    (``None`` when the chunk does not record one).
     """
 
     source_id: str
@@ -296,6 +322,7 @@ class RagHit:
     semantic: float | None = None
     lexical: float | None = None
     embedding: Vector | None = field(default=None, compare=False, repr=False)
+    embedding_model: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:

@@ -333,6 +333,7 @@ TEXT_ONLY = {
         "drop",
     },
     "RagSession": {
+        "list_sources",
         "query",
         "lexical_query",
         "lexical_stats",

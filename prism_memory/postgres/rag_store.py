@@ -65,6 +65,7 @@ from ..stores.rag_base import (
     RagOperations,
     check_authorization,
     check_chunks,
+    check_sources_page,
     check_top_k,
     lexical_score,
     lexical_terms,
@@ -187,6 +188,7 @@ class RagSession(RagOperations):
                 "metadata": statement.excluded.metadata,
                 "digest": statement.excluded.digest,
                 "embedding": statement.excluded.embedding,
+                "embedding_model": statement.excluded.embedding_model,
                 "text_tsv": statement.excluded.text_tsv,
                 "term_count": statement.excluded.term_count,
                 "created_at": statement.excluded.created_at,
@@ -206,6 +208,7 @@ class RagSession(RagOperations):
                     "metadata": dict(chunk.metadata),
                     "digest": chunk.digest,
                     "embedding": vector,
+                    "embedding_model": chunk.embedding_model,
                     "text_tsv": terms,
                     "term_count": count,
                 }
@@ -239,6 +242,7 @@ class RagSession(RagOperations):
                 table.c.metadata,
                 table.c.digest,
                 table.c.embedding,
+                table.c.embedding_model,
             )
             .where(self._in_generation(scope, gen) & (table.c.source_id == source_id))
             .order_by(table.c.chunk_index)
@@ -251,9 +255,26 @@ class RagSession(RagOperations):
                 embedding=row.embedding,
                 metadata=row.metadata,
                 digest=row.digest,
+                embedding_model=row.embedding_model,
             )
             for row in rows
         ]
+
+    async def list_sources(
+        self,
+        scope: RagScope,
+        *,
+        generation: int | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[str]:
+        """The next ``limit`` source ids of the generation after ``after``, in code-point order."""
+        scope = resolve_scope(scope)
+        check_sources_page(after, limit)
+        gen = await self._generation(scope, generation)
+        params = {"tenant": scope.tenant_id, "scope": scope.key, "after": after, "limit": limit}
+        rows = await self.session.execute(text(self.sql.sources), {**params, "generation": gen})
+        return [str(source) for source in rows.scalars()]
 
     async def delete_source(
         self, scope: RagScope, source_id: str, *, generation: int | None = None
@@ -550,6 +571,7 @@ def _hits(scored: list[tuple[float, Any]], *, leg: Literal["semantic", "lexical"
             semantic=score if leg == "semantic" else None,
             lexical=score if leg == "lexical" else None,
             embedding=np.asarray(row.embedding),
+            embedding_model=row.embedding_model,
         )
         for score, row in scored
     ]

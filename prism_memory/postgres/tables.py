@@ -14,7 +14,8 @@ Tables, for a base name ``t``:
 * ``t_share_grant`` -- parent -> child thread share grants;
 * ``t_rag_source_acl`` -- RAG source grants to principals and groups, per RAG scope;
 * ``t_rag_scope_generations`` -- the current generation of each RAG scope;
-* ``t_rag_chunks`` -- RAG document chunks by scope, generation and source, with their vectors;
+* ``t_rag_chunks`` -- RAG document chunks by scope, generation and source, with their vectors
+  and the model that made each (revision ``prism_memory_0012``);
 * ``t_working`` -- versioned working-memory documents;
 * ``t_generations`` -- the registry of vector generations (one row per embedding model, at most
   one active) and ``t_vectors`` -- a shadow generation's vectors, one per entry and model
@@ -491,6 +492,8 @@ def build_metadata(
         Column("text_tsv", TSVECTOR, nullable=False),
         Column("term_count", Integer, nullable=False),
         _timestamp("created_at"),
+        # Revision prism_memory_0012: the model that made the vector (NULL: not recorded).
+        Column("embedding_model", Text, nullable=True),
         PrimaryKeyConstraint(
             "tenant_id",
             "scope",

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _telemetry as otel
-from ..embedding import Embedder, assert_finite_vector, embed_batched
-from ..errors import DimensionMismatchError, ValidationError
+from ..embedding import Embedder, assert_finite_vector, embed_batched, embedder_model
+from ..errors import DimensionMismatchError, EmbeddingModelMismatchError, ValidationError
 from ..limits import CEILINGS
 from ..models import DEFAULT_LEXICAL_WEIGHT, Vector, check_key
 from ..rag_types import (
@@ -51,6 +51,9 @@ async def ingest(
       digest is new go to the embedder, in batches of ``batch_size`` (≤ 128), and the source's old
       chunks are replaced atomically -- a reader sees the old version or the new one, never both.
     * Every vector is checked (finite, the store's width) before anything is written.
+    * Every chunk records the embedder's ``model`` (:func:`~prism_memory.embedding.embedder_model`)
+      as its ``embedding_model``. A stored vector of another model is never kept: re-ingesting a
+      source with another model embeds every chunk again.
 
     To rebuild a whole corpus without readers seeing a mix, ingest every source with
     ``generation=g`` (a generation nobody reads yet), then
@@ -68,27 +71,36 @@ async def ingest(
     gen = resolve_generation(generation)
     if gen is None:
         gen = await store.get_current_generation(scope)
+    model = embedder_model(embedder)
     digests = [chunk_digest(piece) for piece in pieces]
     existing = await store.get_by_source(scope, source_id, generation=gen)
     if [(c.index, c.digest) for c in existing] == list(enumerate(digests)) and all(
-        c.metadata == clean_metadata for c in existing
+        c.metadata == clean_metadata and (model is None or c.embedding_model == model)
+        for c in existing
     ):
         return IngestResult(source_id, gen, len(pieces), 0, unchanged=True)
 
-    reuse: dict[str, Vector] = {chunk.digest: chunk.embedding for chunk in existing}
+    # A stored vector is reused only when it is of the embedder's model (or either side does not
+    # say: trusted, as queries trust it); another model's chunks are all embedded again.
+    reuse: dict[str, tuple[Vector, str | None]] = {
+        chunk.digest: (chunk.embedding, chunk.embedding_model if model is None else model)
+        for chunk in existing
+        if model is None or chunk.embedding_model in (None, model)
+    }
     missing = list(dict.fromkeys(p for p, d in zip(pieces, digests, strict=True) if d not in reuse))
     if missing:
         vectors = await embed_batched(embedder, missing, batch_size=batch_size)
         for piece, vector in zip(missing, vectors, strict=True):
-            reuse[chunk_digest(piece)] = vector
+            reuse[chunk_digest(piece)] = (vector, model)
     chunks = [
         Chunk(
             source_id=source_id,
             index=index,
             text=piece,
-            embedding=reuse[digest],
+            embedding=reuse[digest][0],
             metadata=clean_metadata,
             digest=digest,
+            embedding_model=reuse[digest][1],
         )
         for index, (piece, digest) in enumerate(zip(pieces, digests, strict=True))
     ]
@@ -111,6 +123,7 @@ async def hybrid_query(
     authorization: Authorization = None,
     generation: int | None = None,
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    next_embedder: Embedder | None = None,
 ) -> list[RagHit]:
     """Vector and lexical legs over one generation, fused by recall's own fusion function.
 
@@ -122,6 +135,14 @@ async def hybrid_query(
     (:meth:`~prism_memory.rag.RagStore.lexical_stats`), and the best ``top_k`` are returned. Each hit
     carries the fused ``score``, the true cosine ``semantic`` and the raw BM25 ``lexical``;
     ``lexical_weight`` is the fusion's λ (recall's default unless given).
+
+    Vectors of two models are never compared. When the hits were made by another model than
+    ``embedder``'s (chunks that record none are trusted as the query's),
+    :class:`~prism_memory.errors.EmbeddingModelMismatchError` is raised -- unless
+    ``next_embedder`` is of exactly their model: the query is then embedded with it and the
+    generation queried again, once (during a model change, a host that already runs the new
+    model answers from either generation). Hits of two models in one generation raise the same
+    error.
     """
     scope = RagScope.of(scope)
     check_top_k(top_k)
@@ -130,6 +151,7 @@ async def hybrid_query(
         if embedder is None:
             raise ValidationError("hybrid_query needs an embedding or an embedder")
         embedding = (await embed_batched(embedder, [text], batch_size=1))[0]
+    query_model = None if embedder is None else embedder_model(embedder)
     query_vector = assert_finite_vector(embedding, "query embedding")
     gen = resolve_generation(generation)
     if gen is None:
@@ -139,6 +161,20 @@ async def hybrid_query(
     vector_hits = await store.query(scope, embedding=query_vector, top_k=pool, **legs)
     lexical_hits = await store.lexical_query(scope, text=text, top_k=pool, **legs)
     stats = await store.lexical_stats(scope, text=text, **legs)
+    stored = _hits_model(vector_hits, lexical_hits)
+    if query_model is not None and stored is not None and stored != query_model:
+        if next_embedder is None or embedder_model(next_embedder) != stored:
+            raise EmbeddingModelMismatchError(
+                "the generation's chunks were embedded by another model than the query's "
+                "embedder; pass next_embedder= of their model, or query a generation of yours"
+            )
+        embedding = (await embed_batched(next_embedder, [text], batch_size=1))[0]
+        query_vector = assert_finite_vector(embedding, "query embedding")
+        vector_hits = await store.query(scope, embedding=query_vector, top_k=pool, **legs)
+        if _hits_model(vector_hits, lexical_hits) not in (None, stored):
+            raise EmbeddingModelMismatchError(
+                "the generation's chunks changed model while it was queried; query it again"
+            )
     return fuse_legs(
         vector_hits,
         lexical_hits,
@@ -148,6 +184,17 @@ async def hybrid_query(
         top_k=top_k,
         lexical_weight=weight,
     )
+
+
+def _hits_model(*legs: Sequence[RagHit]) -> str | None:
+    """The one model the hits record (``None``: none records one); two models raise."""
+    models = {hit.embedding_model for leg in legs for hit in leg} - {None}
+    if len(models) > 1:
+        raise EmbeddingModelMismatchError(
+            "the generation holds chunks of two embedding models; re-embed it into one model "
+            "(prism_memory.rag.reembed_generation) before querying it"
+        )
+    return next(iter(models), None)
 
 
 def _check_weight(value: object) -> float:

@@ -39,7 +39,7 @@ from .. import _telemetry as otel
 from ..errors import CapExceededError, ValidationError
 from ..lexical import CorpusStats, bm25, query_terms, term_counts
 from ..limits import CEILINGS
-from ..models import Vector
+from ..models import Vector, check_key
 from ..rag_types import (
     ACL,
     MAX_CHUNKS_PER_CALL,
@@ -62,6 +62,7 @@ __all__ = [
     "RagStoreByCall",
     "check_authorization",
     "check_chunks",
+    "check_sources_page",
     "check_top_k",
     "lexical_score",
     "lexical_terms",
@@ -71,6 +72,8 @@ __all__ = [
 
 MAX_QUERY_TERMS = 64
 """Most distinct terms one lexical query may hold."""
+MAX_SOURCES_PAGE = 1000
+"""Most source ids one :meth:`RagOperations.list_sources` call returns."""
 
 
 def check_top_k(top_k: object) -> int:
@@ -106,6 +109,16 @@ def check_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
             raise ValidationError(f"chunks[{position}] repeats the key of an earlier chunk")
         seen.add(key)
     return list(chunks)
+
+
+def check_sources_page(after: object, limit: object) -> None:
+    """``after`` is ``None`` or a source id; ``limit`` an integer in ``[1, 1000]``."""
+    if after is not None:
+        check_key(after, "after")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValidationError("limit must be a positive integer")
+    if limit > MAX_SOURCES_PAGE:
+        raise CapExceededError(f"limit={limit} is over the cap {MAX_SOURCES_PAGE}")
 
 
 def lexical_terms(text: object) -> tuple[str, ...]:
@@ -164,6 +177,20 @@ class RagOperations(abc.ABC):
         self, scope: RagScope, source_id: str, *, generation: int | None = None
     ) -> list[Chunk]:
         """The chunks of ``source_id`` in ``generation`` (default: current), by index."""
+
+    @abc.abstractmethod
+    async def list_sources(
+        self,
+        scope: RagScope,
+        *,
+        generation: int | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[str]:
+        """The ids of the sources holding chunks in ``generation`` (default: current), in
+        code-point order (Python's ``sorted``): the first ``limit`` (at most 1,000) after
+        ``after`` (``None``: from the first). Page through a generation by passing the last id
+        returned as the next ``after``."""
 
     @abc.abstractmethod
     async def delete_source(
@@ -302,6 +329,19 @@ class RagStoreByCall(RagStore):
         """The chunks of ``source_id`` by index."""
         async with self._operations("get_by_source", write=False) as ops:
             return await ops.get_by_source(scope, source_id, generation=generation)
+
+    @otel.traced("get_memory", "rag.list_sources", count=len)
+    async def list_sources(
+        self,
+        scope: RagScope,
+        *,
+        generation: int | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[str]:
+        """The next ``limit`` source ids of the generation after ``after``."""
+        async with self._operations("list_sources", write=False) as ops:
+            return await ops.list_sources(scope, generation=generation, after=after, limit=limit)
 
     @otel.traced("delete_memory", "rag.delete_source", count=lambda deleted: deleted)
     async def delete_source(

@@ -36,6 +36,7 @@ from .rag_base import (
     RagStoreByCall,
     check_authorization,
     check_chunks,
+    check_sources_page,
     check_top_k,
     lexical_score,
     lexical_terms,
@@ -140,6 +141,7 @@ class _View(RagOperations):
                 embedding=vector,
                 metadata=chunk.metadata,
                 digest=chunk.digest,
+                embedding_model=chunk.embedding_model,
             )
             corpus[(chunk.source_id, chunk.index)] = stored
         self._store.learn_width(width)
@@ -156,6 +158,21 @@ class _View(RagOperations):
             (chunk for (source, _), chunk in corpus.items() if source == source_id),
             key=lambda chunk: chunk.index,
         )
+
+    async def list_sources(
+        self,
+        scope: RagScope,
+        *,
+        generation: int | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[str]:
+        """The next ``limit`` source ids of the generation after ``after``, in code-point order."""
+        scope = resolve_scope(scope)
+        check_sources_page(after, limit)
+        corpus = self._state.chunks.get((_key(scope), self._generation(scope, generation)), {})
+        sources = {source for source, _ in corpus if after is None or source > after}
+        return sorted(sources)[:limit]
 
     async def delete_source(
         self, scope: RagScope, source_id: str, *, generation: int | None = None
@@ -388,6 +405,7 @@ def _best(
             semantic=score if leg == "semantic" else None,
             lexical=score if leg == "lexical" else None,
             embedding=chunk.embedding,
+            embedding_model=chunk.embedding_model,
         )
         for score, chunk in scored[:top_k]
     ]

@@ -21,6 +21,7 @@ from ..rag_types import (
     SourceAccess,
 )
 from ._rag_access import RAG_ACCESS_CHECKS
+from ._rag_models import RAG_MODEL_CHECKS
 from ._rag_support import RagConformanceKit, RagKitFactory, _Case, _keys, _unit
 from ._rag_writes import RAG_WRITE_CHECKS
 from ._support import _check, _raises, _run_each
@@ -270,6 +271,7 @@ async def id_collections_and_bad_arguments_raise_alike(kit: RagConformanceKit) -
 RAG_CONFORMANCE_CHECKS: dict[str, Callable[[RagConformanceKit], Awaitable[None]]] = {
     **RAG_ACCESS_CHECKS,
     **RAG_WRITE_CHECKS,
+    **RAG_MODEL_CHECKS,
     scopes_filters_and_inputs.__name__: scopes_filters_and_inputs,
     hybrid_query_fuses_authorised_legs.__name__: hybrid_query_fuses_authorised_legs,
     id_collections_and_bad_arguments_raise_alike.__name__: id_collections_and_bad_arguments_raise_alike,

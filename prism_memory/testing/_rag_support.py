@@ -86,3 +86,24 @@ class _Case:
 
 def _keys(hits: Sequence[RagHit]) -> list[tuple[str, int]]:
     return [hit.key for hit in hits]
+
+
+class _ModelEmbedder:
+    """An embedder of another model at the same width: ``inner``'s vectors rolled by ``shift``
+    places (another vector space: a text's vector differs from ``inner``'s), named ``model``; it
+    counts the texts it embeds."""
+
+    def __init__(self, inner: Embedder, model: str | None, shift: int = 0) -> None:
+        self._inner = inner
+        self.model = model
+        self.shift = shift
+        self.texts: list[str] = []
+
+    @property
+    def dimensions(self) -> int:
+        return self._inner.dimensions
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        vectors = np.asarray(await self._inner.embed(texts), dtype=np.float64)
+        return np.roll(vectors, self.shift, axis=1)

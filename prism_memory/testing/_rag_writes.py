@@ -184,6 +184,9 @@ class _CountingStore(RagStore):
     async def get_by_source(self, *args: Any, **kwargs: Any) -> list[Chunk]:
         return await self.inner.get_by_source(*args, **kwargs)
 
+    async def list_sources(self, *args: Any, **kwargs: Any) -> list[str]:
+        return await self.inner.list_sources(*args, **kwargs)
+
     async def query(self, *args: Any, **kwargs: Any) -> list[RagHit]:
         return await self.inner.query(*args, **kwargs)
 

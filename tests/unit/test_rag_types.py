@@ -392,5 +392,20 @@ def test_a_hit_is_keyed_by_source_and_chunk_index():
 def test_a_hit_compares_and_prints_without_its_embedding():
     with_vector, without = _hit(np.ones(3, dtype=np.float32)), _hit()
     assert with_vector == without
-    assert "embedding" not in repr(with_vector)
+    assert "embedding=" not in repr(with_vector)  # the vector is not printed; its model is
+    assert "embedding_model=None" in repr(with_vector)
     assert (without.semantic, without.lexical, without.embedding) == (None, None, None)
+    assert without.embedding_model is None
+
+
+def test_a_chunk_records_its_model_last_and_checks_it_without_repeating_it():
+    from prism_memory.rag_types import Chunk
+
+    positional = Chunk("s", 0, "text", np.ones(3), {"k": 1}, "")
+    assert positional.embedding_model is None
+    assert Chunk("s", 0, "text", np.ones(3), embedding_model="m@1").embedding_model == "m@1"
+    assert [f.name for f in dataclasses.fields(Chunk)][-1] == "embedding_model"
+    for bad in ("", "   ", "x" * 257, "secret\nmodel", 3):
+        with pytest.raises(ValidationError) as refused:
+            Chunk("s", 0, "text", np.ones(3), embedding_model=bad)  # type: ignore[arg-type]
+        assert "secret" not in str(refused.value)

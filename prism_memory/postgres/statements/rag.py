@@ -101,7 +101,10 @@ class RagSql:
     def nearest(self, *, exact: bool, acl: bool, versioned: bool, filtered: bool) -> str:
         """The ``:limit`` nearest chunks by cosine distance (HNSW-capable, or exact)."""
         where = self._where(acl=acl, versioned=versioned, filtered=filtered)
-        columns = "c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding"
+        columns = (
+            "c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding, "
+            "c.embedding_model"
+        )
         distance = "(c.embedding <=> :query)"
         if exact:
             # ``+ 0`` is not the indexed expression, so the HNSW index cannot serve this order:
@@ -135,7 +138,8 @@ class RagSql:
             "ON u.lexeme = w.term)"
         )
         return (
-            "SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding "  # noqa: S608 - quoted identifiers, bound values
+            "SELECT c.source_id, c.chunk_index, c.text, c.metadata, c.generation, c.embedding, "  # noqa: S608 - quoted identifiers, bound values
+            "c.embedding_model "
             f"FROM {self.chunks} c "
             f"WHERE {where} AND c.text_tsv @@ CAST(:tsquery AS tsquery) "
             f"ORDER BY {bm25} DESC, c.source_id, c.chunk_index LIMIT :limit"
@@ -188,6 +192,18 @@ class RagSql:
             f"INSERT INTO {self.generations} (tenant_id, scope, generation, updated_at) "  # noqa: S608 - quoted identifiers, bound values
             "VALUES (:tenant, :scope, :generation, now()) ON CONFLICT (tenant_id, scope) "
             "DO UPDATE SET generation = EXCLUDED.generation, updated_at = EXCLUDED.updated_at"
+        )
+
+    @property
+    def sources(self) -> str:
+        """The next ``:limit`` distinct source ids of a scope's generation after ``:after``
+        (``NULL``: from the first), in code-point order (``COLLATE "C"``, whatever the database's
+        collation: the order Python sorts strings in)."""
+        return (
+            f'SELECT DISTINCT c.source_id COLLATE "C" AS source_id FROM {self.chunks} c '  # noqa: S608 - quoted identifiers, bound values
+            "WHERE c.tenant_id = :tenant AND c.scope = :scope AND c.generation = :generation "
+            'AND (CAST(:after AS text) IS NULL OR c.source_id COLLATE "C" > CAST(:after AS text)) '
+            "ORDER BY 1 LIMIT :limit"
         )
 
     @property

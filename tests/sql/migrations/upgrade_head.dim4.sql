@@ -274,4 +274,10 @@ CREATE TABLE prism_memory.semantic_memory_vectors (
 
 UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0011' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0010';
 
+-- Running upgrade prism_memory_0011 -> prism_memory_0012
+
+ALTER TABLE prism_memory.semantic_memory_rag_chunks ADD COLUMN embedding_model TEXT;
+
+UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0012' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0011';
+
 COMMIT;
