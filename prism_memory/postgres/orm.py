@@ -169,6 +169,9 @@ class RagChunkRow(_Row):
     metadata: Mapped[dict[str, Any]]
     digest: Mapped[str]
     embedding: Mapped[Vector]
+    embedding_model: Mapped[str | None]
+    """The model that made ``embedding`` (revision ``prism_memory_0012``; ``None``: not
+    recorded, written before it or without a model)."""
     text_tsv: Mapped[str]
     """The chunk's :func:`prism_memory.lexical.tokenize` terms with their positions."""
     term_count: Mapped[int]

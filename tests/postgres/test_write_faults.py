@@ -22,6 +22,7 @@ from sqlalchemy import text
 from prism_memory import PrismMemoryError
 from prism_memory.models import MemoryIdentity
 from prism_memory.postgres import PostgresMemoryStores
+from prism_memory.postgres import _generations as postgres_generations
 from prism_memory.stores.base import GovernanceChange, NewEntry, Tombstone
 
 pytestmark = pytest.mark.postgres
@@ -99,6 +100,10 @@ async def test_a_killed_connection_leaves_a_write_whole_or_absent(
 ):
     stores = await make_postgres_stores(dimension=8)
     store = stores.vector_store
+    # a write of a model reads the vector generations' registry first, at most every
+    # _MISS_SECONDS: read it now and keep it, so every write below runs the same statements
+    monkeypatch.setattr(postgres_generations, "_MISS_SECONDS", 3600.0)
+    assert await store.vector_generations.width_of("m") is None
     killer = DriverKiller(monkeypatch)
     rng = np.random.default_rng(8)
     vectors = [rng.standard_normal(8).astype(np.float32) for _ in range(4)]
