@@ -90,18 +90,19 @@ class PostgresGenerations(VectorGenerations):
                 self._misses[model] = now
         return generation
 
-    async def vectors_of(self, model: str | None) -> tuple[int | None, bool]:
-        """How a search of ``model`` reads: its registered width (``None``: not registered, or
-        no model) and whether the store holds more than one generation, so that each row's
-        vector of ``model`` is its own or the one kept beside it
-        (:meth:`~prism_memory.postgres.statements.RecallSql.search`'s ``by_model``); else a
-        search ranks the entries' own vectors."""
+    async def vectors_of(self, model: str | None) -> Generation | None:
+        """The generation a search of ``model`` ranks by the rule (each row's vector of it: its
+        own or the one kept beside it; :meth:`~prism_memory.postgres.statements.RecallSql.search`'s
+        ``by_model``): the registered ``model`` -- ``None`` naming the primary -- while the store
+        holds more than one generation; ``None`` when a search ranks the entries' own vectors
+        (no generations, one, or an unregistered model). A search without a model reads the
+        registry as last cached (it never triggers a read)."""
         if model is None:
-            return None, False
+            model = next((g.model for g in self._known.values() if g.role == "primary"), None)
+            if model is None:
+                return None
         generation = await self._cached(model)
-        if generation is None:
-            return None, False
-        return generation.width, len(self._known) > 1
+        return generation if generation is not None and len(self._known) > 1 else None
 
     async def width_of(self, model: str | None) -> int | None:
         """The width a write of ``model``'s vectors is checked against: its generation's, or

@@ -228,13 +228,18 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Exact per-thread candidates and statistics (:meth:`EntrySql.search`; ``model``)."""
         check_limit(request.limit)
-        width, by_model = await self.vector_generations.vectors_of(request.model)
-        if width is None:
-            width = await self._width.known(self._entries)
+        ranked = await self.vector_generations.vectors_of(request.model)
+        if ranked is not None:
+            width: int | None = ranked.width
+            request = replace(request, model=ranked.model)
+        else:
+            width = await self._width.known(self._entries, request.model)
         query = assert_finite_vector(request.vector, "query vector", expected_length=width)
         if request.limit == 0:
             return SearchResult([], CorpusStats())
-        found = await self._entries.search(scope, replace(request, vector=query), by_model=by_model)
+        found = await self._entries.search(
+            scope, replace(request, vector=query), by_model=ranked is not None
+        )
         self.vector_generations.observe(found.active_model)
         return found
 

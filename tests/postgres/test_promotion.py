@@ -52,7 +52,7 @@ def _new(entry_id: str) -> np.ndarray:
     return np.asarray([at % 3, 1.0, at, 2.0 - at % 2], np.float32)
 
 
-def _request(vector: np.ndarray, model: str) -> SearchRequest:
+def _request(vector: np.ndarray, model: str | None) -> SearchRequest:
     return SearchRequest(
         vector=vector, terms=frozenset(), limit=10, filter=RecallFilter(now=NOW), model=model
     )
@@ -129,6 +129,12 @@ async def test_a_promotion_to_another_width_retires_the_old_model(make_postgres_
         if len(steps) == 1:  # a rollback half-way answers as the old model did
             await store.switch_generation(OLD, force=False, now=NOW)
             assert await _answers(store, OLD) == before_old
+            # a search naming no model ranks the primary's vectors by the same rule
+            query = _old("c")
+            found = await store.search(SCOPE, _request(query, None))
+            assert {c.embedding_model for c in found.candidates} == {OLD}
+            unnamed = sorted(((c.id, _distance(query, c.vector)) for c in found.candidates))
+            assert unnamed == sorted(before_old)
             await store.switch_generation(NEW, force=False, now=NOW)
         if step.promoted:
             break
