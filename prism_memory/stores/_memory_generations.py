@@ -173,7 +173,10 @@ class _InMemoryGenerations(VectorGenerations):
         for (item, _), vector in zip(items, checked, strict=True):
             thread = self._state.thread(_key(item.scope))
             row = None if thread is None else thread.rows.get(item.id)
-            if thread is None or row is None or row.record.revision != item.revision:
+            if thread is None or row is None:
+                continue
+            if row.record.revision != item.revision:
+                thread.shadow_leases.pop(item.id, None)  # leased for a text it no longer has
                 continue
             if thread.own_is(model, row, primary):
                 continue  # its own vector is of the model: it needs none beside it

@@ -94,10 +94,28 @@ class GenerationSql(TableSql):
     def store(self) -> str:
         """Store each item's vector of ``:model`` where its entry still has the item's revision
         and its own vector is of another model (one primary-key probe per item), replacing the
-        vector of the model kept for the entry and releasing its lease."""
+        vector of the model kept for the entry and releasing its lease; the lease of an item
+        whose entry has another revision now is released too (``released``). The statement's
+        row count is the insert's: the vectors stored."""
+        items = (
+            "unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
+            "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]))"
+        )
+        # an item whose entry has another revision now (its text changed) is not stored, and
+        # its lease -- taken for the old text -- goes, so the entry is claimed again at once
+        released = (
+            f"WITH released AS (UPDATE {self.vectors} AS r SET claimed_by = NULL, "
+            f"claimed_until = NULL FROM {items} AS i(tenant_id, resource_id, thread_id, id, "
+            "revision) WHERE r.tenant_id = i.tenant_id AND r.resource_id = i.resource_id "
+            "AND r.thread_id = i.thread_id AND r.entry_id = i.id "
+            "AND r.model = CAST(:model AS text) AND r.claimed_until IS NOT NULL "
+            f"AND NOT EXISTS (SELECT 1 FROM {self.entries} e WHERE e.tenant_id = i.tenant_id "
+            "AND e.resource_id = i.resource_id AND e.thread_id = i.thread_id AND e.id = i.id "
+            "AND e.revision = i.revision) RETURNING 1) "
+        )
         return (
-            f"INSERT INTO {self.vectors} AS w (tenant_id, resource_id, thread_id, entry_id, "
-            "model, revision, embedding, claimed_by, claimed_until) "
+            f"{released}INSERT INTO {self.vectors} AS w (tenant_id, resource_id, thread_id, "
+            "entry_id, model, revision, embedding, claimed_by, claimed_until) "
             "SELECT e.tenant_id, e.resource_id, e.thread_id, e.id, CAST(:model AS text), "
             "e.revision, i.embedding, NULL, NULL "
             "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
