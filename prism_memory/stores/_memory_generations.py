@@ -261,7 +261,9 @@ class _InMemoryGenerations(VectorGenerations):
                     continue
                 record = row.record
                 had = primary if record.embedding_model is None else record.embedding_model
-                if had is not None:  # kept as the entry's vector of its model
+                # kept as the entry's vector of its model; an unregistered model has no
+                # generation to keep it in (as on PostgreSQL)
+                if had in state.generations:
                     thread.shadow.setdefault(had, {})[entry_id] = (record.revision, row.vector)
                 thread.shadow.get(model, {}).pop(entry_id, None)
                 moved_row = replace(row, record=replace(record, embedding_model=model))
