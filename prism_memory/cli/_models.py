@@ -117,11 +117,14 @@ async def _threads(store: PostgresVectorStore, limit: int = 10_000) -> list[Memo
 async def generation_report(url: str, schema: str, table: str) -> tuple[list[str], int]:
     """What ``stats`` and ``doctor`` show of the generations: one line per generation (its
     role, whether recall answers from it, how many indexed entries hold a current vector of it)
-    and how many indexed entries the active one lacks (a forced switch's backlog)."""
-    async with _store(url, schema, table) as (_, gens):
+    and how many indexed entries the active one lacks (a forced switch's backlog); and, while the
+    entries' own vectors are of more than the primary's model (a promotion under way, or a
+    writer of the old model after it), which models they are."""
+    async with _store(url, schema, table) as (store, gens):
         now = utcnow()
         lines, missing = [], 0
-        for generation in await gens.generations():
+        registered = await gens.generations()
+        for generation in registered:
             progress = await gens.generation_progress(generation.model, now=now)
             active = ", active" if generation.active else ""
             leased = f", {progress.leased} leased" if progress.leased else ""
@@ -130,6 +133,14 @@ async def generation_report(url: str, schema: str, table: str) -> tuple[list[str
                 f"{progress.current}/{progress.entries} entries{leased}"
             )
             missing += progress.missing if generation.active else 0
+        primary = next((g.model for g in registered if g.role == "primary"), None)
+        own = sorted(await store.embedding_models(None))
+        if primary is not None and own not in ([], [primary]):
+            target = next((g.model for g in registered if g.active), primary)
+            lines.append(
+                f"the entries' own vectors are of {', '.join(own)} (a promotion is not finished: "
+                f"`prism-memory models promote {target}`)"
+            )
         return lines, missing
 
 

@@ -167,9 +167,22 @@ async def test_promote_retires_the_old_model_of_another_width(postgres_url, sche
     assert "switch to it first" in done.stderr
     assert cli("models", "switch", NEW, *at).returncode == 0
 
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema)
+    try:  # one batch: the entries' own vectors are of both models, which doctor tells
+        step = await stores.vector_store.promote_generation(NEW, limit=2, now=utcnow())
+        assert (step.moved, step.promoted) == (2, False)
+    finally:
+        await stores.close()
+    done = cli("doctor", *at)
+    assert done.returncode == 0, done.stdout
+    assert (
+        f"the entries' own vectors are of hash-v1-16, {NEW} (a promotion is not finished: "
+        f"`prism-memory models promote {NEW}`)"
+    ) in done.stdout
+
     done = cli("models", "promote", NEW, *at, "--batch-size", "2")
     assert done.returncode == 0, done.stderr
-    assert f"{NEW} is the primary generation (5 entries moved" in done.stdout
+    assert f"{NEW} is the primary generation (3 entries moved" in done.stdout
     assert "`prism-memory models drop hash-v1-16` deletes them" in done.stdout
     lines = cli("models", "status", *at).stdout.splitlines()
     assert lines[0].startswith(f"{NEW}: primary, active, width 64, 5/5 vectors, 0 missing")
@@ -178,6 +191,7 @@ async def test_promote_retires_the_old_model_of_another_width(postgres_url, sche
     assert done.returncode == 0, done.stderr
     assert "dropped hash-v1-16: 5 vectors deleted" in done.stdout
     assert cli("models", "status", *at).stdout.startswith(f"{NEW}: primary, active, width 64")
+    assert "own vectors" not in cli("doctor", *at).stdout
 
     # a host of the new model alone remembers and recalls on the promoted store
     stores = await create_postgres_memory_stores(postgres_url, schema=schema)

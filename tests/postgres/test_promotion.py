@@ -133,7 +133,7 @@ async def test_a_promotion_to_another_width_retires_the_old_model(make_postgres_
             query = _old("c")
             found = await store.search(SCOPE, _request(query, None))
             assert {c.embedding_model for c in found.candidates} == {OLD}
-            unnamed = sorted(((c.id, _distance(query, c.vector)) for c in found.candidates))
+            unnamed = sorted((c.id, _distance(query, c.vector)) for c in found.candidates)
             assert unnamed == sorted(before_old)
             await store.switch_generation(NEW, force=False, now=NOW)
         if step.promoted:
