@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from .. import _telemetry as otel
 from .._clock import utcnow
 from ..embedding import Embedder, embed_batched, embedder_model
 from ..errors import EmbeddingModelMismatchError, ValidationError
@@ -92,6 +93,7 @@ async def _store(
         raise
 
 
+@otel.traced("update_memory", "generations.backfill_generation", count=lambda r: r.stored)
 async def backfill_generation(
     store: VectorGenerations,
     model: str,

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import _telemetry as otel
 from .._clock import utcnow
 from ..errors import ValidationError
 from ..stores._role_generations import VectorGenerations
@@ -41,6 +42,7 @@ class PromotionReport:
         return self.moved / self.seconds if self.seconds > 0 else 0.0
 
 
+@otel.traced("update_memory", "generations.promote_to_primary", count=lambda r: r.moved)
 async def promote_to_primary(
     store: VectorGenerations,
     model: str,

@@ -245,3 +245,36 @@ async def test_import_and_rag_are_traced(otel: Telemetry, store: VectorStore) ->
     assert deleted.attributes["gen_ai.operation.name"] == "delete_memory"
     assert deleted.attributes["gen_ai.memory.record.count"] >= 1
     assert "Ada" not in "".join(span.to_json() for span in otel.finished())
+
+
+async def test_a_model_changes_backfill_and_promotion_are_traced(
+    otel: Telemetry, store: VectorStore
+) -> None:
+    from prism_memory._clock import utcnow
+    from prism_memory.generations import backfill_generation, promote_to_primary
+    from prism_memory.stores.base import VectorGenerations
+
+    assert isinstance(store, VectorGenerations)
+    old, new = HashEmbedder(dimensions=16), HashEmbedder(dimensions=8)
+    async with create_memory(
+        tenant_id="t", resource_id="r", thread_id="th", embedder=old, vector_store=store
+    ) as memory:
+        await memory.remember([{"text": f"Ada keeps bees {n}"} for n in range(3)], wait=True)
+    await store.start_generation(
+        primary=old.model, primary_width=16, model=new.model, width=8, now=utcnow()
+    )
+    filled = await backfill_generation(store, new.model, new)
+    await store.switch_generation(new.model, force=False, now=utcnow())
+    promoted = await promote_to_primary(store, new.model, batch_size=2)
+    assert (filled.stored, promoted.moved, promoted.promoted) == (3, 3, True)
+
+    def by_function(name: str) -> Any:
+        (span,) = [s for s in otel.finished() if s.attributes.get("code.function.name") == name]
+        return span
+
+    backfill = by_function("generations.backfill_generation")
+    promotion = by_function("generations.promote_to_primary")
+    for span, count in ((backfill, 3), (promotion, 3)):
+        assert span.name.startswith("update_memory ")
+        assert span.attributes["gen_ai.memory.record.count"] == count
+    assert "Ada" not in "".join(span.to_json() for span in otel.finished())
