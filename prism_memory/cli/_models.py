@@ -434,6 +434,11 @@ def promote(
             f"{report.rate:.1f}/s); {old}'s vectors stay, a rollback away, until "
             f"`prism-memory models drop {old}` deletes them"
         )
+        if report.left:
+            console.print(
+                f"{report.left} indexed entries written since by the old model have no vector "
+                f"of {report.model} yet: run `prism-memory models backfill`, then promote again"
+            )
     else:
         console.print(
             f"moved {report.moved} entries; {report.left} indexed entries have no vector of "

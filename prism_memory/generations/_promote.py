@@ -33,7 +33,9 @@ class PromotionReport:
     """Whether the model is the primary generation now."""
     left: int
     """Indexed entries whose own vector is still of another model when the run ended: entries
-    without a current vector of the model (run the backfill, then promote again)."""
+    without a current vector of the model (run the backfill, then promote again). Only a model
+    that was already the primary can be ``promoted`` with entries left (written since by a writer
+    of the old model)."""
     seconds: float
 
     @property
@@ -71,10 +73,10 @@ async def promote_to_primary(
         moved_this_walk += step.moved
         if on_progress is not None:
             on_progress(moved)
-        if step.promoted or step.left is None:
-            if step.promoted:
-                return PromotionReport(model, moved, True, 0, time.monotonic() - started)
+        if step.left is None:  # a full batch: more may follow
             continue
+        if step.promoted:  # left: entries still without a vector of it (promoting it again)
+            return PromotionReport(model, moved, True, step.left, time.monotonic() - started)
         if not moved_this_walk:  # a whole walk moved nothing: those left have no vector yet
             return PromotionReport(model, moved, False, step.left, time.monotonic() - started)
         moved_this_walk = 0  # rows written or held meanwhile: walk once more

@@ -17,6 +17,7 @@ from prism_memory.generations import (
     GateQuery,
     backfill_generation,
     compare_generations,
+    promote_to_primary,
     read_gate_queries,
 )
 from prism_memory.models import MemoryIdentity, Vector
@@ -123,6 +124,20 @@ async def test_a_backfill_covers_every_entry_reports_progress_and_allows_the_swi
     assert (await store.switch_generation(NEW.model, force=False, now=utcnow())).active
     again = await backfill_generation(store, NEW.model, NEW)  # nothing left: one empty pass
     assert (again.claimed, again.passes) == (0, 1)
+
+
+async def test_promoting_the_primary_again_moves_every_late_old_model_entry(store):
+    """After the promotion, entries a host of the old model wrote (with the new model's vector
+    beside them) are all moved by the next run, however many batches they take."""
+    await backfill_generation(store, NEW.model, NEW)
+    await store.switch_generation(NEW.model, force=False, now=utcnow())
+    first = await promote_to_primary(store, NEW.model, batch_size=4)
+    assert (first.moved, first.promoted, first.left) == (len(FACTS), True, 0)
+    await _remember(store, [(f"late{i}", f"a late note number {i}") for i in range(5)])
+    await backfill_generation(store, NEW.model, NEW)  # their vectors of the new model
+    again = await promote_to_primary(store, NEW.model, batch_size=2)
+    assert (again.moved, again.promoted, again.left) == (5, True, 0)
+    assert await store.embedding_models(SCOPE) == {NEW.model}
 
 
 async def test_a_backfill_walks_again_for_entries_written_meanwhile(store):
