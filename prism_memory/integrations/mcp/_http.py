@@ -9,15 +9,20 @@ alone), so a session id cannot carry one user's identity into another user's req
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._identity import IdentityResolver, resolve_identity
 from ._server import IDENTITY_STATE_KEY, PrismMcpServer
+from ._wire import MAX_MESSAGE_BYTES, TOO_LARGE, encode, error_reply, refusal
 
 __all__ = ["http_app", "serve_http"]
+
+logger = logging.getLogger("prism_memory.mcp")
 
 _REFUSED = json.dumps(
     {"error": "unauthorized", "error_description": "a valid bearer token is required"}
@@ -38,7 +43,12 @@ class _Authenticated:
         header = Headers(scope=scope).get("authorization")
         try:
             identity = await resolve_identity(self.resolver, header)
-        except Exception:  # noqa: BLE001 - a failing resolver refuses, it never lets through
+        except Exception as exc:  # noqa: BLE001 - a failing resolver refuses, it never lets through
+            # its type only: the message may hold the credential it was handed
+            logger.warning(
+                "prism-memory mcp: the identity resolver raised %s; the request gets 401",
+                type(exc).__name__,
+            )
             identity = None
         if identity is None:
             await send(
@@ -58,6 +68,59 @@ class _Authenticated:
         await self.app(scope, receive, send)
 
 
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _CheckedMessages:
+    """ASGI middleware: a POSTed JSON-RPC message passes :func:`~._wire.refusal` before the SDK
+    parses it; a refused one gets 400 and one fixed JSON-RPC error that repeats nothing of it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_MESSAGE_BYTES:
+                await _send_json(send, 413, encode(error_reply(INVALID_REQUEST, TOO_LARGE)))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        reply = refusal(body)
+        if reply is not None:
+            await _send_json(send, 400, encode(reply))
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def http_app(
     server: PrismMcpServer,
     resolver: IdentityResolver,
@@ -72,7 +135,7 @@ def http_app(
     app = server.streamable_http_app(
         streamable_http_path=path, stateless_http=True, json_response=True, host=host
     )
-    return _Authenticated(app, resolver)
+    return _Authenticated(_CheckedMessages(app), resolver)
 
 
 async def serve_http(

@@ -16,13 +16,17 @@ from typing import Annotated, Any, Literal
 import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, GetPromptResult, InputRequiredResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
 from ... import Memory, __version__, create_memory
+from ..._validation import parse
 from ...embedding import Embedder
-from ...errors import ConfigurationError, PrismMemoryError
+from ...errors import ConfigurationError, PrismMemoryError, ValidationError
+from ...limits import Limits
 from ...models import MemoryConsent
 from ...stores.base import VectorStore, WorkingStore
 from ...stores.memory import InMemoryVectorStore, InMemoryWorkingStore
@@ -37,19 +41,30 @@ from ._models import (
     RememberOutput,
     WorkingMemory,
 )
+from ._stdio import serve_stdio
 
 __all__ = ["IDENTITY_STATE_KEY", "PrismMcpServer"]
 
 IDENTITY_STATE_KEY = "prism_memory_identity"
 """Where :func:`http_app` puts the authenticated identity in the ASGI scope's ``state``."""
 
-INSTRUCTIONS = (
-    "Long-term memory of the current user and conversation. Call `recall` before answering when "
-    "earlier facts may matter, `remember` for durable facts worth keeping (preferences, names, "
-    "decisions), `get_working_memory`/`update_working_memory` for the conversation's structured "
-    "state. Ids come from remember and recall results. The user and conversation are fixed by the "
-    "host: no argument selects another."
-)
+_WORKING = {
+    "resource": "the user's structured state (one document shared by all their conversations)",
+    "thread": "this conversation's structured state (one document per conversation)",
+}
+
+
+def instructions(working_scope: Literal["resource", "thread"]) -> str:
+    """The server's instructions to the model; whose working memory it is follows
+    ``working_scope`` (``create_memory``'s, ``"resource"`` by default)."""
+    return (
+        "Long-term memory of the current user and conversation. Call `recall` before answering "
+        "when earlier facts may matter, `remember` for durable facts worth keeping (preferences, "
+        f"names, decisions), `get_working_memory`/`update_working_memory` for {_WORKING[working_scope]}. "
+        "Ids come from remember and recall results. The user and conversation are fixed by the "
+        "host: no argument selects another."
+    )
+
 
 _MEMORY_OPTIONS = frozenset(
     {
@@ -118,13 +133,24 @@ class PrismMcpServer(MCPServer[Any]):
         context_scope: Literal["thread", "resource"] = "resource",
         name: str = "prism-memory",
     ) -> None:
-        super().__init__(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
         options = dict(memory_options or {})
         unknown = set(options) - _MEMORY_OPTIONS
         if unknown:
             raise ConfigurationError(
                 "memory_options takes create_memory's options other than identity and stores"
             )
+        working_scope = options.get("working_scope", "resource")
+        if working_scope not in ("resource", "thread"):
+            raise ConfigurationError("working_scope must be 'resource' or 'thread'")
+        # the tools' schemas carry the caps the memory enforces (refused by both, never clipped)
+        self.limits = parse(Limits, options.get("limits") or {}, "limits")
+        super().__init__(
+            name,
+            instructions=instructions(working_scope),
+            version=__version__,
+            log_level="WARNING",
+        )
+        self.working_scope: Literal["resource", "thread"] = working_scope
         if identity is not None and not isinstance(identity, McpIdentity):
             raise ConfigurationError("identity must be an McpIdentity")
         self.identity = identity
@@ -134,6 +160,7 @@ class PrismMcpServer(MCPServer[Any]):
         self._options = options
         self._context_scope: Literal["thread", "resource"] = context_scope
         self._arguments: dict[str, frozenset[str]] = {}
+        self._prompt_arguments: dict[str, frozenset[str]] = {}
         self._register()
 
     # ---- identity and memory -----------------------------------------------------------------
@@ -199,8 +226,43 @@ class PrismMcpServer(MCPServer[Any]):
                 raise ToolError(_invalid_arguments(name, cause)) from None
             raise
 
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        context: Context | None = None,
+    ) -> GetPromptResult | InputRequiredResult:
+        """Render a prompt. An unknown prompt or an undeclared argument is refused before
+        anything runs, and every failure is a JSON-RPC error carrying its type and one-line
+        message, never an argument's value (neither in the reply nor in the server's log)."""
+        allowed = self._prompt_arguments.get(name)
+        if allowed is None:
+            raise MCPError(INVALID_PARAMS, "no such prompt; prompts/list names them")
+        if not set(arguments or {}) <= allowed:
+            names = ", ".join(sorted(allowed)) or "no arguments"
+            raise MCPError(
+                INVALID_PARAMS,
+                f"ValidationError: {name} takes only: {names}; the user and conversation are "
+                "fixed by the host",
+            )
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except MCPError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - its text may repeat an argument: typed, not echoed
+            raise MCPError(
+                INTERNAL_ERROR, f"{type(exc).__name__}: the {name} prompt failed"
+            ) from None
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin/stdout: every line checked before the SDK parses it (a malformed
+        one gets a fixed JSON-RPC error, never silence), and a client that closes stdout stops
+        the server with one logged line."""
+        await serve_stdio(self._lowlevel_server)
+
     def _tool(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
-        self.add_tool(fn, description=inspect.getdoc(fn), annotations=annotations)
+        description = (inspect.getdoc(fn) or "").replace("{working}", _WORKING[self.working_scope])
+        self.add_tool(fn, description=description, annotations=annotations)
         parameters = inspect.signature(fn).parameters
         self._arguments[fn.__name__] = frozenset(p for p in parameters if p != "ctx")
 
@@ -208,6 +270,9 @@ class PrismMcpServer(MCPServer[Any]):
 
     def _register(self) -> None:
         server = self
+        top_k_cap = self.limits.top_k
+        export_cap = self.limits.export_entries
+        export_default = self.limits.resolve("export_entries", None)
 
         async def remember(
             ctx: Context,
@@ -240,7 +305,7 @@ class PrismMcpServer(MCPServer[Any]):
             query: Annotated[
                 str, Field(min_length=1, max_length=16_000, description="what to look for")
             ],
-            top_k: Annotated[int, Field(ge=1, le=50, description="at most this many hits")] = 5,
+            top_k: int = min(5, top_k_cap),  # its schema: `capped` below
             scope: Annotated[
                 Literal["thread", "resource"],
                 Field(
@@ -308,8 +373,8 @@ class PrismMcpServer(MCPServer[Any]):
             return CorrectResult(id=record.id, text=record.text)
 
         async def get_working_memory(ctx: Context) -> WorkingMemory:
-            """Read the working-memory document (structured state of the user or conversation):
-            version 0 and empty data before the first update."""
+            """Read the working-memory document, {working}: version 0 and empty data before the
+            first update."""
             async with server.memory(ctx) as memory:
                 record = await memory.get_working()
             if record is None:
@@ -325,13 +390,14 @@ class PrismMcpServer(MCPServer[Any]):
             expected_version: Annotated[
                 int | None,
                 Field(
+                    strict=True,
                     ge=0,
                     description="the version you read (0: none yet); the update fails if it "
                     "changed since. Omit to overwrite unconditionally",
                 ),
             ] = None,
         ) -> WorkingMemory:
-            """Replace the working-memory document; returns it with its new version."""
+            """Replace the working-memory document, {working}; returns it with its new version."""
             async with server.memory(ctx) as memory:
                 record = await memory.update_working(data, expected_version=expected_version)
             return WorkingMemory(version=record.version, data=dict(record.data))
@@ -341,7 +407,7 @@ class PrismMcpServer(MCPServer[Any]):
             cursor: Annotated[
                 str | None, Field(description="next_cursor of the previous page; omit to start")
             ] = None,
-            limit: Annotated[int, Field(ge=1, le=500, description="entries per page")] = 100,
+            limit: int = export_default,  # its schema: `capped` below
         ) -> ExportResult:
             """Export this conversation's consented memories (redacted), oldest first, a page at a
             time."""
@@ -352,6 +418,16 @@ class PrismMcpServer(MCPServer[Any]):
             return ExportResult(
                 entries=[dict(e) for e in page.entries], next_cursor=page.next_cursor
             )
+
+        # caps known only now: set as evaluated annotations (the strings cannot name locals)
+        capped = {
+            recall: ("top_k", top_k_cap, "at most this many hits"),
+            export_memory: ("limit", export_cap, "entries per page"),
+        }
+        for fn, (argument, cap, description) in capped.items():
+            fn.__annotations__[argument] = Annotated[
+                int, Field(strict=True, ge=1, le=cap, description=description)
+            ]
 
         for fn, hints in (
             (remember, _WRITE),
@@ -380,5 +456,10 @@ class PrismMcpServer(MCPServer[Any]):
                     provider = memory.context_provider(scope=server._context_scope)
                     text = await provider.render(query or None)
             except PrismMemoryError as exc:
-                raise ValueError(_one_line(exc)) from None
+                code = INVALID_PARAMS if isinstance(exc, ValidationError) else INTERNAL_ERROR
+                raise MCPError(code, _one_line(exc)) from None
+            except ToolError as exc:  # no identity: the same refusal as a tool's
+                raise MCPError(INVALID_PARAMS, str(exc)) from None
             return text or "(no memory yet)"
+
+        self._prompt_arguments["memory_context"] = frozenset({"query"})
