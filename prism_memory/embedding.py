@@ -252,7 +252,7 @@ async def embed_batched(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError("batch_size must be a positive integer")
     if batch_size > CEILINGS["embed_batch"]:
-        raise CapExceededError(f"batch_size={batch_size} is over the cap {CEILINGS['embed_batch']}")
+        raise CapExceededError(f"batch_size is over the cap {CEILINGS['embed_batch']}")
     width = dimensions if dimensions is not None else embedder.dimensions
     if otel.tracer() is None and otel.instruments() is None:
         return await _embed_all(embedder, texts, batch_size, width)

@@ -119,9 +119,9 @@ class Limits(BaseModel):
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise ValidationError(f"limit {name} must be an integer")
                 if value < 1:
-                    raise ValidationError(f"limit {name} must be at least 1, got {value}")
+                    raise ValidationError(f"limit {name} must be at least 1")
                 if value > ceiling:
-                    raise CapExceededError(f"limit {name}={value} is over its ceiling {ceiling}")
+                    raise CapExceededError(f"limit {name} is over its ceiling {ceiling}")
         return data
 
     def resolve(self, name: str, value: int | None, *, minimum: int = 1) -> int:
@@ -136,7 +136,7 @@ class Limits(BaseModel):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValidationError(f"{name} must be an integer, got {type(value).__name__}")
         if value < minimum:
-            raise ValidationError(f"{name} must be at least {minimum}, got {value}")
+            raise ValidationError(f"{name} must be at least {minimum}")
         if value > cap:
-            raise CapExceededError(f"{name}={value} is over its cap {cap}")
+            raise CapExceededError(f"{name} is over its cap {cap}")
         return value

@@ -55,9 +55,7 @@ def pending_wait(include_pending: bool | float) -> float:
     if include_pending < 0:
         raise ValidationError("include_pending must not be negative")
     if include_pending > PENDING_WAIT_CEILING:
-        raise CapExceededError(
-            f"include_pending={include_pending} s is over the cap {PENDING_WAIT_CEILING} s"
-        )
+        raise CapExceededError(f"include_pending is over the cap {PENDING_WAIT_CEILING} s")
     return float(include_pending)
 
 

@@ -42,7 +42,7 @@ def _check_settings(size: object, overlap: object) -> tuple[int, int]:
     if isinstance(size, bool) or not isinstance(size, int) or size < 16:
         raise ValidationError("chunk size must be an integer of at least 16 characters")
     if size > MAX_CHUNK_CHARS:
-        raise CapExceededError(f"chunk size {size} is over the cap {MAX_CHUNK_CHARS}")
+        raise CapExceededError(f"chunk size is over the cap {MAX_CHUNK_CHARS}")
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
         raise ValidationError("chunk overlap must be a non-negative integer")
     if overlap * 2 > size:

@@ -81,7 +81,7 @@ def check_top_k(top_k: object) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValidationError("top_k must be a positive integer")
     if top_k > CEILINGS["top_k"]:
-        raise CapExceededError(f"top_k={top_k} is over the cap {CEILINGS['top_k']}")
+        raise CapExceededError(f"top_k is over the cap {CEILINGS['top_k']}")
     return top_k
 
 
@@ -118,7 +118,7 @@ def check_sources_page(after: object, limit: object) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValidationError("limit must be a positive integer")
     if limit > MAX_SOURCES_PAGE:
-        raise CapExceededError(f"limit={limit} is over the cap {MAX_SOURCES_PAGE}")
+        raise CapExceededError(f"limit is over the cap {MAX_SOURCES_PAGE}")
 
 
 def lexical_terms(text: object) -> tuple[str, ...]:

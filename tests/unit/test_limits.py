@@ -136,3 +136,42 @@ def test_resolve_minimum_is_configurable():
 def test_resolve_rejects_non_integers(value):
     with pytest.raises(ValidationError):
         Limits().resolve("top_k", value)  # type: ignore[arg-type]
+
+
+# ---- refusals never repeat the caller's value ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("refuse", "value"),
+    [
+        (lambda: Limits(top_k=9_731), "9731"),
+        (lambda: Limits(top_k=-9_731), "9731"),
+        (lambda: Limits().resolve("top_k", 9_731), "9731"),
+        (lambda: Limits().resolve("top_k", -9_731), "9731"),
+        (lambda: Limits(export_entries=9_731), "9731"),
+    ],
+)
+def test_a_cap_refusal_names_the_cap_not_the_value(refuse, value):
+    """Issue 46 (6): ``top_k=33 is over its cap 32`` repeated the caller's value."""
+    with pytest.raises(ValidationError) as info:
+        refuse()
+    assert value not in str(info.value)
+
+
+async def test_the_other_caps_name_the_cap_not_the_value():
+    from prism_memory import HashEmbedder
+    from prism_memory.embedding import embed_batched
+    from prism_memory.rag.chunking import chunk_text
+    from prism_memory.stores.rag_base import check_sources_page, check_top_k
+
+    for refuse in (
+        lambda: check_top_k(9_731),
+        lambda: check_sources_page(None, 9_731),
+        lambda: chunk_text("x", size=9_731_000),
+    ):
+        with pytest.raises(CapExceededError) as info:
+            refuse()
+        assert "9731" not in str(info.value)
+    with pytest.raises(CapExceededError) as info:
+        await embed_batched(HashEmbedder(), ["x"], batch_size=9_731)
+    assert "9731" not in str(info.value)
