@@ -24,8 +24,8 @@ from tests.mcp._support import (
     http_server,
     http_session,
     identity_args,
-    serving,
     server_env,
+    serving,
 )
 
 SECRET = "sk_live_51HqTzKx9secret"
@@ -72,7 +72,8 @@ class _Stdio:
         self.process = process
 
     async def send(self, line: bytes) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.write(line + b"\n")
         await self.process.stdin.drain()
         answer = await asyncio.wait_for(self.process.stdout.readline(), 30)
@@ -132,9 +133,11 @@ async def test_stdio_answers_every_malformed_message_with_a_fixed_error(
 
         # the server is still serving
         listed = await client.send(b'{"jsonrpc":"2.0","id":30,"method":"tools/list"}')
-        assert listed["id"] == 30 and "tools" in listed["result"]
+        assert listed["id"] == 30
+        assert "tools" in listed["result"]
     finally:
-        assert process.stdin is not None and process.stderr is not None
+        assert process.stdin is not None
+        assert process.stderr is not None
         process.stdin.close()
         assert await asyncio.wait_for(process.wait(), 30) == 0
         logged = (await process.stderr.read()).decode("utf-8", "replace")
@@ -148,15 +151,23 @@ def test_a_stdio_server_whose_stdout_closes_exits_with_one_line() -> None:
     """Item 9: it used to fail with "unhandled errors in a TaskGroup" (and a read of stdin that
     never ends kept it alive)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "prism_memory", "mcp", "--embedder", "prism_memory:HashEmbedder"]
-        + identity_args(ADA),
+        [
+            sys.executable,
+            "-m",
+            "prism_memory",
+            "mcp",
+            "--embedder",
+            "prism_memory:HashEmbedder",
+            *identity_args(ADA),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=server_env(),
         cwd=str(REPO),
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     assert process.stderr is not None
     try:
         process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
