@@ -42,6 +42,7 @@ __all__ = [
     "records_json",
     "remember_links",
     "set_error",
+    "span_name",
     "start",
     "store_id",
     "traced",
@@ -255,7 +256,15 @@ def operation_span(
             "code.function.name": function,
         }
     )
-    return _failing(start(f"{operation} {named}", attributes))
+    if operation == "retrieval":
+        attributes["gen_ai.data_source.id"] = named
+    return _failing(start(span_name(operation, named), attributes))
+
+
+def span_name(operation: str, store: str) -> str:
+    """A GenAI span's name: a memory operation's is its ``gen_ai.operation.name`` alone; a
+    retrieval's is ``retrieval {gen_ai.data_source.id}`` (the store's id)."""
+    return f"{operation} {store}" if operation == "retrieval" else operation
 
 
 def traced(

@@ -36,6 +36,7 @@ __all__ = [
     "check_embedder",
     "embed_batched",
     "embedder_model",
+    "embedder_provider",
 ]
 
 _MAX_MODEL = 256
@@ -99,6 +100,16 @@ def embedder_model(embedder: object) -> str | None:
             f"{_MAX_MODEL} characters"  # never the value: a model name may be a secret
         )
     return model
+
+
+def embedder_provider(embedder: object) -> str:
+    """``gen_ai.provider.name`` of an embedder's calls: its ``provider`` string attribute
+    (``openai``, ``sentence_transformers``, ``prism_memory``…), else the top-level package of its
+    class (a host's own embedder: its package's name)."""
+    provider = getattr(embedder, "provider", None)
+    if isinstance(provider, str) and 0 < len(provider) <= 64 and provider.isprintable():
+        return provider
+    return type(embedder).__module__.split(".", 1)[0]
 
 
 def check_embedder(embedder: object) -> tuple[int, str | None]:
@@ -257,9 +268,18 @@ async def embed_batched(
     if otel.tracer() is None and otel.instruments() is None:
         return await _embed_all(embedder, texts, batch_size, width)
     started = time.perf_counter()
-    attributes = {"gen_ai.operation.name": "embeddings", "gen_ai.embeddings.dimension.count": width}
+    model = getattr(embedder, "model", None)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "embeddings",
+        "gen_ai.provider.name": embedder_provider(embedder),
+        "gen_ai.embeddings.dimension.count": width,
+    }
+    name = "embeddings"
+    if isinstance(model, str) and model:
+        attributes["gen_ai.request.model"] = model
+        name = f"embeddings {model}"
     error: str | None = None
-    manager: Any = otel.start("embeddings", attributes) if otel.tracer() else nullcontext()
+    manager: Any = otel.start(name, attributes) if otel.tracer() else nullcontext()
     try:
         with manager as span:
             if span is not None:

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .. import _telemetry as otel
+from .._results import MemoryRecord, WorkingMemoryRecord
 from ..errors import CapExceededError, PrismMemoryError, ValidationError
 from .core import MemoryContext, S
 
@@ -72,7 +73,7 @@ async def observed(
     started = time.perf_counter()
     manager: Any = (
         otel.start(
-            f"{operation} {store}",
+            otel.span_name(operation, store),
             {
                 "gen_ai.operation.name": operation,
                 "gen_ai.memory.store.id": store,
@@ -127,11 +128,15 @@ def _count_refusal(meters: otel.Instruments, exc: PrismMemoryError, name: str) -
 
 
 def _count(result: object) -> int | None:
+    """``gen_ai.memory.record.count``: the records a call returned or attempted to change (one
+    for a call on one record: ``set_consent``, ``correct``, ``update_working``, ``get``)."""
     if isinstance(result, bool):
         return None
     if isinstance(result, int):
         return result
-    for field in ("hits", "accepted", "entries"):
+    if isinstance(result, MemoryRecord | WorkingMemoryRecord):
+        return 1
+    for field in ("hits", "accepted", "entries", "source_ids"):
         value = getattr(result, field, None)
         if isinstance(value, tuple):
             return len(value)
@@ -164,7 +169,7 @@ def _describe(
     if name == "recall":
         query = args[0] if args else kwargs.get("query")
         if isinstance(query, str):
-            span.set_attribute("gen_ai.retrieval.query.text", scrub(query))
+            span.set_attribute("gen_ai.memory.query.text", scrub(query))
         hits = getattr(result, "hits", ())
         span.set_attribute(
             "gen_ai.memory.records",

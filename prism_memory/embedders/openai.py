@@ -59,6 +59,9 @@ class OpenAIEmbedder:
     :class:`~prism_memory.errors.DimensionMismatchError`): no vector of that call is returned.
     """
 
+    provider = "openai"
+    """``gen_ai.provider.name`` of its calls in telemetry."""
+
     def __init__(
         self,
         *,

@@ -55,6 +55,9 @@ class SentenceTransformerEmbedder:
     its batch in the background, and later calls wait for it.
     """
 
+    provider = "sentence_transformers"
+    """``gen_ai.provider.name`` of its calls in telemetry."""
+
     def __init__(
         self,
         model: str | os.PathLike[str],

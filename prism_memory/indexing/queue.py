@@ -401,8 +401,9 @@ class IndexingQueue:
             "gen_ai.operation.name": "update_memory",
             "gen_ai.memory.store.id": store,
             "gen_ai.memory.record.count": len(claimed),
+            "code.function.name": "indexing.index_batch",
         }
-        with otel.start(f"index_batch {store}", attributes, links=otel.link_for(claimed)) as span:
+        with otel.start("update_memory", attributes, links=otel.link_for(claimed)) as span:
             try:
                 indexed = await self._embed_and_store(claimed)
             except BaseException as exc:

@@ -45,7 +45,7 @@ class _SchemaState:
 async def _schema_state(engine: AsyncEngine, names: Names) -> _SchemaState:
     schema_sql = SchemaSql(names)
     executor = Executor(engine, owns_engine=False)
-    async with executor.unit("inspecting the prism_memory schema", writes=False) as unit:
+    async with executor.unit("inspect_schema", writes=False) as unit:
         wanted = {"schema": names.schema, "names": [*names.tables, names.version_table]}
         tables = frozenset(await unit.column(SCHEMA_TABLES, wanted))
         pinned: int | None = None

@@ -43,6 +43,18 @@ class Telemetry:
         """The ended spans whose name starts with ``prefix``."""
         return [span for span in self.finished() if span.name.startswith(prefix)]
 
+    def exactly(self, name: str) -> list[ReadableSpan]:
+        """The ended spans named ``name``."""
+        return [span for span in self.finished() if span.name == name]
+
+    def by_function(self, function: str) -> list[ReadableSpan]:
+        """The ended spans whose ``code.function.name`` is ``function``."""
+        return [
+            span
+            for span in self.finished()
+            if span.attributes is not None and span.attributes.get("code.function.name") == function
+        ]
+
     def metrics(self) -> dict[str, list[object]]:
         """Metric name -> its data points (the reader collects now)."""
         data = self.reader.get_metrics_data()

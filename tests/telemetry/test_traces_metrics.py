@@ -47,25 +47,30 @@ async def test_remember_worker_recall_forget(otel: Telemetry, store: VectorStore
         with pytest.raises(CapExceededError):
             await memory.recall("bees", top_k=10_000)
 
-    (remember,) = otel.named("create_memory ")
+    (remember,) = otel.exactly("create_memory")
     assert remember.attributes["gen_ai.operation.name"] == "create_memory"
     assert remember.attributes["gen_ai.memory.store.id"] == type(store).__name__
     assert remember.attributes["gen_ai.memory.record.count"] == 2
     assert remember.attributes["code.function.name"] == "Memory.remember"
 
-    batches = otel.named("index_batch ")
+    batches = otel.by_function("indexing.index_batch")
     assert batches, "the queue's batch was not traced"
+    assert {b.name for b in batches} == {"update_memory"}
     linked = [link for batch in batches for link in batch.links]
     assert any(link.context.span_id == remember.context.span_id for link in linked)
     assert sum(b.attributes["prism_memory.indexed"] for b in batches) == 2
 
     embeds = otel.named("embeddings")
     assert embeds
-    assert all(e.attributes["gen_ai.operation.name"] == "embeddings" for e in embeds)
+    for embed in embeds:  # the GenAI embeddings span: `embeddings {model}`, its provider required
+        assert embed.name == "embeddings hash-v1-64"
+        assert embed.attributes["gen_ai.operation.name"] == "embeddings"
+        assert embed.attributes["gen_ai.request.model"] == "hash-v1-64"
+        assert embed.attributes["gen_ai.provider.name"] == "prism_memory"
     under_batch = {b.context.span_id for b in batches}
     assert any(e.parent is not None and e.parent.span_id in under_batch for e in embeds)
 
-    searches = otel.named("search_memory ")
+    searches = otel.exactly("search_memory")
     assert len(searches) == 2
     ok, refused = searches
     assert ok.attributes["gen_ai.request.top_k"] == 3
@@ -74,7 +79,9 @@ async def test_remember_worker_recall_forget(otel: Telemetry, store: VectorStore
     assert refused.status.description == "CapExceededError"  # the type, never the message
     assert any(e.parent and e.parent.span_id == ok.context.span_id for e in embeds)
 
-    (forget,) = otel.named("delete_memory ")
+    (forget,) = otel.exactly("delete_memory")
+    for span in otel.finished():  # memory spans are named by the operation, never the store
+        assert type(store).__name__ not in span.name or span.name.startswith("retrieval ")
     assert forget.attributes["gen_ai.memory.record.count"] >= 1
 
     db = [s for s in otel.finished() if s.attributes.get("db.system.name") == "postgresql"]
@@ -189,7 +196,7 @@ async def test_worker_batches_are_traced_and_settle_pending(
             assert (await memory.recall("bees")).hits
     finally:
         await worker.stop()
-    batches = otel.named("index_batch ")
+    batches = otel.by_function("indexing.index_batch")
     assert batches
     assert sum(b.attributes["prism_memory.indexed"] for b in batches) == 1
     claims = [
@@ -211,7 +218,7 @@ async def test_import_and_rag_are_traced(otel: Telemetry, store: VectorStore) ->
     ]
     report = await import_entries(store, rows, embedder=embedder)
     assert report.inserted == 3
-    (imported,) = otel.named("create_memory ")
+    (imported,) = otel.exactly("create_memory")
     assert imported.attributes["code.function.name"] == "import_entries"
     assert imported.attributes["gen_ai.memory.record.count"] == 3
     (row_points,) = otel.metrics()["prism_memory.import.rows"]
@@ -228,7 +235,8 @@ async def test_import_and_rag_are_traced(otel: Telemetry, store: VectorStore) ->
         return [s for s in otel.finished() if s.attributes.get("code.function.name") == name]
 
     (query,) = by_function("rag.hybrid_query")
-    assert query.name.startswith("retrieval ")
+    assert query.name == f"retrieval {type(rag).__name__}"  # {operation} {gen_ai.data_source.id}
+    assert query.attributes["gen_ai.data_source.id"] == type(rag).__name__
     assert query.attributes["gen_ai.request.top_k"] == 2
     assert query.attributes["gen_ai.memory.record.count"] == len(hits)
     # every public call of the RAG store is a span of its own, under the service's
@@ -275,6 +283,71 @@ async def test_a_model_changes_backfill_and_promotion_are_traced(
     backfill = by_function("generations.backfill_generation")
     promotion = by_function("generations.promote_to_primary")
     for span, count in ((backfill, 3), (promotion, 3)):
-        assert span.name.startswith("update_memory ")
+        assert span.name == "update_memory"
         assert span.attributes["gen_ai.memory.record.count"] == count
     assert "Ada" not in "".join(span.to_json() for span in otel.finished())
+
+
+async def test_update_memory_spans_count_records_and_recall_names_its_query(
+    otel: Telemetry, store: VectorStore
+) -> None:
+    """Issue 46 (10): ``update_memory`` spans carried no record count, and the captured query was
+    ``gen_ai.retrieval.query.text`` instead of the memory convention's ``gen_ai.memory.query.text``."""
+    otel.capture(True)
+    async with create_memory(
+        tenant_id="t",
+        resource_id="r",
+        thread_id="th",
+        embedder=HashEmbedder(dimensions=64),
+        vector_store=store,
+    ) as memory:
+        [entry_id] = (await memory.remember({"text": "Ada keeps bees"}, wait=True)).accepted
+        await memory.update_working({"name": "Ada"})
+        await memory.set_consent(entry_id, visible=False)
+        await memory.set_consent(entry_id, visible=True)
+        await memory.correct(entry_id, "Ada keeps many bees")
+        await memory.share_with("child", [entry_id])
+        await memory.recall("bees")
+    updates = [
+        s
+        for s in otel.exactly("update_memory")
+        if "Memory." in str(s.attributes.get("code.function.name"))
+    ]
+    counted = {
+        s.attributes["code.function.name"]: s.attributes.get("gen_ai.memory.record.count")
+        for s in updates
+    }
+    assert counted == {
+        "Memory.update_working": 1,
+        "Memory.set_consent": 1,
+        "Memory.correct": 1,
+        "Memory.share_with": 1,
+    }
+    (search,) = otel.exactly("search_memory")
+    assert search.attributes["gen_ai.memory.query.text"] == "bees"
+    assert "gen_ai.retrieval.query.text" not in search.attributes
+
+
+@pytest.mark.postgres
+async def test_every_database_span_is_named_by_an_operation(
+    otel: Telemetry, make_postgres_stores: Any
+) -> None:
+    """Issue 46 (10): opening the stores traced ``inspecting the prism_memory schema`` as a
+    ``db.operation.name``; every name is now an identifier (the statement's)."""
+    stores = await make_postgres_stores(dimension=64)  # opening inspects the schema
+    async with create_memory(
+        tenant_id="t",
+        resource_id="r",
+        thread_id="th",
+        embedder=HashEmbedder(dimensions=64),
+        vector_store=stores.vector_store,
+    ) as memory:
+        await memory.remember({"text": "Ada keeps bees"}, wait=True)
+        await memory.recall("bees")
+    names = {
+        str(s.attributes["db.operation.name"])
+        for s in otel.finished()
+        if s.attributes.get("db.system.name") == "postgresql"
+    }
+    assert "inspect_schema" in names
+    assert all(name.isidentifier() for name in names), sorted(names)
