@@ -43,6 +43,14 @@ def mcp(
             "--thread", envvar=_IDENTITY_ENV["thread"], help="thread_id, the conversation (stdio)"
         ),
     ] = None,
+    working_scope: Annotated[
+        str,
+        typer.Option(
+            "--working-scope",
+            help="resource: one working-memory document per user, shared by their threads; "
+            "thread: one per conversation",
+        ),
+    ] = "resource",
     auth_tokens: Annotated[
         str | None,
         typer.Option(
@@ -91,6 +99,8 @@ def mcp(
     """
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("must be stdio or http", param_hint="--transport")
+    if working_scope not in ("resource", "thread"):
+        raise typer.BadParameter("must be resource or thread", param_hint="--working-scope")
     if pooling not in (None, "session", "transaction"):
         raise typer.BadParameter("must be session or transaction", param_hint="--pooling")
     named = {"tenant": tenant, "resource": resource, "thread": thread}
@@ -119,6 +129,7 @@ def mcp(
         "embedder_spec": embedder_spec,
         "transport": transport,
         "identity": named,
+        "working_scope": working_scope,
         "auth_tokens": auth_tokens,
         "auth": auth,
         "http": (host, port, path),
@@ -183,6 +194,7 @@ async def _serve(settings: dict[str, Any]) -> None:
             vector_store=None if stores is None else stores.vector_store,
             working_store=None if stores is None else stores.working_store,
             identity=identity,
+            memory_options={"working_scope": settings["working_scope"]},
         )
         if settings["transport"] == "stdio":
             await server.run_stdio_async()

@@ -70,6 +70,7 @@ class _Stdio:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
+        self.initialized: dict[str, Any] = {}
 
     async def send(self, line: bytes) -> dict[str, Any]:
         assert self.process.stdin is not None
@@ -93,7 +94,8 @@ async def _start_stdio(args: list[str]) -> _Stdio:
         limit=1 << 20,
     )
     client = _Stdio(process)
-    assert "result" in await client.send(json.dumps(INITIALIZE).encode())
+    client.initialized = await client.send(json.dumps(INITIALIZE).encode())
+    assert "result" in client.initialized
     assert process.stdin is not None
     process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     return client
@@ -255,3 +257,19 @@ async def test_a_failing_resolver_refuses_and_logs_its_type_only(
     assert "RuntimeError" in record.getMessage()
     assert SECRET not in record.getMessage()
     assert record.exc_info is None
+
+
+@pytest.mark.slow
+async def test_the_cli_says_whose_working_memory_it_serves() -> None:
+    """Item 8 from the command line: ``--working-scope thread`` keeps one document per
+    conversation, and the instructions the client receives say so (the default: the user's)."""
+    for option, expected in (
+        ([], "shared by all their conversations"),
+        (["--working-scope", "thread"], "this conversation's"),
+    ):
+        client = await _start_stdio([*identity_args(ADA), *option])
+        process = client.process
+        assert process.stdin is not None
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+        assert expected in client.initialized["result"]["instructions"]
