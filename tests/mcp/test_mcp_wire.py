@@ -52,7 +52,7 @@ MALFORMED: list[tuple[bytes, int, int | None]] = [
     (b'{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"x":"\\ud800' + SECRET.encode() + b'"}}', -32700, None),
     (b"[" * 100_000 + SECRET.encode() + b"]" * 100_000, -32700, None),
     (b'{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"x":"\xff' + SECRET.encode() + b'"}}', -32700, None),
-    (b'{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{"x":"' + SECRET.encode() * 200_000 + b'"}}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{"x":"' + SECRET.encode() * 1_000_000 + b'"}}', -32600, None),
 ]  # fmt: skip
 
 
@@ -273,3 +273,20 @@ async def test_the_cli_says_whose_working_memory_it_serves() -> None:
         process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)
         assert expected in client.initialized["result"]["instructions"]
+
+
+def test_the_largest_call_the_schemas_allow_fits_the_message_cap() -> None:
+    """``remember`` of 100 texts of 16,000 characters, escaped as surrogate pairs (12 bytes each),
+    is not refused for its size; one byte past the cap is."""
+    from prism_memory.integrations.mcp._wire import MAX_MESSAGE_BYTES, refusal
+
+    texts = ["\U0001f41d" * 16_000] * 100
+    params = {"name": "remember", "arguments": {"texts": texts}}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    raw = json.dumps(call).encode()  # ensure_ascii: every character as \\ud83d\\udc1d
+    assert len(raw) > 19_000_000
+    assert refusal(raw) is None
+    padded = raw[:-1] + b" " * (MAX_MESSAGE_BYTES - len(raw) + 1) + b"}"
+    reply = refusal(padded)
+    assert reply is not None
+    assert reply["error"]["code"] == -32600

@@ -133,7 +133,11 @@ def http_app(
     (its lifespan must run: uvicorn does); ``host`` is where it listens, for the SDK's DNS-rebinding
     protection on loopback."""
     app = server.streamable_http_app(
-        streamable_http_path=path, stateless_http=True, json_response=True, host=host
+        streamable_http_path=path,
+        stateless_http=True,
+        json_response=True,
+        host=host,
+        max_request_body_size=MAX_MESSAGE_BYTES,
     )
     return _Authenticated(_CheckedMessages(app), resolver)
 

@@ -1,7 +1,7 @@
 """The memory server over stdio: the SDK's transport, with every line checked first.
 
 Each line of stdin passes :func:`~._wire.refusal` before the SDK parses it: a malformed one (bad
-JSON, a batch, a wrong ``jsonrpc``, string ``params``, nesting past 200, over 4 MiB) is answered
+JSON, a batch, a wrong ``jsonrpc``, string ``params``, nesting past 200, over 20 MiB) is answered
 with one fixed JSON-RPC error instead of being dropped without a reply. A line past
 :data:`~._wire.MAX_MESSAGE_BYTES` is dropped as it arrives, so an endless line never fills memory. When the
 client closes the server's stdout, the server logs one line and returns instead of failing with

@@ -23,11 +23,13 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 
 __all__ = ["MAX_MESSAGE_BYTES", "encode", "error_reply", "refusal"]
 
-MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
-"""The largest message either transport accepts (the SDK's own HTTP body limit): 4 MiB."""
+MAX_MESSAGE_BYTES: Final = 20 * 1024 * 1024
+"""The largest message either transport accepts: 20 MiB, room for the largest call the tools'
+schemas allow (``remember`` of 100 texts of 16,000 characters, each escaped as ``\\uXXXX``
+surrogate pairs) and little more."""
 
 NOT_JSON: Final = "Parse error: the message is not valid UTF-8 JSON nested at most 200 levels deep"
-TOO_LARGE: Final = "Invalid Request: a message may be at most 4 MiB"
+TOO_LARGE: Final = "Invalid Request: a message may be at most 20 MiB"
 BATCH: Final = "Invalid Request: JSON-RPC batches are not supported; send one message at a time"
 NOT_OBJECT: Final = "Invalid Request: a message must be one JSON object"
 VERSION: Final = 'Invalid Request: jsonrpc must be "2.0"'
