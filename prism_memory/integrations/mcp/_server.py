@@ -9,6 +9,7 @@ Arguments a tool does not declare (``tenant_id``, ``thread_id``…) are refused,
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -44,6 +45,8 @@ from ._models import (
 from ._stdio import serve_stdio
 
 __all__ = ["IDENTITY_STATE_KEY", "PrismMcpServer"]
+
+logger = logging.getLogger("prism_memory.mcp")
 
 IDENTITY_STATE_KEY = "prism_memory_identity"
 """Where :func:`http_app` puts the authenticated identity in the ASGI scope's ``state``."""
@@ -237,7 +240,7 @@ class PrismMcpServer(MCPServer[Any]):
         message, never an argument's value (neither in the reply nor in the server's log)."""
         allowed = self._prompt_arguments.get(name)
         if allowed is None:
-            raise MCPError(INVALID_PARAMS, "no such prompt; prompts/list names them")
+            raise MCPError(INVALID_PARAMS, "NotFoundError: no such prompt; prompts/list names them")
         if not set(arguments or {}) <= allowed:
             names = ", ".join(sorted(allowed)) or "no arguments"
             raise MCPError(
@@ -250,6 +253,7 @@ class PrismMcpServer(MCPServer[Any]):
         except MCPError:
             raise
         except Exception as exc:  # noqa: BLE001 - its text may repeat an argument: typed, not echoed
+            logger.warning("prism-memory mcp: the %s prompt failed: %s", name, type(exc).__name__)
             raise MCPError(
                 INTERNAL_ERROR, f"{type(exc).__name__}: the {name} prompt failed"
             ) from None
