@@ -132,6 +132,18 @@ async def test_stdio_answers_every_malformed_message_with_a_fixed_error(
         assert nul["error"]["message"].startswith("ValidationError: ")
         unknown = await client.send(_prompt_get(22, {}).replace(b"memory_context", SECRET.encode()))
         _check_reply(unknown, -32602, 22)
+        # an unknown method: the SDK put its name in the error's data
+        method = {"jsonrpc": "2.0", "id": 23, "method": SECRET, "params": {"x": SECRET}}
+        _check_reply(await client.send(json.dumps(method).encode()), -32601, 23)
+        # spec methods with malformed params: the SDK's fixed answer, nothing of the request
+        for params in (
+            {"name": 5, "arguments": {"x": SECRET}},
+            {"name": "recall", "arguments": SECRET},
+        ):
+            call = {"jsonrpc": "2.0", "id": 24, "method": "tools/call", "params": params}
+            reply = await client.send(json.dumps(call).encode())
+            assert reply["error"]["code"] == -32602
+            assert SECRET not in json.dumps(reply)
 
         # the server is still serving
         listed = await client.send(b'{"jsonrpc":"2.0","id":30,"method":"tools/list"}')
@@ -211,6 +223,9 @@ async def test_http_answers_every_malformed_message_with_a_fixed_error(
             response = await client.post(url, content=raw, headers=headers)
             assert response.status_code in (400, 413)
             _check_reply(response.json(), code, request_id)
+        method = {"jsonrpc": "2.0", "id": 23, "method": SECRET, "params": {"x": SECRET}}
+        response = await client.post(url, json=method, headers=headers)
+        _check_reply(response.json(), -32601, 23)
 
         async with http_session(url, "token-ada") as session:
             with pytest.raises(MCPError) as undeclared:

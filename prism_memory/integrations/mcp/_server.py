@@ -15,12 +15,13 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 import pydantic
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, GetPromptResult, InputRequiredResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import Field
 
 from ... import Memory, __version__, create_memory
@@ -113,6 +114,17 @@ def _invalid_arguments(tool: str, exc: pydantic.ValidationError) -> str:
     return f"ValidationError: {tool} arguments rejected: {'; '.join(problems)}"
 
 
+async def _unknown_methods_unnamed(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """Server middleware: the SDK answers an unknown method with the method's name as the error's
+    ``data``; the name is the caller's and may be anything, so the answer carries no data."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        raise MCPError(METHOD_NOT_FOUND, "Method not found") from None
+
+
 class PrismMcpServer(MCPServer[Any]):
     """An MCP server whose tools are one memory scope's remember, recall, forget, consent,
     correction, working memory and export, plus a ``memory_context`` prompt.
@@ -152,6 +164,7 @@ class PrismMcpServer(MCPServer[Any]):
             instructions=instructions(working_scope),
             version=__version__,
             log_level="WARNING",
+            middleware=[_unknown_methods_unnamed],
         )
         self.working_scope: Literal["resource", "thread"] = working_scope
         if identity is not None and not isinstance(identity, McpIdentity):
