@@ -479,4 +479,5 @@ class PrismMcpServer(MCPServer[Any]):
                 raise MCPError(INVALID_PARAMS, str(exc)) from None
             return text or "(no memory yet)"
 
-        self._prompt_arguments["memory_context"] = frozenset({"query"})
+        declared = inspect.signature(memory_context).parameters
+        self._prompt_arguments["memory_context"] = frozenset(p for p in declared if p != "ctx")
