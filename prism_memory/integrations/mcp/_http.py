@@ -79,6 +79,19 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def _refuse_oversized(receive: Receive, send: Send, message: Message, size: int) -> None:
+    """413 for a body over the cap. The rest of a body up to 4x the cap is read and dropped
+    first, so the client (still sending) gets the answer rather than a reset connection."""
+    chunks_left = message.get("more_body", False)
+    while chunks_left and size <= 4 * MAX_MESSAGE_BYTES:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        size += len(message.get("body", b""))
+        chunks_left = message.get("more_body", False)
+    await _send_json(send, 413, encode(error_reply(INVALID_REQUEST, TOO_LARGE)))
+
+
 class _CheckedMessages:
     """ASGI middleware: a POSTed JSON-RPC message passes :func:`~._wire.refusal` before the SDK
     parses it; a refused one gets 400 and one fixed JSON-RPC error that repeats nothing of it."""
@@ -99,7 +112,7 @@ class _CheckedMessages:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > MAX_MESSAGE_BYTES:
-                await _send_json(send, 413, encode(error_reply(INVALID_REQUEST, TOO_LARGE)))
+                await _refuse_oversized(receive, send, message, size)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
