@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prism_memory import HashEmbedder
-from prism_memory import create_memory
+from prism_memory import HashEmbedder, create_memory
 from prism_memory.integrations.mcp import (
     PrismMcpServer,
     http_app,
@@ -65,10 +64,12 @@ async def test_an_http_request_never_falls_back_to_the_stdio_identity() -> None:
     token is Bob, and a request that reached the SDK's app without the authentication in front of
     it (served bare, a host's mistake) is refused -- never Ada."""
     server = PrismMcpServer(embedder=HashEmbedder(), identity=ADA)
-    async with serving(http_app(server, token_resolver({"token-bob": BOB}))) as url:
-        async with http_session(url, "token-bob") as bob:
-            await call(bob, "remember", texts=["Bob plays the cello"], scope="thread")
-            await call(bob, "update_working_memory", data={"who": "bob"})
+    async with (
+        serving(http_app(server, token_resolver({"token-bob": BOB}))) as url,
+        http_session(url, "token-bob") as bob,
+    ):
+        await call(bob, "remember", texts=["Bob plays the cello"], scope="thread")
+        await call(bob, "update_working_memory", data={"who": "bob"})
     # Ada's own memory (the configured identity): untouched by Bob's calls
     async with _memory(server) as m:
         assert (await m.recall("cello")).hits == ()
