@@ -194,8 +194,9 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def start_pgbouncer(server_url: str, program: str) -> PgBouncer:
-    """Start PgBouncer (transaction mode) in front of the database of ``server_url``."""
+def start_pgbouncer(server_url: str, program: str, *, pool_size: int = 10) -> PgBouncer:
+    """Start PgBouncer (transaction mode) in front of the database of ``server_url``, with at most
+    ``pool_size`` server connections (1: every client shares one server connection)."""
     server = make_url(server_url)
     socket_host = server.query.get("host")
     host = str(socket_host if isinstance(socket_host, str) else server.host or "localhost")
@@ -223,7 +224,7 @@ def start_pgbouncer(server_url: str, program: str) -> PgBouncer:
             f"auth_file = {directory / 'users.txt'}\n"
             f"admin_users = {user}\n"
             "pool_mode = transaction\n"
-            "default_pool_size = 10\n"
+            f"default_pool_size = {pool_size}\n"
             "max_client_conn = 200\n"
             f"logfile = {log}\n"
         )

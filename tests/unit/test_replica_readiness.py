@@ -29,6 +29,7 @@ class Scripted(Executor):
         self.replayed = 0
         self.asked_primary = 0
         self.polls = 0
+        self.polled = asyncio.Event()
 
     async def _fetch_on(
         self, endpoint: Any, action: str, statement: str, params: Any = None
@@ -38,6 +39,7 @@ class Scripted(Executor):
             return [(self.primary,)]
         assert statement == REPLAYED_LSN
         self.polls += 1
+        self.polled.set()
         return [(self.replayed,)]
 
     def impatient(self) -> None:
@@ -48,7 +50,8 @@ class Scripted(Executor):
 
 async def _polled(executor: Scripted, at_least: int) -> None:
     while executor.polls < at_least:
-        await asyncio.sleep(0)
+        executor.polled.clear()
+        await executor.polled.wait()
 
 
 async def test_a_read_waits_for_the_replica_to_replay_the_stores_last_write() -> None:
