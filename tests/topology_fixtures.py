@@ -10,6 +10,9 @@ A pytest plugin (``tests/conftest.py`` lists it in ``pytest_plugins``) with two 
   ``pg_basebackup -R``, both on unix sockets, with helpers to pause and resume the replica's replay.
 
 A missing program skips these tests -- or fails them with ``PRISM_REQUIRE_POSTGRES=1``.
+Servers started elsewhere (``tools/mutate.py`` starts them once for every forked run) are named by
+``PRISM_TEST_PGBOUNCER`` and ``PRISM_TEST_REPLICA_PAIR`` (JSON, :func:`describe`); the fixtures then
+use them and stop nothing.
 As root, PgBouncer (which refuses to run as root) and the replica run as a system user: the owner
 of the embedded server's socket directory (``embedded_postgres``), else ``nobody``.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -38,6 +42,11 @@ from sqlalchemy.engine import make_url
 from prism_memory.errors import ConfigurationError, StorageError
 from prism_memory.postgres._engine import normalize_url
 from prism_memory.postgres.embedded import EmbeddedPostgres, start_embedded_postgres
+
+PGBOUNCER_ENV = "PRISM_TEST_PGBOUNCER"
+"""A PgBouncer started elsewhere, as :func:`describe` gives it (JSON)."""
+REPLICA_PAIR_ENV = "PRISM_TEST_REPLICA_PAIR"
+"""A primary and replica started elsewhere, as :func:`describe` gives them (JSON)."""
 
 START_TIMEOUT = 30.0
 """Seconds a process of these fixtures gets to start answering before the fixture fails."""
@@ -154,11 +163,14 @@ class PgBouncer:
     """The TCP port on ``127.0.0.1``."""
     log: Path
     """PgBouncer's log file."""
-    _process: subprocess.Popen[str] = field(repr=False)
-    _directory: Path = field(repr=False)
+    _process: subprocess.Popen[str] | None = field(repr=False)
+    _directory: Path | None = field(repr=False)
 
     def close(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL) and delete its directory."""
+        """Stop the process (SIGTERM, then SIGKILL) and delete its directory (nothing, for a
+        PgBouncer started elsewhere)."""
+        if self._process is None or self._directory is None:
+            return
         if self._process.poll() is None:
             self._process.terminate()
             try:
@@ -194,8 +206,9 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def start_pgbouncer(server_url: str, program: str) -> PgBouncer:
-    """Start PgBouncer (transaction mode) in front of the database of ``server_url``."""
+def start_pgbouncer(server_url: str, program: str, *, pool_size: int = 10) -> PgBouncer:
+    """Start PgBouncer (transaction mode) in front of the database of ``server_url``, with at most
+    ``pool_size`` server connections (1: every client shares one server connection)."""
     server = make_url(server_url)
     socket_host = server.query.get("host")
     host = str(socket_host if isinstance(socket_host, str) else server.host or "localhost")
@@ -223,7 +236,7 @@ def start_pgbouncer(server_url: str, program: str) -> PgBouncer:
             f"auth_file = {directory / 'users.txt'}\n"
             f"admin_users = {user}\n"
             "pool_mode = transaction\n"
-            "default_pool_size = 10\n"
+            f"default_pool_size = {pool_size}\n"
             "max_client_conn = 200\n"
             f"logfile = {log}\n"
         )
@@ -278,6 +291,12 @@ async def _until_answers(bouncer: PgBouncer) -> None:
 @pytest.fixture(scope="session")
 def pgbouncer(postgres_url: str) -> Iterator[PgBouncer]:
     """A PgBouncer (``pool_mode = transaction``, pool of 10) in front of ``postgres_url``."""
+    started = os.environ.get(PGBOUNCER_ENV)
+    if started:
+        fields = json.loads(started)
+        fields["log"] = Path(fields["log"])
+        yield PgBouncer(**fields, _process=None, _directory=None)
+        return
     program = find_pgbouncer()
     if program is None:
         _unavailable("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
@@ -315,9 +334,10 @@ class ReplicaPair:
     """The replica as a plain ``postgresql://`` URI."""
     replica_log: Path
     """The replica's server log."""
-    primary: EmbeddedPostgres = field(repr=False)
-    _replica_data: Path = field(repr=False)
-    _directory: Path = field(repr=False)
+    primary: EmbeddedPostgres | None = field(repr=False)
+    """``None`` for a pair started elsewhere."""
+    _replica_data: Path | None = field(repr=False)
+    _directory: Path | None = field(repr=False)
 
     async def _replica(self, query: str, *args: Any) -> Any:
         conn = await asyncpg.connect(self.replica_dsn, timeout=10)
@@ -373,7 +393,10 @@ class ReplicaPair:
         await self._wait_lsn("pg_last_wal_receive_lsn", seconds)
 
     def close(self) -> None:
-        """Stop the replica, then the primary, and delete both data directories."""
+        """Stop the replica, then the primary, and delete both data directories (nothing, for a
+        pair started elsewhere)."""
+        if self.primary is None or self._replica_data is None or self._directory is None:
+            return
         _stop_replica(self.primary, self._replica_data, self._directory)
         self.primary.close()
 
@@ -470,6 +493,17 @@ async def _until_streaming(pair: ReplicaPair) -> None:
 def replica_pair() -> Iterator[ReplicaPair]:
     """A dedicated embedded primary with a streaming replica (even when ``postgres_url`` is
     another server): see :class:`ReplicaPair`."""
+    started = os.environ.get(REPLICA_PAIR_ENV)
+    if started:
+        fields = json.loads(started)
+        fields["replica_log"] = Path(fields["replica_log"])
+        pair = ReplicaPair(**fields, primary=None, _replica_data=None, _directory=None)
+        # a run killed midway (a mutant's timeout) may have left replay paused
+        if _run_sync(pair.replay_paused()):
+            _run_sync(pair.resume_replay())
+        _run_sync(pair.wait_caught_up())
+        yield pair
+        return
     try:
         pair = start_replica_pair()
     except (ConfigurationError, StorageError) as exc:
@@ -479,3 +513,19 @@ def replica_pair() -> Iterator[ReplicaPair]:
         yield pair
     finally:
         pair.close()
+
+
+def describe(server: PgBouncer | ReplicaPair) -> str:
+    """``server`` as JSON for :data:`PGBOUNCER_ENV` / :data:`REPLICA_PAIR_ENV` (its addresses)."""
+    if isinstance(server, PgBouncer):
+        fields = {"url": server.url, "dsn": server.dsn, "admin_dsn": server.admin_dsn}
+        fields.update({"port": server.port, "log": str(server.log)})
+    else:
+        fields = {
+            "primary_url": server.primary_url,
+            "replica_url": server.replica_url,
+            "primary_dsn": server.primary_dsn,
+            "replica_dsn": server.replica_dsn,
+            "replica_log": str(server.replica_log),
+        }
+    return json.dumps(fields)

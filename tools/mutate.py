@@ -141,7 +141,65 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/stores/_governance.py": [
         "tests/unit/test_store_governance.py",
     ],
+    # ---- modules whose tests need servers: PostgreSQL, PgBouncer, a streaming replica (started
+    # once per session by :func:`servers`, shared by every forked run)
+    "prism_memory/_memory/observed.py": [
+        "tests/telemetry/test_capture_switch.py",
+        "tests/telemetry/test_traces_metrics.py",
+        "tests/telemetry/test_canary.py",
+    ],
+    "prism_memory/_telemetry.py": [
+        "tests/telemetry/test_capture_switch.py",
+        "tests/telemetry/test_traces_metrics.py",
+        "tests/telemetry/test_canary.py",
+    ],
+    "prism_memory/postgres/statements/_base.py": [
+        "tests/unit/test_tenant_routing.py",
+        "tests/postgres/test_write_path.py",
+        "tests/postgres/test_read_path.py",
+        "tests/postgres/test_generations.py",
+    ],
+    "prism_memory/integrations/mcp/_identity.py": [
+        "tests/mcp/test_mcp_identity.py",
+        "tests/mcp/test_mcp_http_edges.py",
+        "tests/mcp/test_mcp_transports.py::test_http_refuses_a_request_without_a_valid_token",
+        "tests/mcp/test_mcp_isolation.py::test_two_tokens_on_one_http_server_share_nothing",
+    ],
+    "prism_memory/integrations/mcp/_http.py": [
+        "tests/mcp/test_mcp_identity.py",
+        "tests/mcp/test_mcp_http_edges.py",
+        "tests/mcp/test_mcp_transports.py::test_http_refuses_a_request_without_a_valid_token",
+        "tests/mcp/test_mcp_isolation.py::test_two_tokens_on_one_http_server_share_nothing",
+    ],
+    "prism_memory/integrations/mcp/_server.py": [
+        "tests/mcp/test_mcp_identity.py",
+        "tests/mcp/test_mcp_http_edges.py",
+        "tests/mcp/test_mcp_transports.py::test_http_client_calls_every_tool",
+        "tests/mcp/test_mcp_isolation.py::test_two_tokens_on_one_http_server_share_nothing",
+    ],
+    "prism_memory/integrations/mcp/_models.py": [
+        "tests/mcp/test_mcp_transports.py::test_http_client_calls_every_tool",
+    ],
+    "prism_memory/postgres/_executor.py": [
+        "tests/unit/test_replica_readiness.py",
+        "tests/topology/test_pooler_session_state.py",
+        "tests/topology/test_replica_routing.py",
+        "tests/topology/test_replica.py",
+        "tests/postgres/test_server_terminated.py",
+        "tests/postgres/test_write_faults.py",
+        "tests/topology/test_pooler.py",
+    ],
+    "prism_memory/postgres/_engine.py": [
+        "tests/topology/test_pooler_session_state.py",
+        "tests/topology/test_pooler.py",
+        "tests/postgres/test_server_terminated.py",
+        "tests/postgres/test_store.py",
+        "tests/topology/test_replica.py",
+    ],
 }
+
+SERVED = ("tests/postgres/", "tests/topology/", "tests/mcp/", "tests/telemetry/")
+"""Test paths that need the servers :func:`servers` starts."""
 
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--no-header"]
 
@@ -692,6 +750,83 @@ def run_swapped(tests: list[str], mutants: list[Mutant], log: Path) -> dict[int,
     return outcomes
 
 
+# ---- servers for the storage tests ---------------------------------------------------------------
+
+
+def _serve() -> None:
+    """``--serve``: start an embedded PostgreSQL, a PgBouncer in front of it and a primary with a
+    streaming replica; print their addresses (one JSON line), stop them when stdin closes. A
+    process of its own, so that the runner never imports ``prism_memory`` itself."""
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from prism_memory.postgres.embedded import start_embedded_postgres
+    from tests import topology_fixtures as topology
+
+    program = topology.find_pgbouncer()
+    if program is None:
+        raise SystemExit("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    server = start_embedded_postgres()
+    try:
+        bouncer = topology.start_pgbouncer(server.url, program)
+        try:
+            pair = topology.start_replica_pair()
+            try:
+                print(
+                    json.dumps(
+                        {
+                            "PRISM_TEST_POSTGRES_URL": server.url,
+                            topology.PGBOUNCER_ENV: topology.describe(bouncer),
+                            topology.REPLICA_PAIR_ENV: topology.describe(pair),
+                        }
+                    ),
+                    flush=True,
+                )
+                sys.stdin.read()
+            finally:
+                pair.close()
+        finally:
+            bouncer.close()
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def servers(needed: bool) -> Iterator[None]:
+    """When ``needed``: the servers of :func:`_serve`, named in the environment every forked test
+    run inherits (``PRISM_REQUIRE_POSTGRES=1``: a test that cannot reach them fails, never
+    skips), for the duration of the session."""
+    if not needed:
+        yield
+        return
+    import json
+    import subprocess
+
+    process = subprocess.Popen(  # noqa: S603 - this script, by its own path
+        [sys.executable, str(Path(__file__).resolve()), "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise SystemExit("the test servers did not start (see the output above)")
+        os.environ.update(json.loads(line))
+        os.environ["PRISM_REQUIRE_POSTGRES"] = "1"
+        yield
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 # ---- the file guard ------------------------------------------------------------------------------
 
 
@@ -801,7 +936,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--show-equivalent", action="store_true", help="also print the allow-listed mutants"
     )
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        _serve()
+        return 0
     selected = [p for p in MODULES if not args.module or any(m in p for m in args.module)]
     if not selected:
         parser.error(f"no module matches {args.module}; modules: {', '.join(MODULES)}")
@@ -836,7 +975,9 @@ def main(argv: list[str] | None = None) -> int:
     log = Path(tempfile.mkdtemp(prefix="prism-mutation-")) / "pytest.log"
     scores: dict[str, Score] = {}
     used: set[str] = set()
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(servers(any(t.startswith(SERVED) for p in plans for t in MODULES[p])))
         for path, mutants in plans.items():
             tests = MODULES[path]
             score = scores[path] = Score(mutants=len(mutants))
@@ -894,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         guard.restore()
+        stack.close()
 
     _print_table(scores)
     survivors = [m for s in scores.values() for m in s.survivors]

@@ -6,6 +6,11 @@ not. An ``INSERT ... VALUES`` that binds ``tenant_id`` counts too (a router send
 tenant's shard). A tenant compared with a subquery (``tenant_id = (SELECT ...)``, an init-plan
 parameter) does not count, anywhere in the statement.
 
+And per table reference (issue 47): one such equality somewhere is not enough -- every reference to
+a tenant-keyed table (a sub-select, a join, a CTE such as the tombstone clean-up of an insert) is
+constrained by its tenant itself, directly or through a join on ``tenant_id`` with a constrained one
+(``tests/tenant_references.py`` reads the statements).
+
 The statements are those of ``tests/sql/`` (``tests/sql_catalogue.py``). docs/scaling.md lists the
 allow-list; Citus itself is not run here.
 """
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from prism_memory.postgres.tables import build_metadata
 from tests.sql_catalogue import Rendered, rendered_statements
+from tests.tenant_references import references, unconstrained
 
 _DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
@@ -69,6 +75,8 @@ ALLOWED: dict[str, str] = {
 """Statements on tenant-keyed tables without a plain tenant equality, each with its reason."""
 
 _NAMES = build_metadata().names
+_KEYED = {t.name for t in build_metadata().metadata.tables.values() if "tenant_id" in t.c}
+"""The tenant-keyed tables: those with a ``tenant_id`` column (not the generations' registry)."""
 _TABLES = re.compile(
     r'(?<![\w])"?(?:'
     + "|".join(re.escape(t) for t in sorted(_NAMES.tables, key=len, reverse=True))
@@ -146,3 +154,110 @@ def test_docs_scaling_lists_the_allow_list():
     doc = _DOC.read_text(encoding="utf-8")
     missing = [key for key in ALLOWED if f"`{key}`" not in doc]
     assert missing == [], "docs/scaling.md must list every allow-listed statement"
+
+
+def test_every_reference_to_a_tenant_keyed_table_is_constrained_by_its_tenant():
+    offenders = {
+        _key(r): sorted({f"{ref.table} {ref.alias}" for ref in unconstrained(r.sql, _KEYED)})
+        for r in rendered_statements()
+        if _key(r) not in ALLOWED
+    }
+    offenders = {key: refs for key, refs in offenders.items() if refs}
+    assert offenders == {}, (
+        "these statements reference a tenant-keyed table that nothing constrains by its tenant "
+        "(a `tenant_id = <param>` of its own, or a join on tenant_id with a constrained one): "
+        f"{offenders}"
+    )
+
+
+_TABLE_NAME = re.compile(
+    r'(?<![\w"])"?(?:' + "|".join(sorted(_KEYED, key=len, reverse=True)) + r')"?(?![\w".])'
+)
+
+
+def test_the_reader_finds_every_reference():
+    """Each tenant-keyed table named in a statement (not as a column's qualifier) is one reference
+    the per-reference check judged: none is skipped by the reader."""
+    missed = {}
+    for r in rendered_statements():
+        if _key(r) in ALLOWED:
+            continue
+        named = len(_TABLE_NAME.findall(r.sql))
+        found = len(references(r.sql, _KEYED))
+        if named != found:
+            missed[_key(r)] = (named, found)
+    assert missed == {}
+
+
+def _insert_sql() -> str:
+    [insert] = [r.sql for r in rendered_statements() if _key(r) == "entries/insert"]
+    return insert
+
+
+_E = '"prism_memory"."semantic_memory"'
+_T = '"prism_memory"."semantic_memory_invalidation"'
+_V = '"prism_memory"."semantic_memory_vectors"'
+
+
+def _bad(sql: str) -> list[str]:
+    return [f"{ref.table} {ref.alias}" for ref in unconstrained(sql, _KEYED)]
+
+
+def test_a_branch_that_loses_its_tenant_is_found():
+    """The real insert passes; with its tombstone clean-up (a CTE) or its existing-ids probe (a
+    sub-select) stripped of their tenant, only that branch is named -- although the statement still
+    holds plain tenant equalities elsewhere, which the statement-wide rule is content with."""
+    insert = _insert_sql()
+    assert _bad(insert) == []
+    cleanup = "DELETE FROM " + _T + " WHERE tenant_id = :tenant AND "
+    assert cleanup in insert
+    lost = insert.replace(cleanup, "DELETE FROM " + _T + " WHERE ")
+    assert names_its_tenant(lost)  # the old rule passes it
+    assert _bad(lost) == ["semantic_memory_invalidation semantic_memory_invalidation"]
+    probe = "WHERE e.tenant_id = :tenant AND ROW("
+    assert probe in insert
+    lost = insert.replace(probe, "WHERE ROW(")
+    assert names_its_tenant(lost)
+    assert _bad(lost) == ["semantic_memory e"]
+
+
+def test_the_reference_rule_on_small_statements():
+    ok = [
+        f"SELECT 1 FROM {_E} e WHERE e.tenant_id = :tenant",
+        f"SELECT 1 FROM {_E} WHERE tenant_id = $1::VARCHAR AND x = $2",
+        f"SELECT 1 FROM {_E} e JOIN {_V} v ON v.tenant_id = e.tenant_id WHERE e.tenant_id = $1",
+        f"SELECT 1 FROM {_E} e WHERE e.tenant_id = :t AND EXISTS "
+        f"(SELECT 1 FROM {_V} v WHERE v.tenant_id = e.tenant_id)",
+        f"SELECT 1 FROM {_E} e WHERE ROW(e.tenant_id, e.id) = ROW(:t, :id)",
+        f"INSERT INTO {_T} (tenant_id, entry_id) VALUES (:tenant, :id)",
+        f"INSERT INTO {_T} (tenant_id, entry_id) SELECT e.tenant_id, e.id FROM {_E} e "
+        "WHERE e.tenant_id = :tenant",
+        f"SELECT * FROM (SELECT * FROM {_E} e OFFSET 0) AS d WHERE d.tenant_id = :t",
+        f"WITH x AS (SELECT * FROM {_E} WHERE tenant_id = :t) "
+        f"SELECT 1 FROM x JOIN {_V} v ON v.tenant_id = x.tenant_id",
+        f"SELECT 1 FROM {_E} WHERE tenant_id = :t UNION ALL SELECT 1 FROM {_T} WHERE tenant_id = :t",
+    ]
+    for sql in ok:
+        assert _bad(sql) == [], sql
+    bad = {
+        f"SELECT 1 FROM {_E} e WHERE e.tenant_id = :t OR e.id = :id": "semantic_memory e",
+        f"SELECT 1 FROM {_E} e WHERE e.tenant_id = (SELECT CAST(:t AS text))": "semantic_memory e",
+        f"SELECT 1 FROM {_E} e WHERE e.tenant_id = :t AND EXISTS "
+        f"(SELECT 1 FROM {_V} v WHERE v.entry_id = e.id)": "semantic_memory_vectors v",
+        f"SELECT 1 FROM {_E} e JOIN {_V} v ON v.entry_id = e.id "
+        "WHERE e.tenant_id = :t": "semantic_memory_vectors v",
+        f"SELECT 1 FROM {_E} WHERE tenant_id = :t UNION ALL "
+        f"SELECT 1 FROM {_T} WHERE entry_id = :id": "semantic_memory_invalidation "
+        "semantic_memory_invalidation",
+        f"INSERT INTO {_T} (tenant_id, entry_id) SELECT e.tenant_id, e.id FROM {_E} e": (
+            "semantic_memory e"
+        ),
+        f"SELECT * FROM (SELECT e.id FROM {_E} e) AS d WHERE d.tenant_id = :t": (
+            "semantic_memory e"
+        ),
+        f"UPDATE {_E} SET x = 1 WHERE id = :id AND tenant_id IN (:t)": (
+            "semantic_memory semantic_memory"
+        ),
+    }
+    for sql, named in bad.items():
+        assert named in _bad(sql), sql

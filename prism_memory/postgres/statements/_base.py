@@ -79,9 +79,10 @@ class TableSql:
             f"ORDER BY {mine} LIMIT 1)"
         )
 
-    def stored_key(self, key: str) -> str:
-        """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`) is stored."""
-        found = self.first_stored(key, self.key_of("e"))
+    def stored_key(self, key: str, *, tenant: str | None = None) -> str:
+        """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`, ``tenant`` too) is
+        stored."""
+        found = self.first_stored(key, self.key_of("e"), tenant=tenant)
         return f"EXISTS (SELECT 1 FROM {found} AS e WHERE {self.is_key('e', key)})"
 
     def stored_of_ids(self, columns: str) -> str:

@@ -1,0 +1,123 @@
+"""Where a read goes, decided from WAL positions alone (issue 47): :meth:`Executor._replica_ready`
+with its two position reads scripted -- the primary's WAL position now, and how far the replica has
+replayed -- so the interleavings of overlapping reads and writes are exact. The real primary and
+standby, with replay paused and resumed, are in ``tests/topology/test_replica.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from prism_memory.postgres._executor import Executor, ReadReplica
+from prism_memory.postgres.statements.catalog import PRIMARY_LSN, REPLAYED_LSN
+
+
+class Scripted(Executor):
+    """An executor whose only statements are the two WAL-position reads, answered from
+    :attr:`primary` and :attr:`replayed` (no connection is ever opened)."""
+
+    def __init__(self, wait_seconds: float = 30.0) -> None:
+        engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+        replica = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/replica")
+        super().__init__(
+            engine, owns_engine=True, replica=ReadReplica(replica, wait_seconds=wait_seconds)
+        )
+        self.primary = 0
+        self.replayed = 0
+        self.asked_primary = 0
+        self.polls = 0
+        self.polled = asyncio.Event()
+
+    async def _fetch_on(
+        self, endpoint: Any, action: str, statement: str, params: Any = None
+    ) -> list[Any]:
+        if statement == PRIMARY_LSN:
+            self.asked_primary += 1
+            return [(self.primary,)]
+        assert statement == REPLAYED_LSN
+        self.polls += 1
+        self.polled.set()
+        return [(self.replayed,)]
+
+    def impatient(self) -> None:
+        """From now on a read looks at the replica once and does not wait."""
+        assert self._replica is not None
+        self._replica.config = dataclasses.replace(self._replica.config, wait_seconds=0.0)
+
+
+async def _polled(executor: Scripted, at_least: int) -> None:
+    while executor.polls < at_least:
+        executor.polled.clear()
+        await executor.polled.wait()
+
+
+async def test_a_read_waits_for_the_replica_to_replay_the_stores_last_write() -> None:
+    ex = Scripted(wait_seconds=0.0)
+    assert await ex._replica_ready("read")  # nothing written: the replica, without asking
+    assert ex.asked_primary == 0
+    ex.primary, ex.replayed = 100, 50
+    ex.wrote()
+    assert not await ex._replica_ready("read")  # replayed 50 < 100: the primary
+    assert not await ex._replica_ready("read")  # still needed without a new write
+    ex.replayed = 100
+    assert await ex._replica_ready("read")
+    assert ex.asked_primary == 1  # one write, one look at the primary
+    ex.replayed = 90  # a replica never goes back, but a read with nothing to wait for…
+    assert await ex._replica_ready("read")  # …does not even look
+    await ex.close()
+
+
+async def test_a_later_write_raises_the_position_the_next_read_waits_for() -> None:
+    ex = Scripted(wait_seconds=0.0)
+    ex.primary, ex.replayed = 100, 0
+    ex.wrote()
+    assert not await ex._replica_ready("read")  # needs 100, the replica is at 0
+    ex.primary = 200
+    ex.wrote()  # a second write before the replica caught up with the first
+    ex.replayed = 150  # past the first write, not the second
+    assert not await ex._replica_ready("read")
+    ex.replayed = 200
+    assert await ex._replica_ready("read")
+    await ex.close()
+
+
+async def test_a_position_a_read_needs_is_not_cleared_by_another_reads_replay() -> None:
+    """Read 1 waits for write 1 (100); write 2 (200) and read 2, which waits for 200, start
+    meanwhile; the replica replays to 150, read 1 goes to it. Read 2's position must outlive read
+    1: a read 3 with no write of its own still needs 200, so with the replica at 150 it goes to the
+    primary (cleared, it would read the replica, which lacks write 2)."""
+    ex = Scripted(wait_seconds=30.0)
+    ex.primary, ex.replayed = 100, 50
+    ex.wrote()
+    first = asyncio.create_task(ex._replica_ready("read 1"))
+    await _polled(ex, 1)  # read 1 waits for 100
+    ex.primary = 200
+    ex.wrote()
+    second = asyncio.create_task(ex._replica_ready("read 2"))
+    await _polled(ex, 2)  # read 2 waits for 200
+    ex.replayed = 150
+    assert await asyncio.wait_for(first, 30)  # read 1: 150 >= 100, the replica
+    assert not second.done()  # read 2: still waiting for 200
+    second.cancel()
+    ex.impatient()
+    assert not await ex._replica_ready("read 3")  # 150 < 200: the primary
+    ex.replayed = 200
+    assert await ex._replica_ready("read 4")
+    await ex.close()
+
+
+async def test_overlapping_reads_after_one_write_all_wait_for_it() -> None:
+    """Two reads waiting for the same write: the first to see it replayed clears the position
+    once, and neither goes to the replica before it has replayed that write."""
+    ex = Scripted(wait_seconds=30.0)
+    ex.primary, ex.replayed = 100, 10
+    ex.wrote()
+    reads = [asyncio.create_task(ex._replica_ready(f"read {i}")) for i in range(2)]
+    await _polled(ex, 2)
+    assert not any(read.done() for read in reads)
+    ex.replayed = 100
+    assert await asyncio.wait_for(asyncio.gather(*reads), 30) == [True, True]
+    await ex.close()
