@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -51,13 +52,26 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .. import _telemetry as otel
+from ..errors import ConfigurationError, StorageError
 from ._engine import KeptConnections, Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
 from .statements import to_positional
 from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
 
-__all__ = ["DriverUnit", "Executor", "ReadConsistency", "ReadReplica", "SessionUnit"]
+__all__ = [
+    "REPLICA_RETRY_MAX_SECONDS",
+    "REPLICA_RETRY_SECONDS",
+    "REPLICA_TIMEOUT_SECONDS",
+    "DriverUnit",
+    "Executor",
+    "ReadConsistency",
+    "ReadReplica",
+    "SessionUnit",
+    "describe_endpoint",
+]
+
+logger = logging.getLogger("prism_memory.postgres")
 
 Params = Mapping[str, Any] | None
 
@@ -66,15 +80,49 @@ ReadConsistency = Literal["session", "strict"]
 writes); ``"strict"`` -- everything the primary had committed when the read began."""
 
 
+REPLICA_TIMEOUT_SECONDS = 3.0
+"""How long one replica read (its connection, its replay-position check, its statement) may take
+before the read goes to the primary (``replica_timeout_seconds``)."""
+
+REPLICA_RETRY_SECONDS = 5.0
+"""How long reads avoid a replica that failed before trying it again (``replica_retry_seconds``);
+doubled after each failure in a row, up to :data:`REPLICA_RETRY_MAX_SECONDS`."""
+
+REPLICA_RETRY_MAX_SECONDS = 60.0
+"""The longest a failed replica is avoided."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReadReplica:
-    """Where a store sends its reads (recall, export, ``index_status``, counts, RAG queries): a
-    streaming replica's engine, how long a read waits for the replica to replay what it must see
-    before it reads from the primary instead, and what it must see (:data:`ReadConsistency`)."""
+    """Where a store sends its reads (recall, export, counts, RAG queries): a streaming replica's
+    engine, how long a read waits for the replica to replay what it must see before it reads from
+    the primary instead, and what it must see (:data:`ReadConsistency`); how long one replica read
+    may take (``timeout_seconds``) before it goes to the primary, and how long a replica that
+    failed is then avoided (``retry_seconds``, doubling)."""
 
     engine: AsyncEngine
     wait_seconds: float = 0.25
     consistency: ReadConsistency = "session"
+    timeout_seconds: float = REPLICA_TIMEOUT_SECONDS
+    retry_seconds: float = REPLICA_RETRY_SECONDS
+
+
+def describe_endpoint(engine: AsyncEngine) -> str:
+    """``engine``'s server as ``host:port/database`` (a unix socket: its directory), with no user,
+    password or other parameter -- for an error message or a log line."""
+    url = engine.url
+    socket_dir = url.query.get("host")
+    host = socket_dir if isinstance(socket_dir, str) else url.host or "localhost"
+    port = url.port or url.query.get("port") or 5432
+    return f"{host}:{port}/{url.database or ''}"
+
+
+class _ReplicaDownError(Exception):
+    """The replica did not answer a read (in time): the read goes to the primary."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
@@ -171,13 +219,19 @@ class _Endpoint:
 
 
 class _Replica(_Endpoint):
-    """The read endpoint, and the primary's WAL position it must have replayed to answer."""
+    """The read endpoint, the primary's WAL position it must have replayed to answer, and whether
+    it failed lately (reads avoid it until :attr:`down_until`)."""
 
-    __slots__ = ("config", "covered", "needed", "writes")
+    __slots__ = ("config", "covered", "down_until", "failures", "name", "needed", "writes")
 
     def __init__(self, config: ReadReplica) -> None:
         super().__init__(config.engine)
         self.config = config
+        self.name = describe_endpoint(config.engine)
+        self.failures = 0
+        """Failures in a row (each doubles the time it is avoided)."""
+        self.down_until = 0.0
+        """``time.monotonic()`` before which reads go to the primary without trying it."""
         self.writes = 0
         """Writes this store finished on the primary (each may change what a read sees)."""
         self.covered = 0
@@ -239,20 +293,68 @@ class Executor:
         self, action: str, *, writes: bool = True, read: bool = False, custom_plans: bool = False
     ) -> AsyncIterator[SessionUnit]:
         """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
-        it has replayed what it must (:meth:`_replica_ready`); else on the primary, where
-        ``writes=False`` says it only reads (a replica read that follows need not wait for it)."""
-        endpoint: _Endpoint = self._primary
-        if read and self._replica is not None and await self._replica_ready(action):
-            endpoint = self._replica
+        it has replayed what it must (:meth:`_replica_ready`) and answers in time (else on the
+        primary); else on the primary, where ``writes=False`` says it only reads (a replica read
+        that follows need not wait for it)."""
+        replica = self._usable_replica() if read else None
         try:
+            if replica is not None:
+                session = await self._replica_session(replica, action)
+                if session is not None:
+                    async with self._replica_named(replica, action):
+                        with otel.db_span(action), wrap_db_errors(action):
+                            async with session:  # its transaction began with its connection
+                                if custom_plans:
+                                    await session.execute(text(CUSTOM_PLANS))
+                                yield SessionUnit(session)
+                                await session.commit()
+                    return
             with otel.db_span(action), wrap_db_errors(action):
-                async with endpoint.sessions() as session, session.begin():
+                async with self._primary.sessions() as session, session.begin():
                     if custom_plans:
                         await session.execute(text(CUSTOM_PLANS))
                     yield SessionUnit(session)
         finally:
             if writes and not read:
                 self.wrote()
+
+    async def _replica_session(self, replica: _Replica, action: str) -> AsyncSession | None:
+        """A session on the replica with its connection checked out, within the replica's time
+        bound -- or ``None`` (the unit goes to the primary) when the replica must not or cannot
+        answer."""
+        try:
+            if not await self._replica_ready(action):
+                return None
+            session = replica.sessions()
+            try:
+                async with asyncio.timeout(replica.config.timeout_seconds):
+                    with otel.db_span(action), wrap_db_errors(action):
+                        await session.connection()  # checks a connection out (or opens one)
+            except BaseException:
+                await _abandon(session)
+                raise
+            return session
+        except _ReplicaDownError as down:
+            self._replica_failed(replica, down.reason)
+        except (TimeoutError, StorageError, ConfigurationError) as exc:
+            self._replica_failed(replica, _reason(exc, replica))
+        return None
+
+    @asynccontextmanager
+    async def _replica_named(self, replica: _Replica, action: str) -> AsyncIterator[None]:
+        """Around a unit running on the replica: a storage failure (a statement past the replica
+        engine's ``command_timeout``, a lost connection) names the replica, and it is avoided for
+        a while (the unit cannot be run again: its body already ran in part)."""
+        try:
+            yield
+        except (StorageError, ConfigurationError) as exc:
+            self._replica_failed(replica, _reason(exc, replica))
+            raise StorageError(
+                f"{action} failed on the read replica {replica.name}: {_reason(exc, replica)}; "
+                "reads go to the primary until it answers again"
+            ) from exc
+        else:
+            replica.failures = 0
 
     # ---- single statements on the driver --------------------------------------------------
 
@@ -266,15 +368,51 @@ class Executor:
         custom_plans: bool = False,
     ) -> Sequence[Any]:
         """One read in one round trip, on the primary -- or, with ``replica``, on the read replica
-        when :meth:`_replica_ready` allows. ``custom_plans`` on a host's engine: inside a unit that
-        asks for them (:attr:`sets_plans`)."""
+        when :meth:`_replica_ready` allows and it answers within its time bound, else on the
+        primary. ``custom_plans`` on a host's engine: inside a unit that asks for them
+        (:attr:`sets_plans`)."""
         if custom_plans and not self._sets_plans:
             async with self.unit(action, read=replica, writes=False, custom_plans=True) as unit:
                 return await unit.fetch(statement, params)
-        endpoint: _Endpoint = self._primary
-        if replica and self._replica is not None and await self._replica_ready(action):
-            endpoint = self._replica
-        return await self._fetch_on(endpoint, action, statement, params)
+        target = self._usable_replica() if replica else None
+        if target is None:
+            return await self._fetch_on(self._primary, action, statement, params)
+        try:
+            if await self._replica_ready(action):
+                rows = await self._on_replica(target, action, statement, params)
+                target.failures = 0
+                return rows
+        except _ReplicaDownError as down:
+            self._replica_failed(target, down.reason)
+            return await self._primary_after(target, down.reason, action, statement, params)
+        return await self._fetch_on(self._primary, action, statement, params)
+
+    async def _on_replica(
+        self, replica: _Replica, action: str, statement: str, params: Params = None
+    ) -> list[Any]:
+        """One read on the replica within its time bound (connection included), or
+        :class:`_ReplicaDownError`: it timed out, lost or could not open its connection, or the
+        replica refused it for a reason of its own (a recovery conflict, a schema behind). A
+        mistake of the read itself (a bad value) is raised as it is: the primary would refuse it
+        too."""
+        try:
+            async with asyncio.timeout(replica.config.timeout_seconds):
+                return await self._fetch_on(replica, action, statement, params)
+        except (TimeoutError, StorageError, ConfigurationError) as exc:
+            raise _ReplicaDownError(_reason(exc, replica)) from exc
+
+    async def _primary_after(
+        self, replica: _Replica, reason: str, action: str, statement: str, params: Params
+    ) -> list[Any]:
+        """The read on the primary after the replica failed; when the primary fails too, a
+        :class:`StorageError` naming both failures (the replica by host, port and database)."""
+        try:
+            return await self._fetch_on(self._primary, action, statement, params)
+        except (StorageError, ConfigurationError) as exc:
+            raise StorageError(
+                f"{action} failed on the read replica {replica.name} ({reason}) and then on the "
+                f"primary: {_reason(exc, None)}"
+            ) from exc
 
     async def fetchval(self, action: str, statement: str, params: Params = None) -> Any:
         """The first column of the first row of one read on the primary, or ``None``."""
@@ -377,10 +515,14 @@ class Executor:
             yield driver
         except BaseException as exc:
             if (
-                isinstance(exc, asyncio.CancelledError)
+                isinstance(exc, asyncio.CancelledError | TimeoutError)
                 or _connection_lost(exc, driver)
                 or driver.is_in_transaction()
             ):
+                if isinstance(endpoint, _Replica):
+                    # a replica that did not answer may be hung: a graceful close would wait
+                    # for it (up to 2 s more); the primary's connections close gracefully
+                    driver.terminate()
                 await greenlet_spawn(pooled.invalidate, exc)
             await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
             raise
@@ -406,12 +548,37 @@ class Executor:
         if self._replica is not None:
             self._replica.writes += 1
 
+    def _usable_replica(self) -> _Replica | None:
+        """The replica, unless there is none or it failed lately (then reads go to the primary
+        until its back-off ends)."""
+        replica = self._replica
+        if replica is None or time.monotonic() < replica.down_until:
+            return None
+        return replica
+
+    def _replica_failed(self, replica: _Replica, reason: str) -> None:
+        """The replica failed a read: avoid it for ``retry_seconds``, doubled for each failure in
+        a row (up to :data:`REPLICA_RETRY_MAX_SECONDS`)."""
+        replica.failures += 1
+        pause = min(
+            replica.config.retry_seconds * 2 ** min(replica.failures - 1, 16),
+            REPLICA_RETRY_MAX_SECONDS,
+        )
+        replica.down_until = time.monotonic() + pause
+        logger.warning(
+            "read replica %s failed (%s): reads go to the primary for %.0f s",
+            replica.name,
+            reason,
+            pause,
+        )
+
     async def _replica_ready(self, action: str) -> bool:
         """Whether a read may go to the replica: it has replayed the primary's WAL past this
         store's last write (``"strict"``: past what the primary had when the read began) --
         waiting up to ``wait_seconds`` for it -- else the read goes to the primary. A forgotten
         or revoked entry is therefore never read from a replica that has not replayed the
-        change, once the call that made it has returned."""
+        change, once the call that made it has returned. Each question to the replica is bounded
+        by its ``timeout_seconds`` (:class:`_ReplicaDownError` past it)."""
         replica = self._replica
         if replica is None:
             return False
@@ -429,7 +596,7 @@ class Executor:
         deadline = time.monotonic() + replica.config.wait_seconds
         delay = 0.002
         while True:
-            (row,) = await self._fetch_on(replica, action, REPLAYED_LSN)
+            (row,) = await self._on_replica(replica, action, REPLAYED_LSN)
             if row[0] is not None and int(row[0]) >= needed:
                 if replica.needed == needed:
                     replica.needed = None  # replayed: later reads need not ask until a write
@@ -472,3 +639,20 @@ def _connection_lost(exc: BaseException, driver: Any) -> bool:
         return True
     # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
     return (sqlstate_of(exc) or "").startswith(("08", "57P"))
+
+
+def _reason(exc: BaseException, replica: _Replica | None) -> str:
+    """Why a read failed, for a message: past the replica's time bound, or the translated error's
+    own words (never a bound value: :func:`translate` leaves them out) without its action."""
+    if isinstance(exc, TimeoutError) and replica is not None:
+        return f"no answer within {replica.config.timeout_seconds:g} s"
+    text = str(exc)
+    _, colon, rest = text.partition(" failed: ")
+    return (rest if colon else text) or type(exc).__name__
+
+
+async def _abandon(session: AsyncSession) -> None:
+    """Drop ``session``'s connection, if it has one, without a word to its server (it may be
+    hung: the pool terminates an invalidated connection)."""
+    with contextlib.suppress(BaseException):
+        await session.invalidate()

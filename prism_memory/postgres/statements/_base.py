@@ -89,10 +89,7 @@ class TableSql:
                 raise TypeError("first_stored(tenant=...) takes the key as its four parts")
             rest = ", ".join(f"e.{column}" for column in _KEY[1:])
             where = f"e.tenant_id = {tenant} AND ROW({rest}) >= ROW({', '.join(key[1:])})"
-        return (
-            f"(SELECT {columns} FROM {self.entries} e WHERE {where} "
-            f"ORDER BY {mine} LIMIT 1)"
-        )
+        return f"(SELECT {columns} FROM {self.entries} e WHERE {where} ORDER BY {mine} LIMIT 1)"
 
     def stored_key(self, key: str) -> str:
         """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`) is stored."""
