@@ -408,8 +408,10 @@ class ReplicaPair:
     def stop_replica(self) -> None:
         """Stop the replica (``pg_ctl stop -m fast``); :meth:`start_replica` starts it again."""
         _run(
-            [str(self.primary.bin_dir / "pg_ctl"), "-D", str(self._replica_data), "-m", "fast"]
-            + ["-w", "stop"],
+            [
+                str(self.primary.bin_dir / "pg_ctl"),
+                *("-D", str(self._replica_data), "-m", "fast", "-w", "stop"),
+            ],
             self.primary.os_user,
             "stopping the replica",
             self.replica_log,

@@ -34,7 +34,7 @@ WARNING = "read replica"
 
 
 @pytest.fixture
-async def schema(replica_pair) -> AsyncIterator[str]:
+async def schema(replica_pair) -> str:
     """A schema migrated on the primary and replayed by the replica."""
     name = f"pm_replica_fault_{uuid.uuid4().hex[:12]}"
     stores = await create_postgres_memory_stores(
@@ -42,7 +42,7 @@ async def schema(replica_pair) -> AsyncIterator[str]:
     )
     await stores.close()
     await replica_pair.wait_caught_up()
-    yield name
+    return name
 
 
 @asynccontextmanager
@@ -89,50 +89,54 @@ async def test_a_hung_replica_sends_reads_to_the_primary_within_the_bound(
     replica_pair, schema, caplog
 ):
     caplog.set_level(logging.WARNING, logger="prism_memory.postgres")
-    async with opened(replica_pair.primary_url, replica_pair.replica_url, schema) as stores:
-        async with memory_on(stores) as memory:
-            await memory.remember({"id": "a", "text": "apples grow on trees"}, wait=True)
-            await replica_pair.wait_caught_up()
-            assert await _recalled(memory, "apples") == ["a"]  # a replica connection is open
-            with replica_pair.replica_frozen():
-                # the open replica connection hangs: the read goes to the primary in time
-                assert await _recalled(memory, "apples") == ["a"]
-                status = await asyncio.wait_for(memory.index_status(["a"]), PATIENCE)
-                assert status == {"a": "indexed"}
-                # a store opened now, while the replica hangs, reads from the primary too: an
-                # export (a unit of work in a session, its connection opened within the bound)
-                # and a recall
-                async with (
-                    opened(replica_pair.primary_url, replica_pair.replica_url, schema) as fresh,
-                    memory_on(fresh) as other,
-                ):
-                    page = await asyncio.wait_for(
-                        other.export_memory(identity=other.identity), PATIENCE
-                    )
-                    assert list(page.entries) == []  # "a" has no explicit consent to export
-                    assert await _recalled(other, "apples") == ["a"]
-                warned = _replica_warnings(caplog)
-                # each store paid the bound once, then avoided the replica
-                assert len(warned) == 2, warned
-                assert all("no answer within 1 s" in line for line in warned), warned
-                assert all("postgres:" not in line and "@" not in line for line in warned)
+    async with (
+        opened(replica_pair.primary_url, replica_pair.replica_url, schema) as stores,
+        memory_on(stores) as memory,
+    ):
+        await memory.remember({"id": "a", "text": "apples grow on trees"}, wait=True)
+        await replica_pair.wait_caught_up()
+        assert await _recalled(memory, "apples") == ["a"]  # a replica connection is open
+        with replica_pair.replica_frozen():
+            # the open replica connection hangs: the read goes to the primary in time
+            assert await _recalled(memory, "apples") == ["a"]
+            status = await asyncio.wait_for(memory.index_status(["a"]), PATIENCE)
+            assert status == {"a": "indexed"}
+            # a store opened now, while the replica hangs, reads from the primary too: an
+            # export (a unit of work in a session, its connection opened within the bound)
+            # and a recall
+            async with (
+                opened(replica_pair.primary_url, replica_pair.replica_url, schema) as fresh,
+                memory_on(fresh) as other,
+            ):
+                page = await asyncio.wait_for(
+                    other.export_memory(identity=other.identity), PATIENCE
+                )
+                assert list(page.entries) == []  # "a" has no explicit consent to export
+                assert await _recalled(other, "apples") == ["a"]
+            warned = _replica_warnings(caplog)
+            # each store paid the bound once, then avoided the replica
+            assert len(warned) == 2, warned
+            assert all("no answer within 1 s" in line for line in warned), warned
+            assert all("postgres:" not in line and "@" not in line for line in warned)
     await replica_pair.wait_caught_up()
 
 
 async def test_a_stopped_replica_sends_reads_to_the_primary(replica_pair, schema, caplog):
     caplog.set_level(logging.WARNING, logger="prism_memory.postgres")
-    async with opened(replica_pair.primary_url, replica_pair.replica_url, schema) as stores:
-        async with memory_on(stores) as memory:
-            await memory.remember({"id": "b", "text": "bananas are yellow"}, wait=True)
-            await replica_pair.wait_caught_up()
+    async with (
+        opened(replica_pair.primary_url, replica_pair.replica_url, schema) as stores,
+        memory_on(stores) as memory,
+    ):
+        await memory.remember({"id": "b", "text": "bananas are yellow"}, wait=True)
+        await replica_pair.wait_caught_up()
+        assert await _recalled(memory, "bananas") == ["b"]
+        replica_pair.stop_replica()
+        try:
             assert await _recalled(memory, "bananas") == ["b"]
-            replica_pair.stop_replica()
-            try:
-                assert await _recalled(memory, "bananas") == ["b"]
-                assert await _recalled(memory, "bananas") == ["b"]
-                assert len(_replica_warnings(caplog)) == 1, _replica_warnings(caplog)
-            finally:
-                replica_pair.start_replica()
+            assert await _recalled(memory, "bananas") == ["b"]
+            assert len(_replica_warnings(caplog)) == 1, _replica_warnings(caplog)
+        finally:
+            replica_pair.start_replica()
     await replica_pair.wait_caught_up()
 
 
@@ -148,17 +152,19 @@ async def test_when_the_primary_fails_too_the_error_names_the_replica(replica_pa
                 await memory.remember({"id": "c", "text": "cherries are red"}, wait=True)
         finally:
             await writer.close()
-        async with opened(primary.url, replica_pair.replica_url, schema) as reader:
-            async with memory_on(reader) as memory:
-                await replica_pair.wait_caught_up()
-                await _recalled(memory, "cherries")  # the store has read what it reads once
-                replica_pair.stop_replica()
-                try:
-                    primary.close()
-                    with pytest.raises(StorageError) as raised:
-                        await _recalled(memory, "cherries")
-                finally:
-                    replica_pair.start_replica()
+        async with (
+            opened(primary.url, replica_pair.replica_url, schema) as reader,
+            memory_on(reader) as memory,
+        ):
+            await replica_pair.wait_caught_up()
+            await _recalled(memory, "cherries")  # the store has read what it reads once
+            replica_pair.stop_replica()
+            try:
+                primary.close()
+                with pytest.raises(StorageError) as raised:
+                    await _recalled(memory, "cherries")
+            finally:
+                replica_pair.start_replica()
     finally:
         primary.close()
     message = str(raised.value)
