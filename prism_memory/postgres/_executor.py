@@ -28,6 +28,10 @@ The decisions taken here for every statement:
   ``unit(..., read=True)`` go to the replica once it has replayed the primary's WAL past this
   store's last write (:meth:`Executor._replica_ready`), else to the primary; every other unit is
   the primary's, and one that may write counts as a write (:meth:`Executor.wrote`);
+* **a replica that fails** (``prism_memory.postgres._replica``): every replica read -- its
+  connection, its replay check, its statement -- is bounded by ``timeout_seconds``; past it, or
+  on a failure of the replica's own, the read goes to the primary and the replica is avoided for
+  a back-off; when the primary fails too, the error names the replica;
 * **a lost connection**: a single read is retried once on a fresh connection; nothing else is;
 * **errors and traces**: every unit is one database span (``otel.db_span``, named by its action,
   never by its SQL) inside :func:`~prism_memory.postgres._errors.wrap_db_errors`, so every driver
@@ -39,22 +43,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .. import _telemetry as otel
 from ..errors import ConfigurationError, StorageError
-from ._engine import KeptConnections, Pooling
+from ._engine import Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
+from ._replica import (
+    REPLICA_RETRY_MAX_SECONDS,
+    REPLICA_RETRY_SECONDS,
+    REPLICA_TIMEOUT_SECONDS,
+    Endpoint,
+    ReadConsistency,
+    ReadReplica,
+    ReplicaDownError,
+    ReplicaEndpoint,
+    abandon,
+    describe_endpoint,
+    failure_reason,
+)
 from .statements import to_positional
 from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
@@ -71,58 +86,7 @@ __all__ = [
     "describe_endpoint",
 ]
 
-logger = logging.getLogger("prism_memory.postgres")
-
 Params = Mapping[str, Any] | None
-
-ReadConsistency = Literal["session", "strict"]
-"""What a replica read waits for: ``"session"`` -- every write this store made (read your own
-writes); ``"strict"`` -- everything the primary had committed when the read began."""
-
-
-REPLICA_TIMEOUT_SECONDS = 3.0
-"""How long one replica read (its connection, its replay-position check, its statement) may take
-before the read goes to the primary (``replica_timeout_seconds``)."""
-
-REPLICA_RETRY_SECONDS = 5.0
-"""How long reads avoid a replica that failed before trying it again (``replica_retry_seconds``);
-doubled after each failure in a row, up to :data:`REPLICA_RETRY_MAX_SECONDS`."""
-
-REPLICA_RETRY_MAX_SECONDS = 60.0
-"""The longest a failed replica is avoided."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReadReplica:
-    """Where a store sends its reads (recall, export, counts, RAG queries): a streaming replica's
-    engine, how long a read waits for the replica to replay what it must see before it reads from
-    the primary instead, and what it must see (:data:`ReadConsistency`); how long one replica read
-    may take (``timeout_seconds``) before it goes to the primary, and how long a replica that
-    failed is then avoided (``retry_seconds``, doubling)."""
-
-    engine: AsyncEngine
-    wait_seconds: float = 0.25
-    consistency: ReadConsistency = "session"
-    timeout_seconds: float = REPLICA_TIMEOUT_SECONDS
-    retry_seconds: float = REPLICA_RETRY_SECONDS
-
-
-def describe_endpoint(engine: AsyncEngine) -> str:
-    """``engine``'s server as ``host:port/database`` (a unix socket: its directory), with no user,
-    password or other parameter -- for an error message or a log line."""
-    url = engine.url
-    socket_dir = url.query.get("host")
-    host = socket_dir if isinstance(socket_dir, str) else url.host or "localhost"
-    port = url.port or url.query.get("port") or 5432
-    return f"{host}:{port}/{url.database or ''}"
-
-
-class _ReplicaDownError(Exception):
-    """The replica did not answer a read (in time): the read goes to the primary."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
@@ -207,39 +171,6 @@ def _changed(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-class _Endpoint:
-    """One server's engine, its session factory and the connections kept between operations."""
-
-    __slots__ = ("engine", "kept", "sessions")
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self.kept = KeptConnections(engine)
-
-
-class _Replica(_Endpoint):
-    """The read endpoint, the primary's WAL position it must have replayed to answer, and whether
-    it failed lately (reads avoid it until :attr:`down_until`)."""
-
-    __slots__ = ("config", "covered", "down_until", "failures", "name", "needed", "writes")
-
-    def __init__(self, config: ReadReplica) -> None:
-        super().__init__(config.engine)
-        self.config = config
-        self.name = describe_endpoint(config.engine)
-        self.failures = 0
-        """Failures in a row (each doubles the time it is avoided)."""
-        self.down_until = 0.0
-        """``time.monotonic()`` before which reads go to the primary without trying it."""
-        self.writes = 0
-        """Writes this store finished on the primary (each may change what a read sees)."""
-        self.covered = 0
-        """How many of them :attr:`needed` covers."""
-        self.needed: int | None = None
-        """A WAL position of the primary after those writes; ``None``: nothing to wait for."""
-
-
 class Executor:
     """Where every statement of a store runs: the engine (and replica), the pooling mode, the
     connections kept between operations, and the units of work (see the module docstring)."""
@@ -256,8 +187,8 @@ class Executor:
     ) -> None:
         self._pooling: Pooling = pooling
         self._owns_engine = owns_engine
-        self._primary = _Endpoint(engine)
-        self._replica = None if replica is None else _Replica(replica)
+        self._primary = Endpoint(engine)
+        self._replica = None if replica is None else ReplicaEndpoint(replica)
         self._owns_replica_engine = owns_replica_engine
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS),
         # so a read that needs custom plans goes to the driver directly; on a host's engine it runs
@@ -318,7 +249,7 @@ class Executor:
             if writes and not read:
                 self.wrote()
 
-    async def _replica_session(self, replica: _Replica, action: str) -> AsyncSession | None:
+    async def _replica_session(self, replica: ReplicaEndpoint, action: str) -> AsyncSession | None:
         """A session on the replica with its connection checked out, within the replica's time
         bound -- or ``None`` (the unit goes to the primary) when the replica must not or cannot
         answer."""
@@ -331,26 +262,26 @@ class Executor:
                     with otel.db_span(action), wrap_db_errors(action):
                         await session.connection()  # checks a connection out (or opens one)
             except BaseException:
-                await _abandon(session)
+                await abandon(session)
                 raise
             return session
-        except _ReplicaDownError as down:
-            self._replica_failed(replica, down.reason)
+        except ReplicaDownError as down:
+            replica.failed(down.reason)
         except (TimeoutError, StorageError, ConfigurationError) as exc:
-            self._replica_failed(replica, _reason(exc, replica))
+            replica.failed(failure_reason(exc, replica))
         return None
 
     @asynccontextmanager
-    async def _replica_named(self, replica: _Replica, action: str) -> AsyncIterator[None]:
+    async def _replica_named(self, replica: ReplicaEndpoint, action: str) -> AsyncIterator[None]:
         """Around a unit running on the replica: a storage failure (a statement past the replica
         engine's ``command_timeout``, a lost connection) names the replica, and it is avoided for
         a while (the unit cannot be run again: its body already ran in part)."""
         try:
             yield
         except (StorageError, ConfigurationError) as exc:
-            self._replica_failed(replica, _reason(exc, replica))
+            replica.failed(failure_reason(exc, replica))
             raise StorageError(
-                f"{action} failed on the read replica {replica.name}: {_reason(exc, replica)}; "
+                f"{action} failed on the read replica {replica.name}: {failure_reason(exc, replica)}; "
                 "reads go to the primary until it answers again"
             ) from exc
         else:
@@ -382,16 +313,16 @@ class Executor:
                 rows = await self._on_replica(target, action, statement, params)
                 target.failures = 0
                 return rows
-        except _ReplicaDownError as down:
-            self._replica_failed(target, down.reason)
+        except ReplicaDownError as down:
+            target.failed(down.reason)
             return await self._primary_after(target, down.reason, action, statement, params)
         return await self._fetch_on(self._primary, action, statement, params)
 
     async def _on_replica(
-        self, replica: _Replica, action: str, statement: str, params: Params = None
+        self, replica: ReplicaEndpoint, action: str, statement: str, params: Params = None
     ) -> list[Any]:
         """One read on the replica within its time bound (connection included), or
-        :class:`_ReplicaDownError`: it timed out, lost or could not open its connection, or the
+        :class:`ReplicaDownError`: it timed out, lost or could not open its connection, or the
         replica refused it for a reason of its own (a recovery conflict, a schema behind). A
         mistake of the read itself (a bad value) is raised as it is: the primary would refuse it
         too."""
@@ -399,10 +330,10 @@ class Executor:
             async with asyncio.timeout(replica.config.timeout_seconds):
                 return await self._fetch_on(replica, action, statement, params)
         except (TimeoutError, StorageError, ConfigurationError) as exc:
-            raise _ReplicaDownError(_reason(exc, replica)) from exc
+            raise ReplicaDownError(failure_reason(exc, replica)) from exc
 
     async def _primary_after(
-        self, replica: _Replica, reason: str, action: str, statement: str, params: Params
+        self, replica: ReplicaEndpoint, reason: str, action: str, statement: str, params: Params
     ) -> list[Any]:
         """The read on the primary after the replica failed; when the primary fails too, a
         :class:`StorageError` naming both failures (the replica by host, port and database)."""
@@ -411,7 +342,7 @@ class Executor:
         except (StorageError, ConfigurationError) as exc:
             raise StorageError(
                 f"{action} failed on the read replica {replica.name} ({reason}) and then on the "
-                f"primary: {_reason(exc, None)}"
+                f"primary: {failure_reason(exc, None)}"
             ) from exc
 
     async def fetchval(self, action: str, statement: str, params: Params = None) -> Any:
@@ -420,7 +351,7 @@ class Executor:
         return rows[0][0] if rows else None
 
     async def _fetch_on(
-        self, endpoint: _Endpoint, action: str, statement: str, params: Params = None
+        self, endpoint: Endpoint, action: str, statement: str, params: Params = None
     ) -> list[Any]:
         """One read on ``endpoint``: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
@@ -503,7 +434,7 @@ class Executor:
             raise
 
     @asynccontextmanager
-    async def _driver(self, endpoint: _Endpoint | None = None) -> AsyncIterator[Any]:
+    async def _driver(self, endpoint: Endpoint | None = None) -> AsyncIterator[Any]:
         """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
         kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
         pooled again, when it was lost, is left inside a transaction, or an operation on it was
@@ -519,7 +450,7 @@ class Executor:
                 or _connection_lost(exc, driver)
                 or driver.is_in_transaction()
             ):
-                if isinstance(endpoint, _Replica):
+                if isinstance(endpoint, ReplicaEndpoint):
                     # a replica that did not answer may be hung: a graceful close would wait
                     # for it (up to 2 s more); the primary's connections close gracefully
                     driver.terminate()
@@ -548,29 +479,10 @@ class Executor:
         if self._replica is not None:
             self._replica.writes += 1
 
-    def _usable_replica(self) -> _Replica | None:
-        """The replica, unless there is none or it failed lately (then reads go to the primary
-        until its back-off ends)."""
+    def _usable_replica(self) -> ReplicaEndpoint | None:
+        """The replica, unless there is none or it failed lately."""
         replica = self._replica
-        if replica is None or time.monotonic() < replica.down_until:
-            return None
-        return replica
-
-    def _replica_failed(self, replica: _Replica, reason: str) -> None:
-        """The replica failed a read: avoid it for ``retry_seconds``, doubled for each failure in
-        a row (up to :data:`REPLICA_RETRY_MAX_SECONDS`)."""
-        replica.failures += 1
-        pause = min(
-            replica.config.retry_seconds * 2 ** min(replica.failures - 1, 16),
-            REPLICA_RETRY_MAX_SECONDS,
-        )
-        replica.down_until = time.monotonic() + pause
-        logger.warning(
-            "read replica %s failed (%s): reads go to the primary for %.0f s",
-            replica.name,
-            reason,
-            pause,
-        )
+        return replica if replica is not None and replica.usable() else None
 
     async def _replica_ready(self, action: str) -> bool:
         """Whether a read may go to the replica: it has replayed the primary's WAL past this
@@ -578,7 +490,7 @@ class Executor:
         waiting up to ``wait_seconds`` for it -- else the read goes to the primary. A forgotten
         or revoked entry is therefore never read from a replica that has not replayed the
         change, once the call that made it has returned. Each question to the replica is bounded
-        by its ``timeout_seconds`` (:class:`_ReplicaDownError` past it)."""
+        by its ``timeout_seconds`` (:class:`ReplicaDownError` past it)."""
         replica = self._replica
         if replica is None:
             return False
@@ -639,20 +551,3 @@ def _connection_lost(exc: BaseException, driver: Any) -> bool:
         return True
     # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
     return (sqlstate_of(exc) or "").startswith(("08", "57P"))
-
-
-def _reason(exc: BaseException, replica: _Replica | None) -> str:
-    """Why a read failed, for a message: past the replica's time bound, or the translated error's
-    own words (never a bound value: :func:`translate` leaves them out) without its action."""
-    if isinstance(exc, TimeoutError) and replica is not None:
-        return f"no answer within {replica.config.timeout_seconds:g} s"
-    text = str(exc)
-    _, colon, rest = text.partition(" failed: ")
-    return (rest if colon else text) or type(exc).__name__
-
-
-async def _abandon(session: AsyncSession) -> None:
-    """Drop ``session``'s connection, if it has one, without a word to its server (it may be
-    hung: the pool terminates an invalidated connection)."""
-    with contextlib.suppress(BaseException):
-        await session.invalidate()
