@@ -25,6 +25,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -391,6 +392,66 @@ class ReplicaPair:
         """Wait until the replica has received (not necessarily applied) everything the primary
         has written so far -- with replay paused: the write is on the replica, not yet visible."""
         await self._wait_lsn("pg_last_wal_receive_lsn", seconds)
+
+    def replica_pids(self) -> list[int]:
+        """The replica's postmaster and every process it started (startup, walreceiver,
+        checkpointer, backends ...): what stopping "the standby" with a signal must reach."""
+        head = (self._replica_data / "postmaster.pid").read_text().split("\n", 1)[0]
+        postmaster = int(head)
+        children = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == postmaster:  # the parent pid
+                    children.append(int(entry.name))
+        return [postmaster, *children]
+
+    @contextlib.contextmanager
+    def replica_frozen(self) -> Iterator[None]:
+        """Every process of the replica stopped with SIGSTOP (a hung standby: its sockets
+        accept, nothing answers) inside the block; SIGCONT after it, whatever happened."""
+        pids = self.replica_pids()
+        stopped: list[int] = []
+        try:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+            yield
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def stop_replica(self) -> None:
+        """Stop the replica (``pg_ctl stop -m fast``); :meth:`start_replica` starts it again."""
+        _run(
+            [
+                str(self.primary.bin_dir / "pg_ctl"),
+                *("-D", str(self._replica_data), "-m", "fast", "-w", "stop"),
+            ],
+            self.primary.os_user,
+            "stopping the replica",
+            self.replica_log,
+        )
+
+    def start_replica(self) -> None:
+        """Start the replica :meth:`stop_replica` stopped, and wait until it streams again."""
+        port = make_url(self.replica_url).query.get("port")
+        _run(
+            [
+                str(self.primary.bin_dir / "pg_ctl"),
+                *("-D", str(self._replica_data), "-l", str(self.replica_log), "-w"),
+                *("-t", str(int(START_TIMEOUT))),
+                *("-o", f"-h '' -k {self._directory} -p {port}", "start"),
+            ],
+            self.primary.os_user,
+            "starting the replica again",
+            self.replica_log,
+        )
+        _run_sync(_until_streaming(self))
 
     def close(self) -> None:
         """Stop the replica, then the primary, and delete both data directories (nothing, for a

@@ -86,7 +86,7 @@ class IndexingQueue:
         )
         if scope is not None:
             self._threads.thread(scope, members=1)  # a scope-bound queue serves it for good
-        self._waiters = Waiters(store, self._lanes.held)
+        self._waiters = Waiters(store, self._lanes.held, self._policy)
         self._context = ClaimContext(
             store=store,
             worker_id=self.worker_id,
@@ -201,7 +201,7 @@ class IndexingQueue:
             if claimed == 0:
                 break
         await self._lanes.landing()
-        await self._waiters.resolve()
+        await self._waiters.resolve(full=True)
         return self.indexed_total - before
 
     async def aclose(self, *, drain: bool = True) -> None:
@@ -232,7 +232,7 @@ class IndexingQueue:
                 await self._store.release_claims(self.worker_id)
                 self._leased = False
         with contextlib.suppress(PrismMemoryError):
-            await self._waiters.resolve()
+            await self._waiters.resolve(full=True)
         self._waiters.fail(None)
 
     # ---- members -----------------------------------------------------------------------------
@@ -268,7 +268,7 @@ class IndexingQueue:
                 # the other members); asyncio.wait neither cancels it nor raises its error
                 await asyncio.wait({side}, timeout=self._policy.drain_seconds)
             with contextlib.suppress(PrismMemoryError):
-                await self._waiters.resolve()
+                await self._waiters.resolve(full=True)
             self._waiters.fail(member)
         finally:
             self._threads.left(member.scope)
@@ -309,7 +309,7 @@ class IndexingQueue:
             if claimed == 0:
                 break
         await self._lanes.settled(scope)  # rows of the thread another lane has in hand
-        await self._waiters.resolve()
+        await self._waiters.resolve(full=True)
         self.wake()  # the background task may have watchers to resolve from what this settled
         return thread.indexed - before
 
@@ -435,6 +435,7 @@ class IndexingQueue:
             return indexed
         finally:
             self._lanes.land(claimed)
+            self._waiters.landed(claimed)
 
     async def _finish_apart(self, claimed: Sequence[ClaimedEntry]) -> None:
         """:meth:`_finish` in a lane of its own; then the watchers it settled are resolved."""

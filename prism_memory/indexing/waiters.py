@@ -4,8 +4,9 @@ the rows the queue settled for them, and :func:`wait_for_worker` for rows someon
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import IndexingError
 from ..models import IndexingReport, IndexStatus, MemoryIdentity
@@ -24,6 +25,14 @@ class _Waiter:
     future: asyncio.Future[IndexingReport]
     owner: object | None
     """The member that asked (its watchers fail when it leaves); ``None``: the queue's own."""
+    left: set[str] = field(default_factory=set)
+    """Its ids whose outcome is not known yet."""
+    states: dict[str, tuple[IndexStatus, str | None] | None] = field(default_factory=dict)
+    """The outcomes known (``None``: the row is gone)."""
+    due: float = 0.0
+    """When the store is next asked about all of :attr:`left` this queue does not hold."""
+    interval: float = 0.0
+    """The wait before the ask after that (doubling, see :meth:`Waiters.resolve`)."""
 
 
 class Waiters:
@@ -31,14 +40,31 @@ class Waiters:
 
     ``held`` is the queue's set of rows leased to it and not yet settled (it changes as the queue
     works): nothing to ask the store about, and a watcher waiting only for such rows needs no claim.
+
+    What it costs stays linear in the rows watched. A watcher learns what this queue indexed from
+    the batches themselves (:meth:`settle`); the store is asked at once only about the rows a batch
+    took and did not settle (:meth:`landed`: failed, or lost their lease), and about the rest --
+    rows another worker may embed -- on a backoff: after ``busy_poll_seconds``, doubling up to
+    ``idle_poll_seconds``, and never sooner than ten times what the last such ask took. Asking
+    about every watched row after every batch made a 33,000-row ``remember`` quadratic (the worker
+    stalled in ``index_status``).
     """
 
-    def __init__(self, store: IndexingLedger, held: Collection[_Key]) -> None:
+    def __init__(
+        self,
+        store: IndexingLedger,
+        held: Collection[_Key],
+        policy: IndexingPolicy | None = None,
+    ) -> None:
         self._store = store
         self._held = held
+        policy = policy or IndexingPolicy()
+        self._first_interval = policy.busy_poll_seconds
+        self._max_interval = policy.idle_poll_seconds
         self._waiters: list[_Waiter] = []
-        self._settled: dict[_Key, tuple[IndexStatus, str | None]] = {}
-        """Rows the queue indexed itself, so a waiter resolves without asking the store."""
+        self._fresh: dict[_Key, tuple[IndexStatus, str | None] | None] = {}
+        """Rows batches settled (their state) or let go unsettled (``None``: ask the store) since
+        the last :meth:`resolve` -- kept only while someone waits."""
 
     def __bool__(self) -> bool:
         """Whether anyone waits (or a resolved watcher is not yet cleared)."""
@@ -52,13 +78,21 @@ class Waiters:
         if not ids:
             future.set_result(IndexingReport(indexed=()))
             return future
-        self._waiters.append(_Waiter(scope, frozenset(ids), future, owner))
+        wanted = frozenset(ids)
+        self._waiters.append(_Waiter(scope, wanted, future, owner, left=set(wanted)))
         return future
 
     def settle(self, items: Sequence[ClaimedEntry]) -> None:
         """``items`` were indexed by the queue (kept only while someone waits)."""
         if self._waiters:
-            self._settled.update(((item.scope, item.id), ("indexed", None)) for item in items)
+            self._fresh.update(((item.scope, item.id), ("indexed", None)) for item in items)
+
+    def landed(self, items: Sequence[ClaimedEntry]) -> None:
+        """``items`` left the queue's hands (after :meth:`settle` for those it indexed): the
+        store is asked about any not settled at the next :meth:`resolve`."""
+        if self._waiters:
+            for item in items:
+                self._fresh.setdefault((item.scope, item.id), None)
 
     def unaccounted(self) -> list[MemoryIdentity]:
         """Threads with a watcher waiting for a row this queue neither holds nor has settled."""
@@ -68,8 +102,8 @@ class Waiters:
                 continue
             if any(
                 (waiter.scope, entry_id) not in self._held
-                and (waiter.scope, entry_id) not in self._settled
-                for entry_id in waiter.ids
+                and self._fresh.get((waiter.scope, entry_id)) is None
+                for entry_id in waiter.left
             ):
                 threads[waiter.scope] = None
         return list(threads)
@@ -90,49 +124,73 @@ class Waiters:
                 )
                 waiter.future.exception()  # retrieved here, so asyncio does not log it as lost
         self._waiters = remaining
-
-    async def resolve(self) -> None:
-        """Resolve every watcher whose rows are all indexed, failed or gone."""
         if not self._waiters:
+            self._fresh.clear()
+
+    async def resolve(self, *, full: bool = False) -> None:
+        """Resolve every watcher whose rows are all indexed, failed or gone: from what the
+        batches settled, and the store's answer about the rows they let go unsettled and (on
+        the watcher's backoff, or every row with ``full``) those this queue does not hold."""
+        if not self._waiters:
+            self._fresh.clear()
             return
-        wanted: dict[MemoryIdentity, set[str]] = {}
-        considered = {id(waiter) for waiter in self._waiters}
-        for waiter in self._waiters:
-            if not waiter.future.done():
-                wanted.setdefault(waiter.scope, set()).update(waiter.ids)
-        status: dict[_Key, tuple[IndexStatus, str | None]] = {}
-        asked: set[_Key] = set()  # rows the store was asked about: absent from its answer = gone
-        for scope, ids in wanted.items():
-            unknown = [
-                entry_id
-                for entry_id in sorted(ids)
-                if (scope, entry_id) not in self._settled and (scope, entry_id) not in self._held
-            ]
-            if unknown:
-                found = await self._store.index_status(scope, unknown)
-                asked.update((scope, entry_id) for entry_id in unknown)
-                status.update(((scope, entry_id), state) for entry_id, state in found.items())
+        fresh, self._fresh = self._fresh, {}
+        now = time.monotonic()
+        waiters = [waiter for waiter in self._waiters if not waiter.future.done()]
+        asks: dict[MemoryIdentity, set[str]] = {}
+        whole: list[_Waiter] = []  # watchers whose every unheld row is asked about this time
+        for waiter in waiters:
+            scope, left = waiter.scope, waiter.left
+            ask = asks.setdefault(scope, set())
+            for (at, entry_id), state in fresh.items():
+                if at != scope or entry_id not in left:
+                    continue
+                if state is None:
+                    ask.add(entry_id)
+                else:
+                    waiter.states[entry_id] = state
+                    left.discard(entry_id)
+            if full or now >= waiter.due:
+                whole.append(waiter)
+                ask.update(i for i in left if (scope, i) not in self._held)
+        started = time.monotonic()
+        answers: dict[_Key, tuple[IndexStatus, str | None] | None] = {}
+        for scope, ids in asks.items():
+            if not ids:
+                continue
+            found = await self._store.index_status(scope, sorted(ids))
+            for entry_id in ids:
+                answers[(scope, entry_id)] = found.get(entry_id)
+        took = time.monotonic() - started
+        for waiter in whole:
+            waiter.interval = (
+                self._first_interval
+                if waiter.interval == 0.0
+                else min(waiter.interval * 2, self._max_interval)
+            )
+            waiter.due = time.monotonic() + max(waiter.interval, 10 * took)
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if waiter.future.done():
                 continue
-            if id(waiter) not in considered:  # it came while the store was asked: next time
+            learnt = [i for (at, i) in self._fresh if at == waiter.scope]
+            for entry_id in [*asks.get(waiter.scope, ()), *learnt]:
+                key = (waiter.scope, entry_id)
+                if entry_id not in waiter.left:
+                    continue
+                settled = self._fresh.get(key)  # settled while the store was asked: it wins
+                if settled is not None:
+                    waiter.states[entry_id] = settled
+                    waiter.left.discard(entry_id)
+                elif key in answers:
+                    answer = answers[key]
+                    if answer is None or answer[0] != "pending":
+                        waiter.states[entry_id] = answer
+                        waiter.left.discard(entry_id)
+            if waiter.left:
                 remaining.append(waiter)
                 continue
-            # what this queue settled meanwhile (other lanes finish while the store is asked)
-            # wins; a row neither settled nor looked up is still in hand, or lost its lease
-            states = {
-                entry_id: self._settled.get(key) or status.get(key)
-                for entry_id in waiter.ids
-                for key in [(waiter.scope, entry_id)]
-            }
-            if any(
-                (state is None and (waiter.scope, entry_id) not in asked)
-                or (state is not None and state[0] == "pending")
-                for entry_id, state in states.items()
-            ):
-                remaining.append(waiter)
-                continue
+            states = waiter.states
             waiter.future.set_result(
                 IndexingReport(
                     indexed=tuple(sorted(i for i, s in states.items() if s and s[0] == "indexed")),
@@ -144,8 +202,8 @@ class Waiters:
                 )
             )
         self._waiters = remaining
-        still = {(waiter.scope, entry_id) for waiter in remaining for entry_id in waiter.ids}
-        self._settled = {key: s for key, s in self._settled.items() if key in still}
+        if not remaining:
+            self._fresh.clear()
 
 
 async def wait_for_worker(

@@ -27,6 +27,7 @@ from ._codec import decode_vector, encode_vector, encode_vectors
 from .statements.session import POOLED_BEGIN, VECTOR_TYPE_SCHEMA
 
 __all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
     "IDLE_PING_SECONDS",
     "KEEP_SECONDS",
     "KEPT_CONNECTIONS",
@@ -137,6 +138,14 @@ def sets_plans(engine: AsyncEngine) -> bool:
     planner settings."""
     return engine.sync_engine in _PLANNED_ENGINES
 
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long opening one connection may take on an engine :func:`create_engine` makes (asyncpg's
+``timeout``: the socket, the start-up and authentication) before it fails with
+:class:`~prism_memory.errors.StorageError`; ``connect_args={"timeout": …}`` changes it.
+asyncpg's own default is 60 s. Statements on the primary have no client-side bound (a migration,
+an import or a retention sweep may rightly run long): set ``command_timeout`` in ``connect_args``,
+or PostgreSQL's ``statement_timeout``, for one."""
 
 IDLE_PING_SECONDS = 10.0
 """An engine prism_memory creates pings a pooled connection on checkout only when it sat idle this
@@ -362,6 +371,7 @@ def create_engine(
     """
     url, mode = resolve_pooling(url, pooling)
     connect_args = dict(kwargs.pop("connect_args", None) or {})
+    connect_args.setdefault("timeout", CONNECT_TIMEOUT_SECONDS)
     settings = SERVER_SETTINGS if mode == "session" else {"application_name": "prism_memory"}
     server_settings = {**settings, **(connect_args.get("server_settings") or {})}
     if mode == "transaction":

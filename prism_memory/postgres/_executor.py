@@ -28,6 +28,10 @@ The decisions taken here for every statement:
   ``unit(..., read=True)`` go to the replica once it has replayed the primary's WAL past this
   store's last write (:meth:`Executor._replica_ready`), else to the primary; every other unit is
   the primary's, and one that may write counts as a write (:meth:`Executor.wrote`);
+* **a replica that fails** (``prism_memory.postgres._replica``): every replica read -- its
+  connection, its replay check, its statement -- is bounded by ``timeout_seconds``; past it, or
+  on a failure of the replica's own, the read goes to the primary and the replica is avoided for
+  a back-off; when the primary fails too, the error names the replica;
 * **a lost connection**: a single read is retried once on a fresh connection; nothing else is;
 * **errors and traces**: every unit is one database span (``otel.db_span``, named by its action,
   never by its SQL) inside :func:`~prism_memory.postgres._errors.wrap_db_errors`, so every driver
@@ -42,39 +46,47 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .. import _telemetry as otel
-from ._engine import KeptConnections, Pooling
+from ..errors import ConfigurationError, StorageError
+from ._engine import Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
+from ._replica import (
+    REPLICA_RETRY_MAX_SECONDS,
+    REPLICA_RETRY_SECONDS,
+    REPLICA_TIMEOUT_SECONDS,
+    Endpoint,
+    ReadConsistency,
+    ReadReplica,
+    ReplicaDownError,
+    ReplicaEndpoint,
+    abandon,
+    describe_endpoint,
+    failure_reason,
+)
 from .statements import to_positional
 from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
 
-__all__ = ["DriverUnit", "Executor", "ReadConsistency", "ReadReplica", "SessionUnit"]
+__all__ = [
+    "REPLICA_RETRY_MAX_SECONDS",
+    "REPLICA_RETRY_SECONDS",
+    "REPLICA_TIMEOUT_SECONDS",
+    "DriverUnit",
+    "Executor",
+    "ReadConsistency",
+    "ReadReplica",
+    "SessionUnit",
+    "describe_endpoint",
+]
 
 Params = Mapping[str, Any] | None
-
-ReadConsistency = Literal["session", "strict"]
-"""What a replica read waits for: ``"session"`` -- every write this store made (read your own
-writes); ``"strict"`` -- everything the primary had committed when the read began."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReadReplica:
-    """Where a store sends its reads (recall, export, ``index_status``, counts, RAG queries): a
-    streaming replica's engine, how long a read waits for the replica to replay what it must see
-    before it reads from the primary instead, and what it must see (:data:`ReadConsistency`)."""
-
-    engine: AsyncEngine
-    wait_seconds: float = 0.25
-    consistency: ReadConsistency = "session"
 
 
 def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
@@ -159,33 +171,6 @@ def _changed(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-class _Endpoint:
-    """One server's engine, its session factory and the connections kept between operations."""
-
-    __slots__ = ("engine", "kept", "sessions")
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self.kept = KeptConnections(engine)
-
-
-class _Replica(_Endpoint):
-    """The read endpoint, and the primary's WAL position it must have replayed to answer."""
-
-    __slots__ = ("config", "covered", "needed", "writes")
-
-    def __init__(self, config: ReadReplica) -> None:
-        super().__init__(config.engine)
-        self.config = config
-        self.writes = 0
-        """Writes this store finished on the primary (each may change what a read sees)."""
-        self.covered = 0
-        """How many of them :attr:`needed` covers."""
-        self.needed: int | None = None
-        """A WAL position of the primary after those writes; ``None``: nothing to wait for."""
-
-
 class Executor:
     """Where every statement of a store runs: the engine (and replica), the pooling mode, the
     connections kept between operations, and the units of work (see the module docstring)."""
@@ -202,8 +187,8 @@ class Executor:
     ) -> None:
         self._pooling: Pooling = pooling
         self._owns_engine = owns_engine
-        self._primary = _Endpoint(engine)
-        self._replica = None if replica is None else _Replica(replica)
+        self._primary = Endpoint(engine)
+        self._replica = None if replica is None else ReplicaEndpoint(replica)
         self._owns_replica_engine = owns_replica_engine
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS),
         # so a read that needs custom plans goes to the driver directly; on a host's engine it runs
@@ -239,20 +224,68 @@ class Executor:
         self, action: str, *, writes: bool = True, read: bool = False, custom_plans: bool = False
     ) -> AsyncIterator[SessionUnit]:
         """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
-        it has replayed what it must (:meth:`_replica_ready`); else on the primary, where
-        ``writes=False`` says it only reads (a replica read that follows need not wait for it)."""
-        endpoint: _Endpoint = self._primary
-        if read and self._replica is not None and await self._replica_ready(action):
-            endpoint = self._replica
+        it has replayed what it must (:meth:`_replica_ready`) and answers in time (else on the
+        primary); else on the primary, where ``writes=False`` says it only reads (a replica read
+        that follows need not wait for it)."""
+        replica = self._usable_replica() if read else None
         try:
+            if replica is not None:
+                session = await self._replica_session(replica, action)
+                if session is not None:
+                    async with self._replica_named(replica, action):
+                        with otel.db_span(action), wrap_db_errors(action):
+                            async with session:  # its transaction began with its connection
+                                if custom_plans:
+                                    await session.execute(text(CUSTOM_PLANS))
+                                yield SessionUnit(session)
+                                await session.commit()
+                    return
             with otel.db_span(action), wrap_db_errors(action):
-                async with endpoint.sessions() as session, session.begin():
+                async with self._primary.sessions() as session, session.begin():
                     if custom_plans:
                         await session.execute(text(CUSTOM_PLANS))
                     yield SessionUnit(session)
         finally:
             if writes and not read:
                 self.wrote()
+
+    async def _replica_session(self, replica: ReplicaEndpoint, action: str) -> AsyncSession | None:
+        """A session on the replica with its connection checked out, within the replica's time
+        bound -- or ``None`` (the unit goes to the primary) when the replica must not or cannot
+        answer."""
+        try:
+            if not await self._replica_ready(action):
+                return None
+            session = replica.sessions()
+            try:
+                async with asyncio.timeout(replica.config.timeout_seconds):
+                    with otel.db_span(action), wrap_db_errors(action):
+                        await session.connection()  # checks a connection out (or opens one)
+            except BaseException:
+                await abandon(session)
+                raise
+            return session
+        except ReplicaDownError as down:
+            replica.failed(down.reason)
+        except (TimeoutError, StorageError, ConfigurationError) as exc:
+            replica.failed(failure_reason(exc, replica))
+        return None
+
+    @asynccontextmanager
+    async def _replica_named(self, replica: ReplicaEndpoint, action: str) -> AsyncIterator[None]:
+        """Around a unit running on the replica: a storage failure (a statement past the replica
+        engine's ``command_timeout``, a lost connection) names the replica, and it is avoided for
+        a while (the unit cannot be run again: its body already ran in part)."""
+        try:
+            yield
+        except (StorageError, ConfigurationError) as exc:
+            replica.failed(failure_reason(exc, replica))
+            raise StorageError(
+                f"{action} failed on the read replica {replica.name}: {failure_reason(exc, replica)}; "
+                "reads go to the primary until it answers again"
+            ) from exc
+        else:
+            replica.failures = 0
 
     # ---- single statements on the driver --------------------------------------------------
 
@@ -266,15 +299,51 @@ class Executor:
         custom_plans: bool = False,
     ) -> Sequence[Any]:
         """One read in one round trip, on the primary -- or, with ``replica``, on the read replica
-        when :meth:`_replica_ready` allows. ``custom_plans`` on a host's engine: inside a unit that
-        asks for them (:attr:`sets_plans`)."""
+        when :meth:`_replica_ready` allows and it answers within its time bound, else on the
+        primary. ``custom_plans`` on a host's engine: inside a unit that asks for them
+        (:attr:`sets_plans`)."""
         if custom_plans and not self._sets_plans:
             async with self.unit(action, read=replica, writes=False, custom_plans=True) as unit:
                 return await unit.fetch(statement, params)
-        endpoint: _Endpoint = self._primary
-        if replica and self._replica is not None and await self._replica_ready(action):
-            endpoint = self._replica
-        return await self._fetch_on(endpoint, action, statement, params)
+        target = self._usable_replica() if replica else None
+        if target is None:
+            return await self._fetch_on(self._primary, action, statement, params)
+        try:
+            if await self._replica_ready(action):
+                rows = await self._on_replica(target, action, statement, params)
+                target.failures = 0
+                return rows
+        except ReplicaDownError as down:
+            target.failed(down.reason)
+            return await self._primary_after(target, down.reason, action, statement, params)
+        return await self._fetch_on(self._primary, action, statement, params)
+
+    async def _on_replica(
+        self, replica: ReplicaEndpoint, action: str, statement: str, params: Params = None
+    ) -> list[Any]:
+        """One read on the replica within its time bound (connection included), or
+        :class:`ReplicaDownError`: it timed out, lost or could not open its connection, or the
+        replica refused it for a reason of its own (a recovery conflict, a schema behind). A
+        mistake of the read itself (a bad value) is raised as it is: the primary would refuse it
+        too."""
+        try:
+            async with asyncio.timeout(replica.config.timeout_seconds):
+                return await self._fetch_on(replica, action, statement, params)
+        except (TimeoutError, StorageError, ConfigurationError) as exc:
+            raise ReplicaDownError(failure_reason(exc, replica)) from exc
+
+    async def _primary_after(
+        self, replica: ReplicaEndpoint, reason: str, action: str, statement: str, params: Params
+    ) -> list[Any]:
+        """The read on the primary after the replica failed; when the primary fails too, a
+        :class:`StorageError` naming both failures (the replica by host, port and database)."""
+        try:
+            return await self._fetch_on(self._primary, action, statement, params)
+        except (StorageError, ConfigurationError) as exc:
+            raise StorageError(
+                f"{action} failed on the read replica {replica.name} ({reason}) and then on the "
+                f"primary: {failure_reason(exc, None)}"
+            ) from exc
 
     async def fetchval(self, action: str, statement: str, params: Params = None) -> Any:
         """The first column of the first row of one read on the primary, or ``None``."""
@@ -282,7 +351,7 @@ class Executor:
         return rows[0][0] if rows else None
 
     async def _fetch_on(
-        self, endpoint: _Endpoint, action: str, statement: str, params: Params = None
+        self, endpoint: Endpoint, action: str, statement: str, params: Params = None
     ) -> list[Any]:
         """One read on ``endpoint``: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
@@ -365,7 +434,7 @@ class Executor:
             raise
 
     @asynccontextmanager
-    async def _driver(self, endpoint: _Endpoint | None = None) -> AsyncIterator[Any]:
+    async def _driver(self, endpoint: Endpoint | None = None) -> AsyncIterator[Any]:
         """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
         kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
         pooled again, when it was lost, is left inside a transaction, or an operation on it was
@@ -377,10 +446,14 @@ class Executor:
             yield driver
         except BaseException as exc:
             if (
-                isinstance(exc, asyncio.CancelledError)
+                isinstance(exc, asyncio.CancelledError | TimeoutError)
                 or _connection_lost(exc, driver)
                 or driver.is_in_transaction()
             ):
+                if isinstance(endpoint, ReplicaEndpoint):
+                    # a replica that did not answer may be hung: a graceful close would wait
+                    # for it (up to 2 s more); the primary's connections close gracefully
+                    driver.terminate()
                 await greenlet_spawn(pooled.invalidate, exc)
             await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
             raise
@@ -406,12 +479,18 @@ class Executor:
         if self._replica is not None:
             self._replica.writes += 1
 
+    def _usable_replica(self) -> ReplicaEndpoint | None:
+        """The replica, unless there is none or it failed lately."""
+        replica = self._replica
+        return replica if replica is not None and replica.usable() else None
+
     async def _replica_ready(self, action: str) -> bool:
         """Whether a read may go to the replica: it has replayed the primary's WAL past this
         store's last write (``"strict"``: past what the primary had when the read began) --
         waiting up to ``wait_seconds`` for it -- else the read goes to the primary. A forgotten
         or revoked entry is therefore never read from a replica that has not replayed the
-        change, once the call that made it has returned."""
+        change, once the call that made it has returned. Each question to the replica is bounded
+        by its ``timeout_seconds`` (:class:`ReplicaDownError` past it)."""
         replica = self._replica
         if replica is None:
             return False
@@ -429,7 +508,7 @@ class Executor:
         deadline = time.monotonic() + replica.config.wait_seconds
         delay = 0.002
         while True:
-            (row,) = await self._fetch_on(replica, action, REPLAYED_LSN)
+            (row,) = await self._on_replica(replica, action, REPLAYED_LSN)
             if row[0] is not None and int(row[0]) >= needed:
                 if replica.needed == needed:
                     replica.needed = None  # replayed: later reads need not ask until a write

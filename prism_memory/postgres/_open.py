@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, DimensionMismatchError
 from ._engine import Pooling, create_engine, install_vector_codec, normalize_url, pooling_of
-from ._executor import Executor, ReadConsistency, ReadReplica
+from ._executor import (
+    REPLICA_RETRY_SECONDS,
+    REPLICA_TIMEOUT_SECONDS,
+    Executor,
+    ReadConsistency,
+    ReadReplica,
+)
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 
@@ -175,15 +181,18 @@ async def open_replica(
     wait_seconds: float,
     consistency: ReadConsistency,
     engine_options: Mapping[str, Any] | None,
+    timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
+    retry_seconds: float = REPLICA_RETRY_SECONDS,
 ) -> tuple[ReadReplica | None, bool]:
     """The read replica the factories were given (``read_url`` or ``read_engine``), and whether
-    its engine was made here (so the stores dispose of it)."""
+    its engine was made here (so the stores dispose of it). An engine made here opens a connection
+    and runs a statement within ``timeout_seconds`` (asyncpg's ``timeout`` and
+    ``command_timeout``, unless ``engine_options``' ``connect_args`` name them)."""
     if read_url is not None and read_engine is not None:
         raise ConfigurationError("pass at most one of read_url= or read_engine=")
-    if isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float):
-        raise ConfigurationError("replica_wait_seconds must be a number of seconds")
-    if not 0 <= wait_seconds <= 60:
-        raise ConfigurationError("replica_wait_seconds must be between 0 and 60")
+    _check_seconds(wait_seconds, "replica_wait_seconds", 0, 60)
+    _check_seconds(timeout_seconds, "replica_timeout_seconds", 0.05, 600)
+    _check_seconds(retry_seconds, "replica_retry_seconds", 0, 3600)
     if consistency not in ("session", "strict"):
         raise ConfigurationError("read_consistency must be 'session' or 'strict'")
     if read_url is None and read_engine is None:
@@ -191,9 +200,13 @@ async def open_replica(
     owned = read_engine is None
     if read_engine is None:
         assert read_url is not None
+        options = _engine_options(engine_options)
+        connect_args = dict(options.pop("connect_args", None) or {})
+        connect_args.setdefault("timeout", float(timeout_seconds))
+        connect_args.setdefault("command_timeout", float(timeout_seconds))
         try:
             read_engine = create_engine(
-                read_url, pooling=pooling, **_engine_options(engine_options)
+                read_url, pooling=pooling, connect_args=connect_args, **options
             )
         except (TypeError, ValueError, ArgumentError) as exc:
             raise ConfigurationError(f"cannot make an engine with these options: {exc}") from exc
@@ -203,4 +216,20 @@ async def open_replica(
         )
     else:
         install_vector_codec(read_engine)
-    return ReadReplica(read_engine, float(wait_seconds), consistency), owned
+    replica = ReadReplica(
+        read_engine,
+        float(wait_seconds),
+        consistency,
+        timeout_seconds=float(timeout_seconds),
+        retry_seconds=float(retry_seconds),
+    )
+    return replica, owned
+
+
+def _check_seconds(value: Any, name: str, low: float, high: float) -> None:
+    """``value`` is a number of seconds from ``low`` to ``high``, else :class:`ConfigurationError`
+    (naming the setting and its range, never the value)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be a number of seconds")
+    if not low <= value <= high or value != value:
+        raise ConfigurationError(f"{name} must be between {low:g} and {high:g}")

@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import Pooling, sets_plans
-from ._executor import ReadConsistency
+from ._executor import REPLICA_RETRY_SECONDS, REPLICA_TIMEOUT_SECONDS, ReadConsistency
 from ._open import Opened, open_engine, open_replica
 from .store import PostgresVectorStore
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
@@ -76,6 +76,8 @@ async def create_postgres_memory_stores(
     read_engine: AsyncEngine | None = None,
     replica_wait_seconds: float = 0.25,
     read_consistency: ReadConsistency = "session",
+    replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
+    replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -109,7 +111,11 @@ async def create_postgres_memory_stores(
     the replica to replay the primary's WAL past this store's last write (``read_consistency=
     "strict"``: past everything the primary had committed when the read began), else it reads
     from the primary: a store's own writes, forgets and consent changes are visible to its next
-    read. See docs/postgres.md, "Read replicas".
+    read. A replica read (its connection, its replay check, its statement) that takes longer
+    than ``replica_timeout_seconds`` (3 s), or fails on the replica's side, goes to the primary,
+    and reads avoid that replica for ``replica_retry_seconds`` (5 s, doubled for each failure in
+    a row, up to a minute); when the primary fails too, the ``StorageError`` names the replica
+    (host, port and database, never a credential). See docs/postgres.md, "Read replicas".
     """
     vector_store, opened = await _open_vector_store(
         url,
@@ -125,6 +131,8 @@ async def create_postgres_memory_stores(
         read_engine=read_engine,
         replica_wait_seconds=replica_wait_seconds,
         read_consistency=read_consistency,
+        replica_timeout_seconds=replica_timeout_seconds,
+        replica_retry_seconds=replica_retry_seconds,
         owns_engine=False,  # PostgresMemoryStores.close() disposes of it
     )
     return PostgresMemoryStores(
@@ -156,6 +164,8 @@ async def create_postgres_vector_store(
     read_engine: AsyncEngine | None = None,
     replica_wait_seconds: float = 0.25,
     read_consistency: ReadConsistency = "session",
+    replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
+    replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
@@ -173,6 +183,8 @@ async def create_postgres_vector_store(
         read_engine=read_engine,
         replica_wait_seconds=replica_wait_seconds,
         read_consistency=read_consistency,
+        replica_timeout_seconds=replica_timeout_seconds,
+        replica_retry_seconds=replica_retry_seconds,
         owns_engine=True,
     )
     return store
@@ -193,6 +205,8 @@ async def _open_vector_store(
     read_engine: AsyncEngine | None,
     replica_wait_seconds: float,
     read_consistency: ReadConsistency,
+    replica_timeout_seconds: float,
+    replica_retry_seconds: float,
     owns_engine: bool,
 ) -> tuple[PostgresVectorStore, Opened]:
     """The factories' common part: the replica's engine, the primary's (migrated and checked),
@@ -204,6 +218,8 @@ async def _open_vector_store(
         wait_seconds=replica_wait_seconds,
         consistency=read_consistency,
         engine_options=engine_options,
+        timeout_seconds=replica_timeout_seconds,
+        retry_seconds=replica_retry_seconds,
     )
     try:
         opened = await open_engine(

@@ -96,7 +96,8 @@ async def test_reads_go_to_the_replica_when_nothing_is_to_wait_for(replica_pair,
         async with memory_on(reader) as memory:
             # the reader wrote nothing: its recall reads the paused replica, which lacks "new"
             assert await _ids(memory, "apples") == ["old"]
-            assert await memory.index_status(["new"]) == {}
+            # the indexing status is the ledger's: read from the primary (issue 46, item 13)
+            assert await memory.index_status(["new"]) == {"new": "indexed"}
         async with (
             opened(replica_pair, schema, read_consistency="strict") as strict,
             memory_on(strict) as memory,
@@ -217,3 +218,46 @@ async def test_concurrent_writers_each_read_their_own_write(replica_pair, schema
                     assert entry not in await _ids(memory, "harps")
 
         await asyncio.gather(*(one(i) for i in range(8)))
+
+
+async def test_a_worker_only_memorys_done_reads_the_status_from_the_primary(replica_pair, schema):
+    """Issue 46, item 13: a worker-only memory's ``done`` polls ``index_status``. Read from the
+    replica it waited for the standby to replay the worker's update (for as long as replay
+    lagged; the primary said ``indexed``). The indexing status is the ledger's own state, so it
+    is read from the primary: ``done`` resolves while replay is paused."""
+    async with (
+        opened(replica_pair, schema) as reader,
+        opened(replica_pair, schema, read_url=None) as worker_stores,
+    ):
+        watching = create_memory(
+            tenant_id="t",
+            resource_id="r",
+            thread_id="worker-only",
+            embedder=EMBEDDER,
+            vector_store=reader.vector_store,
+            working_store=reader.working_store,
+            indexing=IndexingPolicy(in_process=False, busy_poll_seconds=0.01),
+        )
+        async with watching:
+            written = await watching.remember(
+                [{"id": f"w{k}", "text": f"note {k}"} for k in range(5)]
+            )
+            await replica_pair.wait_caught_up()
+            await replica_pair.pause_replay()
+            try:
+                worker = create_memory(
+                    tenant_id="t",
+                    resource_id="r",
+                    thread_id="worker-only",
+                    embedder=EMBEDDER,
+                    vector_store=worker_stores.vector_store,
+                    working_store=worker_stores.working_store,
+                    indexing=FAST,
+                )
+                async with worker:  # another process's worker, say: it writes to the primary
+                    await worker.resume_indexing()
+                report = await asyncio.wait_for(written.done, 10)
+                assert report.indexed == tuple(f"w{k}" for k in range(5))
+                assert await watching.index_status(["w0"]) == {"w0": "indexed"}
+            finally:
+                await replica_pair.resume_replay()

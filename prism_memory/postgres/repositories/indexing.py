@@ -163,13 +163,16 @@ class IndexingRepository(_Repository):
     async def status(
         self, scope: MemoryIdentity, ids: Sequence[str]
     ) -> dict[str, tuple[IndexStatus, str | None]]:
-        """``id -> (status, last_error)`` for the ids that exist."""
+        """``id -> (status, last_error)`` for the ids that exist -- read from the primary, even
+        with a read replica: it is the indexing ledger's own state, which a worker (maybe another
+        process) has just written there, and what ``done`` and the queue's watchers poll; read on
+        a lagging replica, a worker-only memory's ``done`` waited for the standby's replay."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
         # one array parameter however many ids are watched, one primary-key descent per id
         params = {**scope_params(scope), "ids": wanted}
-        rows = await self._rows("index_status", self.sql.index_status, params, replica=True)
+        rows = await self._rows("index_status", self.sql.index_status, params)
         return {row["id"]: (row["status"], row["last_error"]) for row in rows}
 
     async def store_vectors(

@@ -9,7 +9,7 @@ FROM (SELECT e.tenant_id, e.resource_id, e.thread_id, e.id
     CROSS JOIN LATERAL (SELECT e.tenant_id, e.resource_id, e.thread_id, e.id
         FROM "prism_memory"."semantic_memory" e
         WHERE e.tenant_id = :tenant
-        AND ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)
+        AND ROW(e.resource_id, e.thread_id, e.id) >= ROW(CAST(:resource AS text), CAST(:thread AS text), k.id)
         ORDER BY e.tenant_id, e.resource_id, e.thread_id, e.id
         LIMIT 1) AS e
     WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) = ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), k.id)) AS e
