@@ -126,6 +126,7 @@ text; an embedder with ``count_tokens`` has every window counted instead."""
 MIN_WINDOW_CHARS: Final = 16
 """Smallest window (characters) an embedder may declare."""
 _UNLIMITED: Final = sys.maxsize
+_WINDOW: Final = ("max_chars", "max_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +174,9 @@ def check_embedder(embedder: object) -> tuple[int, str | None]:
     """Check that ``embedder`` implements :class:`Embedder`; return ``(dimensions, model)``.
 
     A missing or non-positive ``dimensions``, a missing or non-callable ``embed``, an ``embed``
-    that is not a coroutine function, or an invalid declared window (``max_chars``,
-    ``max_tokens``, a ``count_tokens`` that is not a coroutine function) raise
+    that is not a coroutine function, or an invalid declared window (``max_chars`` or
+    ``max_tokens`` given as plain attributes -- a property is read on first use, as it may load a
+    model -- or a ``count_tokens`` that is not a coroutine function) raise
     :class:`ConfigurationError` -- at set-up, rather than as a retry loop in the background
     indexing queue.
     """
@@ -194,7 +196,10 @@ def check_embedder(embedder: object) -> tuple[int, str | None]:
             "embedder.embed must be a coroutine function ('async def embed(self, texts)'); "
             "wrap a synchronous model with asyncio.to_thread inside an async method"
         )
-    embedder_window(embedder)
+    if not any(
+        isinstance(inspect.getattr_static(embedder, name, None), property) for name in _WINDOW
+    ):
+        embedder_window(embedder)  # a property (that may load a model) is read on first use
     count = getattr(embedder, "count_tokens", None)
     if count is not None and not _is_async_callable(count):
         raise ConfigurationError(

@@ -12,8 +12,10 @@ vector, bit for bit).
 :func:`split_windows` is the pure split: sentence-aware (``prism_memory.rag.chunking``), each
 window at most ``max_chars`` characters, consecutive windows sharing up to an eighth of that in
 whole sentences, and every word of the text in some window (whitespace runs become one space in a
-split text). The count is bounded by the text's length (an entry's text is capped by
-``Limits.payload_bytes``): at most about ``len(text) / (max_chars * 7 / 8)`` windows.
+split text). The count grows with the text's length, which ``Limits.payload_bytes`` caps: never
+more windows than sentences (a sentence longer than a window counts as its pieces), and a window
+that is not the last is at least half full unless its next sentence is long; a text that would
+need more than 4,096 windows raises :class:`~prism_memory.errors.CapExceededError`.
 
 An embedder that declares ``max_tokens`` and offers ``count_tokens`` has its windows counted: a
 text within ``max_tokens`` tokens stays whole, and a window over it is split again, smaller, until
