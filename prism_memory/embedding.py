@@ -139,6 +139,8 @@ class EmbedderWindow:
     """The model's window in its own tokens, when the embedder declares ``max_tokens``."""
     declared: bool
     """Whether the embedder declared its window (else :data:`DEFAULT_WINDOW_CHARS` applies)."""
+    max_chars: int | None = None
+    """The embedder's own ``max_chars``, when it declares one: no window is ever longer."""
 
 
 def _declared(embedder: object, name: str, least: int) -> int | None:
@@ -166,7 +168,10 @@ def embedder_window(embedder: object) -> EmbedderWindow:
         return EmbedderWindow(chars=DEFAULT_WINDOW_CHARS, tokens=None, declared=False)
     by_tokens = _UNLIMITED if tokens is None else max(MIN_WINDOW_CHARS, tokens * CHARS_PER_TOKEN)
     return EmbedderWindow(
-        chars=min(_UNLIMITED if chars is None else chars, by_tokens), tokens=tokens, declared=True
+        chars=min(_UNLIMITED if chars is None else chars, by_tokens),
+        tokens=tokens,
+        declared=True,
+        max_chars=chars,
     )
 
 

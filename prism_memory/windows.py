@@ -108,8 +108,17 @@ async def _windows(
     if window.tokens is None or count is None:
         return [split_windows(text, window.chars) for text in texts]
     limit = window.tokens
-    # each window with whether it is known to fit; a text is first tried whole
-    found: list[list[tuple[str, bool]]] = [[(text, _fits_bytes(text, limit))] for text in texts]
+    # each window with whether it is known to fit; a text is first tried whole (or in windows of
+    # the embedder's own max_chars, when it declares one too)
+    found: list[list[tuple[str, bool]]] = [
+        [
+            (piece, _fits_bytes(piece, limit))
+            for piece in (
+                [text] if window.max_chars is None else split_windows(text, window.max_chars)
+            )
+        ]
+        for text in texts
+    ]
     first = True
     for _ in range(_ROUNDS):
         todo = [(at, i) for at, row in enumerate(found) for i, (_, ok) in enumerate(row) if not ok]

@@ -105,8 +105,8 @@ def test_an_embedder_that_says_nothing_gets_the_default_window() -> None:
 
 
 def test_a_declared_window_is_used() -> None:
-    assert embedder_window(Declared(max_chars=500)) == EmbedderWindow(500, None, True)
-    assert embedder_window(Declared(max_tokens=254)) == EmbedderWindow(762, 254, True)
+    assert embedder_window(Declared(max_chars=500)) == EmbedderWindow(500, None, True, 500)
+    assert embedder_window(Declared(max_tokens=254)) == EmbedderWindow(762, 254, True, None)
     assert embedder_window(Declared(max_tokens=254, max_chars=600)).chars == 600
     assert embedder_window(Declared(max_tokens=254, max_chars=6000)).chars == 762
     assert embedder_window(Declared(max_tokens=2)).chars == 16  # never under the smallest window
@@ -222,3 +222,15 @@ async def test_the_double_reads_only_its_window_like_a_transformer() -> None:
     assert embedder_window(default).declared is False
     await default.embed([prose(1000)])
     assert len(default.seen[0]) < DEFAULT_WINDOW_CHARS
+
+
+async def test_a_declared_max_chars_holds_for_an_embedder_that_counts_too() -> None:
+    class Both(FirstWordsEmbedder):
+        max_chars = 100
+
+    embedder = Both(8, window=1000)  # 1,000 words fit its tokens, not its 100 characters
+    text = prose(60)
+    assert len(text) > 100
+    await embed_whole(embedder, [text])
+    assert len(embedder.seen) > 1
+    assert all(len(piece) <= 100 for piece in embedder.seen)
