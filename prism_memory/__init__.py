@@ -10,6 +10,7 @@ from .embedding import (
     assert_finite_vector,
     check_embedder,
     embed_batched,
+    embedder_window,
 )
 from .errors import (
     AccessDeniedError,
@@ -54,6 +55,8 @@ from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 
 __version__ = "0.1.0"
+
+from .windows import embed_whole
 
 __all__ = [
     "AccessDeniedError",
@@ -106,6 +109,8 @@ __all__ = [
     "check_embedder",
     "create_memory",
     "embed_batched",
+    "embed_whole",
+    "embedder_window",
     "entry_digest",
     "revoked_ids_absent",
 ]

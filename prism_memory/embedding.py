@@ -10,10 +10,12 @@ import functools
 import hashlib
 import inspect
 import re
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,14 +31,19 @@ from .limits import CEILINGS
 from .models import Vector
 
 __all__ = [
+    "CHARS_PER_TOKEN",
+    "DEFAULT_WINDOW_CHARS",
     "HASH_EMBEDDER_VERSION",
+    "MIN_WINDOW_CHARS",
     "Embedder",
+    "EmbedderWindow",
     "HashEmbedder",
     "assert_finite_vector",
     "check_embedder",
     "embed_batched",
     "embedder_model",
     "embedder_provider",
+    "embedder_window",
 ]
 
 _MAX_MODEL = 256
@@ -57,6 +64,13 @@ class Embedder(Protocol):
     thread whose rows hold one (see docs/embedders.md). Every embedder prism_memory ships has one,
     and the operator commands (``worker``, ``rebuild``) require it; an embedder without it is
     trusted blindly, and so it is not part of this protocol's required surface.
+
+    An embedder should also say how much text it reads whole -- its *window* -- with ``max_chars``
+    (characters) and/or ``max_tokens`` (the model's tokens), and may offer ``async def
+    count_tokens(texts) -> Sequence[int]`` to count exactly. A longer text is embedded as several
+    windows that fit (see :func:`embedder_window` and ``prism_memory.windows``); an embedder that
+    says nothing is given :data:`DEFAULT_WINDOW_CHARS`. These are optional, so not part of the
+    required surface either.
     """
 
     @property
@@ -112,12 +126,75 @@ def embedder_provider(embedder: object) -> str:
     return type(embedder).__module__.split(".", 1)[0]
 
 
+DEFAULT_WINDOW_CHARS: Final = 1000
+"""The window, in characters, of an embedder that declares neither ``max_chars`` nor
+``max_tokens``: about 180 English words, within the 256 word pieces of the smallest common
+sentence-transformers models (all-MiniLM-L6-v2), so such a model sees every window whole."""
+CHARS_PER_TOKEN: Final = 3
+"""Characters per token assumed when an embedder declares ``max_tokens`` only: fewer than English
+prose averages (about 4), so a window of ``max_tokens * 3`` characters fits the model for most
+text; an embedder with ``count_tokens`` has every window counted instead."""
+MIN_WINDOW_CHARS: Final = 16
+"""Smallest window (characters) an embedder may declare."""
+_UNLIMITED: Final = sys.maxsize
+_WINDOW: Final = ("max_chars", "max_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderWindow:
+    """How much text an embedder reads whole (see :func:`embedder_window`)."""
+
+    chars: int
+    """Longest text, in characters, split into windows of no more (the char budget)."""
+    tokens: int | None
+    """The model's window in its own tokens, when the embedder declares ``max_tokens``."""
+    declared: bool
+    """Whether the embedder declared its window (else :data:`DEFAULT_WINDOW_CHARS` applies)."""
+    max_chars: int | None = None
+    """The embedder's own ``max_chars``, when it declares one: no window is ever longer."""
+
+
+def _declared(embedder: object, name: str, least: int) -> int | None:
+    value = getattr(embedder, name, None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigurationError(
+            f"embedder.{name} must be None or an integer of at least {least}"
+        )  # never the value: it is the host's configuration
+    return value
+
+
+def embedder_window(embedder: object) -> EmbedderWindow:
+    """The window of ``embedder``: how many characters of a text it reads whole.
+
+    ``max_chars`` is taken as it is; ``max_tokens`` counts :data:`CHARS_PER_TOKEN` characters per
+    token (the smaller of the two when both are declared); an embedder that declares neither gets
+    :data:`DEFAULT_WINDOW_CHARS`. Raises :class:`ConfigurationError` for a declared value that is
+    not an integer (``max_chars`` at least :data:`MIN_WINDOW_CHARS`, ``max_tokens`` at least 1).
+    """
+    chars = _declared(embedder, "max_chars", MIN_WINDOW_CHARS)
+    tokens = _declared(embedder, "max_tokens", 1)
+    if chars is None and tokens is None:
+        return EmbedderWindow(chars=DEFAULT_WINDOW_CHARS, tokens=None, declared=False)
+    by_tokens = _UNLIMITED if tokens is None else max(MIN_WINDOW_CHARS, tokens * CHARS_PER_TOKEN)
+    return EmbedderWindow(
+        chars=min(_UNLIMITED if chars is None else chars, by_tokens),
+        tokens=tokens,
+        declared=True,
+        max_chars=chars,
+    )
+
+
 def check_embedder(embedder: object) -> tuple[int, str | None]:
     """Check that ``embedder`` implements :class:`Embedder`; return ``(dimensions, model)``.
 
-    A missing or non-positive ``dimensions``, a missing or non-callable ``embed``, or an ``embed``
-    that is not a coroutine function raise :class:`ConfigurationError` -- at set-up, rather than
-    as a retry loop in the background indexing queue.
+    A missing or non-positive ``dimensions``, a missing or non-callable ``embed``, an ``embed``
+    that is not a coroutine function, or an invalid declared window (``max_chars`` or
+    ``max_tokens`` given as plain attributes -- a property is read on first use, as it may load a
+    model -- or a ``count_tokens`` that is not a coroutine function) raise
+    :class:`ConfigurationError` -- at set-up, rather than as a retry loop in the background
+    indexing queue.
     """
     try:
         width = embedder.dimensions  # type: ignore[attr-defined]
@@ -135,6 +212,16 @@ def check_embedder(embedder: object) -> tuple[int, str | None]:
             "embedder.embed must be a coroutine function ('async def embed(self, texts)'); "
             "wrap a synchronous model with asyncio.to_thread inside an async method"
         )
+    if not any(
+        isinstance(inspect.getattr_static(embedder, name, None), property) for name in _WINDOW
+    ):
+        embedder_window(embedder)  # a property (that may load a model) is read on first use
+    count = getattr(embedder, "count_tokens", None)
+    if count is not None and not _is_async_callable(count):
+        raise ConfigurationError(
+            "embedder.count_tokens must be a coroutine function ('async def count_tokens(self, "
+            "texts)')"
+        )
     return width, embedder_model(embedder)
 
 
@@ -151,8 +238,12 @@ class HashEmbedder:
     Word unigrams and character trigrams are hashed (BLAKE2b) into signed buckets and the result is
     L2-normalised, so texts that share words are close. Use a real model in production. Its
     ``model`` is ``hash-v<version>-<width>`` (``hash-v1-64``): vectors of another width or version
-    are another model's, and recall and writes refuse to mix them with these.
+    are another model's, and recall and writes refuse to mix them with these. It reads every text
+    whole, however long (``max_chars`` is unlimited).
     """
+
+    max_chars: Final = _UNLIMITED
+    """Hashing has no window: every text is embedded whole."""
 
     def __init__(self, dimensions: int = 64) -> None:
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:

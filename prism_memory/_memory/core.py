@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
-from ..embedding import Embedder, embed_batched
+from ..embedding import Embedder
 from ..errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -25,6 +25,7 @@ from ..limits import Limits
 from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
 from ..stores.base import RecallFilter, VectorGenerations, VectorStore, WorkingStore
+from ..windows import embed_whole
 
 __all__ = [
     "ImportanceFrom",
@@ -132,7 +133,7 @@ class MemoryContext:
         :class:`ValidationError` (named ``label``) if none came, and :class:`EmbedderError` (the
         embedder's own error as its cause) if the embedder failed."""
         try:
-            vectors = await embed_batched(embedder or self.embedder, [text], batch_size=1)
+            vectors = await embed_whole(embedder or self.embedder, [text], batch_size=1)
         except PrismMemoryError:
             raise
         except Exception as exc:

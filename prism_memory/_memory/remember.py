@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from .. import _telemetry as otel
-from ..embedding import embed_batched
 from ..entries import prepare_entry
 from ..errors import (
     CapExceededError,
@@ -30,6 +29,7 @@ from ..models import (
     parse,
 )
 from ..stores.base import ClaimedEntry, NewEntry, StoredEntries
+from ..windows import embed_whole
 from .core import MemoryContext, ModelGuard, maybe_await
 from .session import IndexingSession
 
@@ -172,7 +172,7 @@ class RememberService:
         stores them pending and the queue retries, records and reports the failure as usual."""
         ctx = self._ctx
         try:
-            vectors = await embed_batched(
+            vectors = await embed_whole(
                 ctx.embedder,
                 [entry.text for entry in entries],
                 batch_size=ctx.limits.embed_batch,

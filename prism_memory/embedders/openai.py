@@ -50,6 +50,11 @@ class OpenAIEmbedder:
     version). ``dimensions`` is the width every vector must have; with ``send_dimensions`` it is
     also sent (models such as ``text-embedding-3-*`` shorten their vectors to it).
 
+    ``max_tokens`` is the model's window in its tokens (8191 for OpenAI's ``text-embedding-3-*``
+    and ``text-embedding-ada-002``; your server's for others): a longer text is embedded as
+    windows of about ``max_tokens * 3`` characters. Without it the embedder declares no window and
+    texts over 1,000 characters are split (``prism_memory.embedding.DEFAULT_WINDOW_CHARS``).
+
     Texts are sent ``batch_size`` (≤ 128) at a time. Each request is bounded by the retry policy's
     timeout; HTTP 408/409/425/429 and 5xx answers, timeouts and network errors are retried with
     exponential backoff (honouring ``Retry-After``), then raise
@@ -75,6 +80,7 @@ class OpenAIEmbedder:
         model_id: str | None = None,
         headers: Mapping[str, str] | None = None,
         client: httpx.AsyncClient | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError("model must be a non-empty string")
@@ -104,6 +110,12 @@ class OpenAIEmbedder:
         """The identifier recorded with each vector (``model@dimensions`` unless ``model_id``)."""
         embedder_model(self)  # validate it now
         self._client = client
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ConfigurationError("max_tokens must be a positive integer")
+        self.max_tokens = max_tokens
+        """The model's window in its tokens, or ``None`` (not declared: the default window)."""
 
     @property
     def dimensions(self) -> int:

@@ -49,6 +49,12 @@ class SentenceTransformerEmbedder:
     ``model_id`` is the identifier recorded with each vector: required for a local directory (its
     folder's name would collide across models), else it defaults to the hub name. Vectors are L2-normalised unless ``normalize=False``.
 
+    Its window is the model's: ``max_tokens`` is the model's ``max_seq_length`` less the special
+    tokens its tokenizer adds (all-MiniLM-L6-v2: 254), read when the model loads, or given as
+    ``max_tokens=`` (then reading it never loads the model); ``count_tokens`` counts with the
+    model's own tokenizer, so a longer text is embedded as windows the model reads whole
+    (``prism_memory.windows``) rather than cut at the window.
+
     Each ``encode`` of at most ``batch_size`` (≤ 128) texts runs in a worker thread and is bounded
     by the retry policy's timeout. ``RuntimeError`` from the model (for example out of memory) is
     retried with backoff; a timed-out or cancelled call returns at once while the thread finishes
@@ -68,6 +74,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
         retry: RetryPolicy | None = None,
         model_id: str | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         source = os.fspath(model)
         if not isinstance(source, str) or not source.strip():
@@ -92,11 +99,47 @@ class SentenceTransformerEmbedder:
         elif isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ConfigurationError("dimensions must be a positive integer")
         self._dimensions = dimensions
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ConfigurationError("max_tokens must be a positive integer")
+        self._max_tokens = max_tokens
 
     @property
     def dimensions(self) -> int:
         """Width of every vector."""
         return self._dimensions
+
+    @property
+    def max_tokens(self) -> int:
+        """The model's window in its tokens: ``max_seq_length`` less the special tokens (loads
+        the model on first read unless ``max_tokens=`` was given)."""
+        if self._max_tokens is None:
+            self._max_tokens = self._window(self._loaded())
+        return self._max_tokens
+
+    @staticmethod
+    def _window(model: Any) -> int:
+        length = getattr(model, "max_seq_length", None)
+        tokenizer = getattr(model, "tokenizer", None)
+        if not isinstance(length, int) or length < 1 or tokenizer is None:
+            raise ConfigurationError("the model does not report its window (max_seq_length)")
+        special = tokenizer.num_special_tokens_to_add(pair=False)
+        return max(1, length - int(special))
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens the model's tokenizer makes of each of ``texts`` (special tokens
+        aside), counted in a worker thread."""
+        texts = list(texts)
+        if not texts:
+            return []
+        return await anyio.to_thread.run_sync(self._count, texts)
+
+    def _count(self, texts: list[str]) -> list[int]:
+        model = self._loaded()
+        with self._lock:
+            encoded = model.tokenizer(texts, add_special_tokens=False, verbose=False)
+        return [len(ids) for ids in encoded["input_ids"]]
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(model={self.model!r}, dimensions={self._dimensions})"

@@ -11,12 +11,13 @@ from datetime import datetime
 
 from .. import _telemetry as otel
 from .._clock import utcnow
-from ..embedding import Embedder, embed_batched, embedder_model
+from ..embedding import Embedder, embedder_model
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..limits import CEILINGS
 from ..models import Vector
 from ..stores._records import ClaimedEntry
 from ..stores._role_generations import EntryKey, VectorGenerations
+from ..windows import embed_whole
 
 __all__ = ["BackfillProgress", "BackfillReport", "backfill_generation"]
 
@@ -172,7 +173,7 @@ async def backfill_generation(
         cursor = max(
             EntryKey(e.scope.tenant_id, e.scope.resource_id, e.scope.thread_id, e.id) for e in batch
         )
-        vectors = await embed_batched(
+        vectors = await embed_whole(
             embedder, [entry.text for entry in batch], batch_size=embed_batch
         )
         stored += await _store(store, model, list(zip(batch, vectors, strict=True)), now())

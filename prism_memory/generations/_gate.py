@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .._clock import utcnow
-from ..embedding import Embedder, embed_batched, embedder_model
+from ..embedding import Embedder, embedder_model
 from ..errors import ConfigurationError, QualityGateError, ValidationError
 from ..lexical import query_terms
 from ..models import MemoryIdentity, Vector
@@ -18,6 +18,7 @@ from ..ranking import rerank
 from ..stores._records import RecallFilter, SearchRequest
 from ..stores._role_entries import EntryStore
 from ..stores._role_generations import VectorGenerations
+from ..windows import embed_whole
 
 __all__ = [
     "GateQuery",
@@ -186,7 +187,7 @@ class _Ranker:
     async def top(self, queries: Sequence[tuple[MemoryIdentity, str]]) -> list[list[str]]:
         if not queries:
             return []
-        vectors: Vector = await embed_batched(self.embedder, [text for _, text in queries])
+        vectors: Vector = await embed_whole(self.embedder, [text for _, text in queries])
         found: list[list[str]] = []
         for (scope, text), vector in zip(queries, vectors, strict=True):
             request = SearchRequest(

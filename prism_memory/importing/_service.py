@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import _telemetry as otel
 from .._clock import utcnow
-from ..embedding import Embedder, check_embedder, embed_batched
+from ..embedding import Embedder, check_embedder
 from ..entries import prepare_entry
 from ..errors import (
     ConfigurationError,
@@ -29,6 +29,7 @@ from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
 from ..stores.base import EntryStore, ImportRow
+from ..windows import embed_whole
 from ._checkpoint import ImportCheckpoint, import_target
 from ._entry import ImportEntry, Located
 from ._vectors import checked_vectors
@@ -271,7 +272,7 @@ class _Importer:
         missing = [at for at in range(len(rows)) if at not in supplied]
         if missing and self.embedder is not None:
             try:
-                made = await embed_batched(
+                made = await embed_whole(
                     self.embedder,
                     [rows[at].entry.text for at in missing],
                     batch_size=self.limits.embed_batch,

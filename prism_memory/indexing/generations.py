@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from ..embedding import Embedder, embed_batched, embedder_model
+from ..embedding import Embedder, embedder_model
 from ..errors import DimensionMismatchError, NotFoundError
 from ..stores.base import ClaimedEntry, VectorGenerations
+from ..windows import embed_whole
 
 __all__ = ["NEXT_MODEL_RECHECK_SECONDS", "NextModelWriter"]
 
@@ -94,7 +95,7 @@ class NextModelWriter:
                 return 0
             assert self._store is not None
             assert self.model is not None
-            vectors = await embed_batched(
+            vectors = await embed_whole(
                 self.embedder,
                 [item.text for item in items],
                 batch_size=self.batch_size,

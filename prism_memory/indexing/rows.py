@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .. import _telemetry as otel
-from ..embedding import Embedder, embed_batched
+from ..embedding import Embedder
 from ..errors import EmbedderError, InvalidVectorError
 from ..models import Vector
 from ..stores.base import ClaimedEntry, IndexingLedger
+from ..windows import embed_whole
 from .policy import IndexingPolicy
 from .threads import Threads
 
@@ -85,7 +86,7 @@ class RowEmbedder:
             await self._fail(item, exc)
 
     async def _embed(self, texts: list[str]) -> Vector:
-        return await embed_batched(
+        return await embed_whole(
             self.embedder, texts, batch_size=self.batch_size, dimensions=self.embedder.dimensions
         )
 

@@ -44,10 +44,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'prism-memory[langchain]'"
     ) from exc
 
-from ..embedding import Embedder, assert_finite_vector, embed_batched, embedder_model
+from ..embedding import Embedder, assert_finite_vector, embedder_model
 from ..memory import Memory
 from ..models import Vector
 from ..rag import Authorization, Chunk, InMemoryRagStore, RagHit, RagScope, RagStore, hybrid_query
+from ..windows import embed_whole
 
 __all__ = ["LangChainEmbedder", "PrismEmbeddings", "PrismMemoryRetriever", "PrismVectorStore"]
 
@@ -133,7 +134,7 @@ class PrismEmbeddings(Embeddings):
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed ``texts``, batched."""
-        matrix = await embed_batched(self.embedder, texts, batch_size=self.batch_size)
+        matrix = await embed_whole(self.embedder, texts, batch_size=self.batch_size)
         return [[float(x) for x in row] for row in matrix]
 
     async def aembed_query(self, text: str) -> list[float]:

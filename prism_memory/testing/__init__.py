@@ -20,7 +20,13 @@ from ._conformance import (
     run_conformance_check,
     run_memory_conformance,
 )
-from ._fixtures import FlakyEmbedder, GatedEmbedder, ManualClock, NonFiniteEmbedder
+from ._fixtures import (
+    FirstWordsEmbedder,
+    FlakyEmbedder,
+    GatedEmbedder,
+    ManualClock,
+    NonFiniteEmbedder,
+)
 from ._rag_conformance import (
     RAG_CONFORMANCE_CHECKS,
     RagConformanceKit,
@@ -37,6 +43,7 @@ __all__ = [
     "ROLE_CHECKS",
     "ConformanceError",
     "ConformanceKit",
+    "FirstWordsEmbedder",
     "FlakyEmbedder",
     "GatedEmbedder",
     "KitFactory",

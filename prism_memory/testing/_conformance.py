@@ -21,6 +21,7 @@ from ._generations_recall import GENERATION_RECALL_CHECKS
 from ._governance import GOVERNANCE_CHECKS
 from ._importing import IMPORT_CHECKS
 from ._lineage import LINEAGE_CHECKS
+from ._long_entries import LONG_ENTRY_CHECKS
 from ._prompt import PROMPT_CHECKS
 from ._ranking import RANKING_CHECKS
 from ._recall import RECALL_CHECKS
@@ -47,6 +48,8 @@ __all__ = [
 CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     **WORKING_CHECKS,
     **RECALL_CHECKS,
+    # long entries: searchable past the embedder's window
+    **LONG_ENTRY_CHECKS,
     **LINEAGE_CHECKS,
     **SCOPE_CHECKS,
     **PROMPT_CHECKS,

@@ -53,6 +53,7 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "generation_vectors_check_revision_and_width",
         "generation_vectors_go_with_their_entry",
         "next_embedder_writes_keep_the_generation_complete",
+        "a_corrected_long_entry_is_searchable_past_its_window",
     ),
     # ShareGrants: Memory.share and recall over a parent's shared entries
     "shares": (

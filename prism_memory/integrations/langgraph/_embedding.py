@@ -9,9 +9,10 @@ from typing import cast
 import numpy as np
 from langgraph.store.base import PutOp, ensure_embeddings, get_text_at_path, tokenize_path
 
-from ...embedding import Embedder, assert_finite_vector, embed_batched
+from ...embedding import Embedder, assert_finite_vector
 from ...errors import ConfigurationError
 from ...models import Vector
+from ...windows import embed_whole
 from ..langchain import LangChainEmbedder
 
 QueryEmbed = Callable[[str], Awaitable[Vector]]
@@ -44,7 +45,7 @@ def embedding(embed: object, dims: int) -> tuple[Embedder, QueryEmbed]:
             )
 
         async def embed_query(text: str) -> Vector:
-            matrix = await embed_batched(embedder, [text], batch_size=1)
+            matrix = await embed_whole(embedder, [text], batch_size=1)
             return assert_finite_vector(matrix[0], "query embedding")
 
         return embedder, embed_query

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from langgraph.store.base import PutOp
 
-from ...embedding import Embedder, assert_finite_vector, embed_batched
+from ...embedding import Embedder, assert_finite_vector
 from ...errors import (
     AccessDeniedError,
     CapExceededError,
@@ -32,6 +32,7 @@ from ...memory import Memory
 from ...models import MemoryConsent, MemoryIdentity, MemoryRecord, Vector, check_json, check_key
 from ...redaction import Scrubber
 from ...stores.base import GovernanceChange, MetadataPatch, NewEntry, VectorStore
+from ...windows import embed_whole
 from ...working import canonical_json
 from ._embedding import Paths, texts_of
 from ._mapping import (
@@ -178,7 +179,7 @@ class PutWriter:
         wanted = [(key, text) for key, found in texts.items() for text in found]
         if not wanted:
             return {}, {}
-        matrix = await embed_batched(self._embedder, [text for _, text in wanted], batch_size=32)
+        matrix = await embed_whole(self._embedder, [text for _, text in wanted], batch_size=32)
         firsts: dict[Key, Vector] = {}
         extras: dict[Key, list[Vector]] = {}
         for (key, _), vector in zip(wanted, matrix, strict=True):

@@ -1,0 +1,164 @@
+"""Long texts embedded whole: split into windows that fit the embedder, one vector per text.
+
+An embedding model reads a bounded *window* of its input (all-MiniLM-L6-v2: 256 word pieces,
+about 180 English words) and silently drops the rest. So that an entry is searchable by
+everything it says, :func:`embed_whole` -- the one place an entry's text (or a query) becomes a
+vector -- splits a text longer than the embedder's window (:func:`~prism_memory.embedding.
+embedder_window`) into windows that fit, embeds every window (in the embedder's batches) and
+gives the text the L2-normalised mean of its windows' vectors. A text within the window is one
+window, embedded exactly as :func:`~prism_memory.embedding.embed_batched` embeds it (the same
+vector, bit for bit).
+
+:func:`split_windows` is the pure split: sentence-aware (``prism_memory.rag.chunking``), each
+window at most ``max_chars`` characters, consecutive windows sharing up to an eighth of that in
+whole sentences, and every word of the text in some window (whitespace runs become one space in a
+split text). The count grows with the text's length, which ``Limits.payload_bytes`` caps: never
+more windows than sentences (a sentence longer than a window counts as its pieces), and a window
+that is not the last is at least half full unless its next sentence is long; a text that would
+need more than 4,096 windows raises :class:`~prism_memory.errors.CapExceededError`.
+
+An embedder that declares ``max_tokens`` and offers ``count_tokens`` has its windows counted: a
+text within ``max_tokens`` tokens stays whole, and a window over it is split again, smaller, until
+every window fits (a text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer
+makes more tokens than bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+import numpy as np
+
+from .embedding import MIN_WINDOW_CHARS, Embedder, EmbedderWindow, embed_batched, embedder_window
+from .errors import InvalidVectorError
+from .models import Vector
+from .rag.chunking import chunk_text
+from .rag_types import MAX_CHUNK_CHARS
+
+__all__ = ["OVERLAP_DIVISOR", "combine_windows", "embed_whole", "split_windows"]
+
+OVERLAP_DIVISOR: Final = 8
+"""Consecutive windows share at most ``max_chars // 8`` characters (whole sentences)."""
+_ROUNDS: Final = 6
+"""Most rounds of counting and splitting again for an embedder that counts its tokens."""
+_SHRINK: Final = 0.9
+"""A window over the token limit is split again at this share of its proportional size."""
+
+
+def split_windows(text: str, max_chars: int) -> list[str]:
+    """``text`` as windows of at most ``max_chars`` characters (see the module).
+
+    A text of at most ``max_chars`` characters is returned as it is, as the only window. Raises
+    :class:`~prism_memory.errors.ValidationError` for ``max_chars`` under 16 (or an empty text to
+    split) and :class:`~prism_memory.errors.CapExceededError` when the text would need more than
+    4,096 windows -- never truncates.
+    """
+    if len(text) <= max_chars:
+        return [text]
+    size = min(max_chars, MAX_CHUNK_CHARS)
+    return chunk_text(text, size=size, overlap=size // OVERLAP_DIVISOR)
+
+
+def combine_windows(vectors: Vector) -> Vector:
+    """One vector for a text from its windows' ``(n, width)`` vectors: the only one as it is, else
+    their mean, L2-normalised (:class:`InvalidVectorError` if the mean is zero)."""
+    if vectors.shape[0] == 1:
+        return cast("Vector", vectors[0])
+    mean = vectors.astype(np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise InvalidVectorError("the vectors of a text's windows cancel out")
+    return cast("Vector", (mean / norm).astype(np.float32))
+
+
+async def embed_whole(
+    embedder: Embedder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    dimensions: int | None = None,
+) -> Vector:
+    """Embed each of ``texts`` whole: a ``(len(texts), width)`` float32 matrix, one row per text.
+
+    A text longer than the embedder's window is split into windows that fit
+    (:func:`split_windows`, counted when the embedder can count its tokens), all windows of all
+    texts are embedded through :func:`~prism_memory.embedding.embed_batched` (batches of at most
+    ``batch_size``, every vector checked), and the text's row is :func:`combine_windows` of its
+    windows' vectors. When every text fits, this is exactly ``embed_batched(embedder, texts)``.
+    """
+    window = embedder_window(embedder)
+    pieces = await _windows(embedder, window, texts)
+    if all(len(found) == 1 for found in pieces):
+        return await embed_batched(embedder, texts, batch_size=batch_size, dimensions=dimensions)
+    flat = [piece for found in pieces for piece in found]
+    vectors = await embed_batched(embedder, flat, batch_size=batch_size, dimensions=dimensions)
+    rows: list[Vector] = []
+    start = 0
+    for found in pieces:
+        rows.append(combine_windows(vectors[start : start + len(found)]))
+        start += len(found)
+    return np.stack(rows)
+
+
+async def _windows(
+    embedder: Embedder, window: EmbedderWindow, texts: Sequence[str]
+) -> list[list[str]]:
+    count = getattr(embedder, "count_tokens", None)
+    if window.tokens is None or count is None:
+        return [split_windows(text, window.chars) for text in texts]
+    limit = window.tokens
+    # each window with whether it is known to fit; a text is first tried whole (or in windows of
+    # the embedder's own max_chars, when it declares one too)
+    found: list[list[tuple[str, bool]]] = [
+        [
+            (piece, _fits_bytes(piece, limit))
+            for piece in (
+                [text] if window.max_chars is None else split_windows(text, window.max_chars)
+            )
+        ]
+        for text in texts
+    ]
+    first = True
+    for _ in range(_ROUNDS):
+        todo = [(at, i) for at, row in enumerate(found) for i, (_, ok) in enumerate(row) if not ok]
+        if not todo:
+            break
+        counts = await _count(count, [found[at][i][0] for at, i in todo])
+        for (at, i), tokens in reversed(list(zip(todo, counts, strict=True))):
+            piece = found[at][i][0]
+            if tokens <= limit:
+                found[at][i] = (piece, True)
+                continue
+            size = window.chars if first else _smaller(len(piece), tokens, limit)
+            found[at][i : i + 1] = [(p, _fits_bytes(p, limit)) for p in split_windows(piece, size)]
+        first = False
+    else:  # still over after every round: split by a size no tokenizer can exceed
+        for row in found:
+            row[:] = [
+                (p, True)
+                for piece, ok in row
+                for p in (
+                    [piece] if ok else split_windows(piece, max(MIN_WINDOW_CHARS, limit // 4))
+                )
+            ]
+    return [[piece for piece, _ in row] for row in found]
+
+
+def _fits_bytes(text: str, tokens: int) -> bool:
+    """No tokenizer makes more tokens than a text has UTF-8 bytes (special tokens aside)."""
+    return len(text) <= tokens and len(text.encode("utf-8")) <= tokens
+
+
+def _smaller(chars: int, tokens: int, limit: int) -> int:
+    """A size for a window of ``chars`` characters that counted ``tokens`` over ``limit``."""
+    return max(MIN_WINDOW_CHARS, min(chars - 1, int(chars * limit / tokens * _SHRINK)))
+
+
+async def _count(count: Any, texts: list[str]) -> list[int]:
+    counted = list(await count(texts))
+    if len(counted) != len(texts) or not all(
+        isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in counted
+    ):
+        raise InvalidVectorError("embedder.count_tokens must return one count (an int) per text")
+    return [int(n) for n in counted]

@@ -1,0 +1,135 @@
+"""Long entries embedded whole on the paths the conformance checks do not walk, on both backends:
+the bulk import of entries that come without a vector, and a model change (the next model's
+vectors written by ``next_embedder`` and by ``backfill_generation``).
+
+The embedder of the long entries is :class:`~prism_memory.testing.FirstWordsEmbedder`, which --
+like a transformer -- reads only its first 200 words: a fact in the last paragraph of a
+1,500-word entry is found by the dense leg alone (``lexical_weight=0``) only if the entry was
+embedded as windows. Each test fails when texts go to the embedder whole (see the ``cut``
+fixture parameter, which puts today's behaviour back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
+from prism_memory import windows as windows_module
+from prism_memory._clock import utcnow
+from prism_memory.generations import backfill_generation
+from prism_memory.importing import import_entries
+from prism_memory.memory import Memory
+from prism_memory.stores.base import VectorGenerations, VectorStore, WorkingStore
+from prism_memory.testing import FirstWordsEmbedder
+from prism_memory.testing._long_entries import long_text
+
+TENANT, RESOURCE = "t-long", "r"
+FACT = "Before you leave, your passport and visa are in the embassy envelope in the luggage."
+QUERY = "Where are my passport and visa?"
+OTHERS = [
+    "I baked bread today: flour, butter and a slow oven for the dough.",
+    "The garden soil needs more compost before we sow the seeds.",
+    "Nothing much happened this afternoon, it was a quiet day.",
+]
+DENSE = {"lexical_weight": 0.0}
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[VectorStore, WorkingStore]]:
+    if request.param == "memory":
+        yield InMemoryVectorStore(), InMemoryWorkingStore()
+        return
+    made = await request.getfixturevalue("make_postgres_stores")()
+    yield made.vector_store, made.working_store
+
+
+def _memory(stores: tuple[VectorStore, WorkingStore], thread: str, **options: object) -> Memory:
+    return create_memory(
+        tenant_id=TENANT,
+        resource_id=RESOURCE,
+        thread_id=thread,
+        vector_store=stores[0],
+        working_store=stores[1],
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def _top(memory: Memory) -> list[str]:
+    return [hit.id for hit in (await memory.recall(QUERY, top_k=1, scoring=DENSE)).hits]
+
+
+async def test_an_imported_long_entry_without_a_vector_is_embedded_whole(stores) -> None:
+    embedder = FirstWordsEmbedder(32)
+    rows = [
+        {"tenant_id": TENANT, "resource_id": RESOURCE, "thread_id": "imported", "text": text}
+        for text in OTHERS
+    ]
+    rows.append(
+        {
+            "tenant_id": TENANT,
+            "resource_id": RESOURCE,
+            "thread_id": "imported",
+            "id": "long",
+            "text": long_text(FACT),
+        }
+    )
+    report = await import_entries(stores[0], rows, embedder=embedder)
+    assert (report.inserted, report.embedded) == (4, 4)
+    memory = _memory(stores, "imported", embedder=FirstWordsEmbedder(32))
+    assert await _top(memory) == ["long"]
+    await memory.aclose()
+
+
+async def test_a_model_change_embeds_long_entries_whole(stores) -> None:
+    """The old model is the hash embedder; the next, FirstWordsEmbedder. The entry remembered
+    before the generation starts gets its next vector from ``backfill_generation``, the one
+    remembered after from ``next_embedder``'s dual write; after the switch both are found by
+    their last paragraph."""
+    store = stores[0]
+    assert isinstance(store, VectorGenerations)
+    old, new = HashEmbedder(32), FirstWordsEmbedder(32)
+    before = _memory(stores, "before", embedder=old)
+    await before.remember(
+        [*({"text": t} for t in OTHERS), {"id": "long", "text": long_text(FACT)}], wait=True
+    )
+    await before.aclose()
+    await store.start_generation(
+        primary=old.model, primary_width=32, model=new.model, width=32, now=utcnow()
+    )
+    during = _memory(stores, "during", embedder=old, next_embedder=new)
+    await during.remember(
+        [*({"text": t} for t in OTHERS), {"id": "long", "text": long_text(FACT)}], wait=True
+    )
+    await during.aclose()
+    report = await backfill_generation(store, new.model, new)
+    assert report.remaining == 0
+    await store.switch_generation(new.model, force=False, now=utcnow())
+    for thread in ("before", "during"):
+        reader = _memory(stores, thread, embedder=FirstWordsEmbedder(32))
+        assert await _top(reader) == ["long"], thread
+        await reader.aclose()
+
+
+@pytest.fixture
+def cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Today's behaviour back: every text goes to the embedder as it is."""
+
+    async def whole(embedder: object, window: object, texts: list[str]) -> list[list[str]]:
+        return [[text] for text in texts]
+
+    monkeypatch.setattr(windows_module, "_windows", whole)
+
+
+@pytest.mark.usefixtures("cut")
+@pytest.mark.parametrize(
+    "check",
+    [
+        test_an_imported_long_entry_without_a_vector_is_embedded_whole,
+        test_a_model_change_embeds_long_entries_whole,
+    ],
+)
+async def test_without_windows_these_tests_fail(stores, check) -> None:
+    with pytest.raises(AssertionError):
+        await check(stores)
