@@ -8,7 +8,11 @@ Tokenizer
     Unicode NFKC, case-folded, split into ``\\w+`` runs (letters, digits and ``_`` of any script);
     the words of the Snowball English stop list (:data:`STOP_WORDS`) are dropped, and so are runs
     longer than :data:`MAX_TERM_CHARS` characters (not words); each remaining run is stemmed by the
-    Snowball English (Porter2) stemmer. This is the standard English BM25 analyser (Lucene's
+    Snowball English (Porter2) stemmer -- PyStemmer's C build of it when installed (a runtime
+    dependency: ~10x faster, and it holds the GIL for less time), else ``snowballstemmer``'s pure
+    Python one; both are generated from the same Snowball source and give identical stems
+    (``tests/unit/test_stemmer_parity.py`` compares them over a large vocabulary). :data:`STEMMER`
+    says which one runs. This is the standard English BM25 analyser (Lucene's
     ``EnglishAnalyzer``, Anserini's default): "painting", "painted" and "paints" are one term, and
     "what", "would" or "her" — rare enough in short chat turns for idf to weigh them, common enough
     to add up over a long turn — are not terms. Words of other scripts pass through unchanged.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,12 +40,18 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import snowballstemmer  # type: ignore[import-untyped]
+from snowballstemmer.english_stemmer import EnglishStemmer  # type: ignore[import-untyped]
+
+try:  # the same Snowball English algorithm compiled to C (PyStemmer)
+    import Stemmer as _PyStemmer  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - PyStemmer is a runtime dependency; this is its fallback
+    _PyStemmer = None
 
 __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_TERM_CHARS",
+    "STEMMER",
     "STOP_WORDS",
     "CorpusStats",
     "bm25",
@@ -204,29 +215,63 @@ STOP_WORDS = frozenset(
 """Words that are not terms (matched after case folding, before stemming)."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STEMMER = snowballstemmer.stemmer("english")
+
+STEMMER: str = "PyStemmer" if _PyStemmer is not None else "snowballstemmer"
+"""The Snowball English stemmer :func:`tokenize` runs: ``"PyStemmer"`` (C) or
+``"snowballstemmer"`` (pure Python, when PyStemmer cannot be imported). Same stems either way."""
+
+_LOCAL = threading.local()
+"""One stemmer per thread: neither implementation's stemmer object may be shared by threads, and
+large inputs are tokenized on worker threads (see :mod:`prism_memory._offload`)."""
+
+
+def _c_stems(words: list[str]) -> list[str]:
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        # no memo: PyStemmer's own (10,000 words) costs more than it saves once it is full and
+        # purges -- ~2 us a word on texts of new words, against ~0.3 us for the bare algorithm
+        stemmer = _LOCAL.stemmer = _PyStemmer.Stemmer("english", 0)
+    stems: list[str] = stemmer.stemWords(words)  # one call for the whole text
+    return stems
+
+
+def _python_stemmer() -> Any:
+    stemmer = getattr(_LOCAL, "python_stemmer", None)
+    if stemmer is None:
+        stemmer = _LOCAL.python_stemmer = EnglishStemmer()
+    return stemmer
 
 
 @functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    stemmed: str = _STEMMER.stemWord(word)
+    stemmed: str = _python_stemmer().stemWord(word)
     return stemmed
 
 
 _DIGITS = frozenset("0123456789")
 """A word ending in one of these is its own stem: every suffix the English stemmer removes or
 rewrites ends in a letter, and ``\\w+`` words hold no apostrophe (the one prefix it drops). So
-numbers, dates and codes -- most of a history's words that are new to the memo -- skip it."""
+numbers, dates and codes -- most of a history's words that are new to the memo -- skip the
+pure Python stemmer (the C one takes a whole text in one call)."""
+
+
+def _python_stems(words: list[str]) -> list[str]:
+    return [word if word[-1] in _DIGITS else _stem(word) for word in words]
+
+
+_stems = _c_stems if _PyStemmer is not None else _python_stems
 
 
 def tokenize(text: str) -> list[str]:
     """The terms of ``text`` in order, repeats kept (see the module doc for the rules)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return [
-        word if word[-1] in _DIGITS else _stem(word)
-        for word in _WORD.findall(folded)
-        if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
-    ]
+    return _stems(
+        [
+            word
+            for word in _WORD.findall(folded)
+            if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
+        ]
+    )
 
 
 _CACHED_TEXT_CHARS = 4096
