@@ -33,7 +33,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +54,7 @@ __all__ = [
     "STEMMER",
     "STOP_WORDS",
     "CorpusStats",
+    "TextTerms",
     "bm25",
     "corpus_stats",
     "ideal_bm25",
@@ -64,6 +65,8 @@ __all__ = [
     "term_counts",
     "term_profile",
     "term_weights",
+    "terms_of_tokens",
+    "text_terms",
     "tokenize",
 ]
 
@@ -304,16 +307,89 @@ def _cached_profile(text: str) -> tuple[Mapping[str, int], int]:
     return dict(counts), sum(counts.values())
 
 
-def term_profile(text: str) -> tuple[Mapping[str, int], int]:
-    """``(term counts, length)`` of ``text``; read-only, cached for recently seen short texts.
+LONG_PROFILE_TERMS = 500_000
+"""Long texts' profiles are memoised up to this many distinct terms in all (tens of MB)."""
 
-    Recall re-scores the same entries query after query, so their tokenization is memoised (up to
-    8,192 texts of at most 4,096 characters: a few tens of MB at worst).
+
+class _LongProfiles:
+    """A least-recently-used memo of long texts' profiles, bounded by their distinct terms
+    (thread-safe: large candidate sets are profiled on worker threads)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self.profiles: OrderedDict[str, tuple[Mapping[str, int], int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+        with self.lock:
+            found = self.profiles.get(text)
+            if found is not None:
+                self.profiles.move_to_end(text)
+                return found
+        counts = term_counts(text)
+        made: tuple[Mapping[str, int], int] = (dict(counts), sum(counts.values()))
+        if len(counts) > self.budget:
+            return made
+        with self.lock:
+            if text not in self.profiles:
+                self.profiles[text] = made
+                self.held += len(counts)
+                while self.held > self.budget:
+                    _, (dropped, _) = self.profiles.popitem(last=False)
+                    self.held -= len(dropped)
+        return made
+
+
+_LONG_PROFILES = _LongProfiles(LONG_PROFILE_TERMS)
+
+
+def term_profile(text: str) -> tuple[Mapping[str, int], int]:
+    """``(term counts, length)`` of ``text``; read-only, memoised for recently seen texts.
+
+    Recall re-scores the same entries query after query, so their tokenization is memoised: up to
+    8,192 texts of at most 4,096 characters, and longer ones up to :data:`LONG_PROFILE_TERMS`
+    distinct terms in all -- a few tens of MB at worst. Stores that keep each entry's terms hand
+    them to the re-rank instead (:attr:`prism_memory.models.Candidate.profile`).
     """
     if len(text) <= _CACHED_TEXT_CHARS:
         return _cached_profile(text)
-    counts = term_counts(text)
-    return counts, sum(counts.values())
+    return _LONG_PROFILES.get(text)
+
+
+_NO_REPEATS: Mapping[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class TextTerms:
+    """What the lexical signal keeps of one text, computed once when the text is written.
+
+    ``distinct`` are its terms (sorted), ``length`` its term count with repeats, ``repeats`` the
+    number of occurrences of each term found more than once (a term of ``distinct`` not in it
+    occurs once). Stores keep it with the entry, so recall never tokenizes a stored text again:
+    the re-rank reads each candidate's counts of the query's terms from it.
+    """
+
+    distinct: tuple[str, ...]
+    length: int
+    repeats: Mapping[str, int]
+
+    def counts(self, terms: Iterable[str]) -> dict[str, int]:
+        """``term -> occurrences`` of each of ``terms`` the text holds (the others are left out)."""
+        held = frozenset(self.distinct).intersection(terms)
+        return {term: self.repeats.get(term, 1) for term in held}
+
+
+def text_terms(text: str) -> TextTerms:
+    """The :class:`TextTerms` of ``text`` (one :func:`tokenize`)."""
+    return terms_of_tokens(tokenize(text))
+
+
+def terms_of_tokens(tokens: Iterable[str]) -> TextTerms:
+    """The :class:`TextTerms` of a text whose :func:`tokenize` is ``tokens``."""
+    counts = Counter(tokens)
+    repeats = {term: n for term, n in counts.items() if n > 1} or _NO_REPEATS
+    return TextTerms(tuple(sorted(counts)), sum(counts.values()), repeats)
 
 
 @dataclass(frozen=True, slots=True)

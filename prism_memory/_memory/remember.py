@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import _telemetry as otel
+from .._offload import terms_of_texts
 from ..embedding import embed_batched
 from ..entries import prepare_entry
 from ..errors import (
@@ -72,6 +73,13 @@ class RememberService:
                     f"entries[{position}] repeats an earlier entry's id with different content"
                 )
             prepared[entry.id] = entry
+        # the texts' terms, made once here for the store -- on worker threads for a large batch,
+        # so tokenizing it never stalls the event loop (prism_memory._offload)
+        made = await terms_of_texts([entry.text for entry in prepared.values()])
+        prepared = {
+            key: replace(entry, terms=terms)
+            for (key, entry), terms in zip(prepared.items(), made, strict=True)
+        }
         await self._models.check_write(scope)
         # worker-only mode: stored pending, embedded by `prism-memory worker` alone
         queue = await self._session.ensure_queue() if ctx.indexing.in_process else None
