@@ -15,6 +15,7 @@ import numpy.typing as npt
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, leg_scores, term_weights
 from ..models import Candidate, MemoryIdentity, MemoryRecord, check_id_collection
+from ._memory_build import build_index
 from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
 from .base import RecallFilter, SearchRequest, SearchResult, check_limit
 
@@ -89,7 +90,7 @@ class _EntryReads:
             return SearchResult([], CorpusStats(), pending, active)
         own_thread = state.thread(_key(scope))
         if own_thread is not None and model is None:  # a large thread's index: built in slices
-            await own_thread.build_index(width)
+            await build_index(own_thread, width)
         pools = self._pools(scope, request, model, primary, width)
         if not pools:
             return SearchResult([], CorpusStats(), pending, active)
@@ -111,7 +112,7 @@ class _EntryReads:
                 slots = index.postings.get(term)
                 if slots is None:
                     continue
-                hits = np.array(slots, dtype=np.intp)
+                hits = np.array((slots,) if isinstance(slots, int) else slots, dtype=np.intp)
                 found = hits[pool.mask[hits]]
                 if found.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])

@@ -11,11 +11,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import anyio.lowlevel
 import numpy as np
 import numpy.typing as npt
 
-from .._offload import OFFLOAD_CHARS, terms_of_texts
+from .._offload import OFFLOAD_CHARS
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import TextTerms, text_terms
@@ -26,8 +25,6 @@ from .rules import is_recallable, travels
 _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]
 _Positions = npt.NDArray[np.intp]
-_BUILD_SLICE = 4096
-"""An index built a slice at a time lets the event loop run after about this many terms."""
 _SORT_ALL = 512
 """Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
 
@@ -122,9 +119,11 @@ class _SearchIndex:
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-        self.postings: dict[str, array[int]] = {}
+        self.postings: dict[str, int | array[int]] = {}
         """Term -> ascending slots whose text contains it (dead slots included, masked by the
-        eligibility mask of a search), as compact int64 arrays."""
+        eligibility mask of a search), as compact int64 arrays -- or the one slot, as an int:
+        one array per term made the garbage collector walk hundreds of thousands of them
+        (full collections of 0.1 s while a thread of long texts was indexed)."""
         self.size = 0
         self.dead = 0
         self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
@@ -151,13 +150,16 @@ class _SearchIndex:
             grown[: self.size] = old[: self.size]
             setattr(self, name, grown)
 
-    def add(self, record: MemoryRecord, vector: Vector, terms: TextTerms) -> None:
+    def add(
+        self, record: MemoryRecord, vector: Vector, terms: TextTerms, *, post: bool = True
+    ) -> int | None:
         """Append ``record`` (which passes the static rules), its vector (left out when it is
-        not of the index's width) and its text's ``terms``."""
+        not of the index's width) and its text's ``terms``; return its slot. ``post=False``
+        leaves its postings to the caller (:meth:`post`, in slot order)."""
         if self.width is None:
             self.width = vector.shape[0]
         elif vector.shape[0] != self.width:
-            return
+            return None
         if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
             self._grow(vector.shape[0])
         at = self.size
@@ -174,14 +176,24 @@ class _SearchIndex:
         self.vectors.append(vector)
         self.repeats.append(terms.repeats)
         self.positions[record.id] = at
-        for term in terms.distinct:
-            slots = self.postings.get(term)
-            if slots is None:
-                slots = self.postings[term] = array("q")
-            slots.append(at)
+        if post:
+            self.post(at, terms.distinct)
         self.size += 1
         self.live_length += terms.length
         self.live = None
+        return at
+
+    def post(self, at: int, terms: Iterable[str]) -> None:
+        """Add slot ``at`` to the postings of ``terms`` (slots are posted in ascending order)."""
+        postings = self.postings
+        for term in terms:
+            slots = postings.get(term)
+            if slots is None:  # a plain int (not tracked by the garbage collector) until a
+                postings[term] = at  # second slot holds the term: most terms are in one slot
+            elif isinstance(slots, int):
+                postings[term] = array("q", (slots, at))
+            else:
+                slots.append(at)
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -440,44 +452,13 @@ class _Thread:
         if self.index is not None and sum(map(len, texts)) > OFFLOAD_CHARS:
             self.index = None
 
-    async def build_index(self, width: int | None = None) -> None:
-        """Build the search index of a large thread before a search needs it, letting the event
-        loop run between slices: the texts' missing terms on worker threads, then the rows
-        added about :data:`_BUILD_SLICE` terms at a time. Given up, for the search to build it
-        in one step, when a write to the thread comes in meanwhile."""
-        if self.index is not None and (
-            width is None or self.index.width is None or self.index.width == width
-        ):
-            return
-        start = self.writes
-        rows = self._indexed_rows()
-        if sum(len(row.record.text) for row in rows) <= OFFLOAD_CHARS:
-            return  # small: built in place when the search asks
-        bare = [row.record for row in rows if not self._has_terms(row.record)]
-        made = await terms_of_texts([record.text for record in bare])
-        if self.writes != start:
-            return
-        for record, terms in zip(bare, made, strict=True):
-            self.keep_terms(record.id, record.text, terms)
-        index = _SearchIndex(width)
-        added = 0
-        for row in rows:
-            assert row.vector is not None
-            terms = self.terms_of(row.record)
-            index.add(row.record, row.vector, terms)
-            added += len(terms.distinct)
-            if added >= _BUILD_SLICE:
-                added = 0
-                await anyio.lowlevel.checkpoint()
-                if self.writes != start:
-                    return
-        self.index = index
-
-    def _has_terms(self, record: MemoryRecord) -> bool:
+    def has_terms(self, record: MemoryRecord) -> bool:
+        """Whether ``record``'s text has its terms kept."""
         kept = self.terms.get(record.id)
         return kept is not None and (kept[0] is record.text or kept[0] == record.text)
 
-    def _indexed_rows(self) -> list[_Row]:
+    def indexed_rows(self) -> list[_Row]:
+        """The rows the search index holds, in ``(sequence, id)`` order."""
         rows = [
             row
             for row in self.rows.values()
@@ -488,7 +469,7 @@ class _Thread:
 
     def _build_index(self, width: int | None = None) -> _SearchIndex:
         index = _SearchIndex(width)
-        for row in self._indexed_rows():
+        for row in self.indexed_rows():
             assert row.vector is not None
             index.add(row.record, row.vector, self.terms_of(row.record))
         return index
