@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 WIDTH = 32
 BIG_TEXTS, BIG_CHARS = 100, 16_000  # the MCP remember tool's limits, inside the library's caps
 SMALL_ENTRIES = 40
-VOCABULARY = [f"{w}" for w in "ocean tide moon garden violin river cobalt lantern meadow harbor".split()]
+VOCABULARY = ["ocean", "tide", "moon", "garden", "violin", "river", "cobalt", "lantern", "meadow"]
 
 
 class QuickEmbedder:
@@ -196,13 +196,15 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks")])
         if backend == "postgres":
             args += ["--url", str(url), "--schema", f"loadmcp_{int(time.time())}"]
-        server = subprocess.Popen(args, env=env, stderr=subprocess.DEVNULL, cwd=str(REPO))
+        server = await asyncio.create_subprocess_exec(
+            *args, env=env, stderr=subprocess.DEVNULL, cwd=str(REPO)
+        )
         try:
             endpoint = f"http://127.0.0.1:{port}/mcp"
             for _ in range(400):
                 with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
                     break
-                if server.poll() is not None:
+                if server.returncode is not None:
                     raise RuntimeError("the MCP server exited at start")
                 await asyncio.sleep(0.05)
             async with contextlib.AsyncExitStack() as stack:
@@ -233,7 +235,7 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
                 yield tenants
         finally:
             server.terminate()
-            server.wait(timeout=30)
+            await asyncio.wait_for(server.wait(), 30)
 
 
 # ---- the open-loop schedule ----------------------------------------------------------------------
@@ -268,7 +270,7 @@ def _summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
 
     def pct(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
     return {
         "n": len(ordered),
@@ -279,7 +281,9 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-async def run_one(mode: str, backend: str, url: str | None, args: argparse.Namespace) -> dict[str, Any]:
+async def run_one(
+    mode: str, backend: str, url: str | None, args: argparse.Namespace
+) -> dict[str, Any]:
     opener = library_tenants if mode == "library" else mcp_tenants
     async with opener(backend, url, args.tenants) as tenants:
         small, big = tenants[:-1], tenants[-1]
@@ -303,7 +307,7 @@ async def run_one(mode: str, backend: str, url: str | None, args: argparse.Names
 
         task = asyncio.create_task(big_call())
         loaded = await open_loop(
-            small, args.interval, lambda s, i: task.done() and s >= 0.5 or s > args.timeout
+            small, args.interval, lambda s, _: (task.done() and s >= 0.5) or s > args.timeout
         )
         await task
     result = {
@@ -323,12 +327,12 @@ def _table(results: list[dict[str, Any]]) -> str:
         "| p99 ratio | big remember / recall (s) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for r in results:
-        lines.append(
-            f"| {r['mode']} | {r['backend']} | {r['without']['p50']:.1f} / {r['without']['p99']:.1f} "
-            f"| {r['with']['p50']:.1f} / {r['with']['p99']:.1f} (n={r['with']['n']}) "
-            f"| {r['p99_ratio']:.2f}x | {r.get('remember_s', 0):.2f} / {r.get('recall_s', 0):.3f} |"
-        )
+    lines += [
+        f"| {r['mode']} | {r['backend']} | {r['without']['p50']:.1f} / {r['without']['p99']:.1f} "
+        f"| {r['with']['p50']:.1f} / {r['with']['p99']:.1f} (n={r['with']['n']}) "
+        f"| {r['p99_ratio']:.2f}x | {r.get('remember_s', 0):.2f} / {r.get('recall_s', 0):.3f} |"
+        for r in results
+    ]
     return "\n".join(lines)
 
 
