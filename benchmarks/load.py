@@ -42,7 +42,6 @@ import random
 import socket
 import statistics
 import string
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -128,7 +127,8 @@ class Tenant:
 
 @contextlib.asynccontextmanager
 async def library_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[list[Tenant]]:
-    """``n + 1`` tenants (the last one is the big caller) on one shared store in this process."""
+    """``n + 2`` tenants (the last two: a warm-up and the big caller) on one shared store in this
+    process."""
     stores: Any = None
     if backend == "postgres":
         from prism_memory.postgres import create_postgres_memory_stores
@@ -142,7 +142,7 @@ async def library_tenants(backend: str, url: str | None, n: int) -> AsyncIterato
     consent = MemoryConsent(source="agent", scope="thread")
     tenants = []
     try:
-        for t in range(n + 1):
+        for t in range(n + 2):
             memory = create_memory(
                 tenant_id=f"tenant-{t}",
                 resource_id="user",
@@ -174,7 +174,8 @@ def _free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[list[Tenant]]:
-    """``n + 1`` MCP client sessions over Streamable HTTP to ``prism-memory mcp`` in a subprocess."""
+    """``n + 2`` MCP client sessions over Streamable HTTP to ``prism-memory mcp`` in a subprocess
+    (the last two: a warm-up and the big caller)."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -183,7 +184,7 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
     with tempfile.TemporaryDirectory() as folder:
         tokens = {
             f"token-{t}": {"tenant_id": f"tenant-{t}", "resource_id": "user", "thread_id": "chat"}
-            for t in range(n + 1)
+            for t in range(n + 2)
         }
         token_file = Path(folder) / "tokens.json"
         token_file.write_text(json.dumps(tokens))
@@ -196,9 +197,8 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks")])
         if backend == "postgres":
             args += ["--url", str(url), "--schema", f"loadmcp_{int(time.time())}"]
-        server = await asyncio.create_subprocess_exec(
-            *args, env=env, stderr=subprocess.DEVNULL, cwd=str(REPO)
-        )
+        log = (Path(folder) / "server.log").open("wb")
+        server = await asyncio.create_subprocess_exec(*args, env=env, stderr=log, cwd=str(REPO))
         try:
             endpoint = f"http://127.0.0.1:{port}/mcp"
             for _ in range(400):
@@ -209,7 +209,7 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
                 await asyncio.sleep(0.05)
             async with contextlib.AsyncExitStack() as stack:
                 tenants = []
-                for t in range(n + 1):
+                for t in range(n + 2):
                     client = await stack.enter_async_context(
                         httpx2.AsyncClient(
                             headers={"Authorization": f"Bearer token-{t}"}, timeout=300
@@ -234,8 +234,12 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
                     tenants.append(Tenant(recall, remember))
                 yield tenants
         finally:
-            server.terminate()
-            await asyncio.wait_for(server.wait(), 30)
+            if server.returncode is not None:
+                sys.stderr.write((Path(folder) / "server.log").read_text()[-3000:])
+            else:
+                server.terminate()
+                await asyncio.wait_for(server.wait(), 30)
+            log.close()
 
 
 # ---- the open-loop schedule ----------------------------------------------------------------------
@@ -281,17 +285,50 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
+class Heartbeat:
+    """The event loop's longest pause in this process: a task that wakes every millisecond and
+    records the longest gap between its wake-ups (library mode: the served loop is this one)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _beat(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def start(self) -> None:
+        self.longest = 0.0
+        self._task = asyncio.create_task(self._beat())
+
+    def stop(self) -> float:
+        """The longest gap since :meth:`start`, in ms."""
+        assert self._task is not None
+        self._task.cancel()
+        return self.longest * 1000.0
+
+
 async def run_one(
     mode: str, backend: str, url: str | None, args: argparse.Namespace
 ) -> dict[str, Any]:
     opener = library_tenants if mode == "library" else mcp_tenants
     async with opener(backend, url, args.tenants) as tenants:
-        small, big = tenants[:-1], tenants[-1]
+        small, big, warm = tenants[:-2], tenants[-1], tenants[-2]
+        # a server in its steady state has imported and warmed every path: one big call first
+        await warm.remember(big_batch(args.seed + 1))
+        await warm.recall("warm up the paths")
         for t, tenant in enumerate(small):  # each small tenant's own history
             await tenant.remember(small_texts(t))
         for i in range(len(small) * 3):  # warm: memos, connections, plans
             await small[i % len(small)].recall(small_query(i))
+        heartbeat = Heartbeat()
+        heartbeat.start()
         quiet = await open_loop(small, args.interval, lambda s, _: s >= args.seconds)
+        quiet_gap = heartbeat.stop()
         texts = big_batch(args.seed)
         timings: dict[str, float] = {}
 
@@ -305,16 +342,19 @@ async def run_one(
             timings["recall_s"] = time.perf_counter() - recalled
             timings["big_s"] = time.perf_counter() - started
 
+        heartbeat.start()
         task = asyncio.create_task(big_call())
         loaded = await open_loop(
             small, args.interval, lambda s, _: (task.done() and s >= 0.5) or s > args.timeout
         )
         await task
+        loaded_gap = heartbeat.stop()
     result = {
         "mode": mode,
         "backend": backend,
         "without": _summary(quiet),
         "with": _summary(loaded),
+        "loop_gap_ms": {"without": quiet_gap, "with": loaded_gap},
         **timings,
     }
     result["p99_ratio"] = result["with"]["p99"] / result["without"]["p99"]
@@ -324,13 +364,14 @@ async def run_one(
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| served by | backend | recall p50 / p99 without (ms) | with the big call (ms) "
-        "| p99 ratio | big remember / recall (s) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| p99 ratio | big remember / recall (s) | longest loop pause without / with (ms) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
         f"| {r['mode']} | {r['backend']} | {r['without']['p50']:.1f} / {r['without']['p99']:.1f} "
         f"| {r['with']['p50']:.1f} / {r['with']['p99']:.1f} (n={r['with']['n']}) "
-        f"| {r['p99_ratio']:.2f}x | {r.get('remember_s', 0):.2f} / {r.get('recall_s', 0):.3f} |"
+        f"| {r['p99_ratio']:.2f}x | {r.get('remember_s', 0):.2f} / {r.get('recall_s', 0):.3f} "
+        f"| {r['loop_gap_ms']['without']:.0f} / {r['loop_gap_ms']['with']:.0f} |"
         for r in results
     ]
     return "\n".join(lines)

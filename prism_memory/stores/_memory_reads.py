@@ -109,7 +109,7 @@ class _EntryReads:
             total_length += pool.length
             holding: list[tuple[str, _Positions]] = []
             for term in terms:
-                slots = index.postings.get(term)
+                slots = index.slots(term)
                 if slots is None:
                     continue
                 hits = np.array((slots,) if isinstance(slots, int) else slots, dtype=np.intp)
