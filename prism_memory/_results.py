@@ -89,6 +89,12 @@ class Candidate:
     fields, and a recall keeps ``top_k`` of its ``4 × top_k`` candidates (or more), so a store
     that decodes rows may use :meth:`deferred` instead: it passes those fields and a function
     that builds the record, which runs once, when ``record`` is first read — for the hits only.
+
+    ``profile`` spares the re-rank tokenizing ``text`` again (a store keeps each entry's terms
+    from when it was written): ``(counts, length)`` where ``counts`` maps every term of the
+    search request (:attr:`SearchRequest.terms <prism_memory.stores.base.SearchRequest.terms>`)
+    the entry holds to its number of occurrences -- it may hold other terms too -- and ``length``
+    is the entry's term count. ``None``: ranking tokenizes ``text``.
     """
 
     __slots__ = (
@@ -98,6 +104,7 @@ class Candidate:
         "id",
         "importance",
         "occurred_at",
+        "profile",
         "sequence",
         "text",
         "thread_id",
@@ -112,11 +119,17 @@ class Candidate:
     occurred_at: datetime
     importance: float
     embedding_model: str | None
+    profile: tuple[Mapping[str, int], int] | None
 
-    def __init__(self, record: MemoryRecord, vector: Vector) -> None:
+    def __init__(
+        self,
+        record: MemoryRecord,
+        vector: Vector,
+        profile: tuple[Mapping[str, int], int] | None = None,
+    ) -> None:
         self._record: MemoryRecord | None = record
         self._build: Callable[[], MemoryRecord] | None = None
-        self.vector = vector
+        self.vector, self.profile = vector, profile
         self.thread_id, self.id, self.text = record.thread_id, record.id, record.text
         self.sequence, self.occurred_at = record.sequence, record.occurred_at
         self.importance, self.embedding_model = record.importance, record.embedding_model
@@ -134,10 +147,20 @@ class Candidate:
         importance: float,
         embedding_model: str | None,
         build: Callable[[], MemoryRecord],
+        profile: tuple[Mapping[str, int], int] | None = None,
     ) -> Candidate:
         """A candidate whose record ``build`` makes on first use; the fields must be the record's."""
         return deferred_candidate(
-            vector, thread_id, id, text, sequence, occurred_at, importance, embedding_model, build
+            vector,
+            thread_id,
+            id,
+            text,
+            sequence,
+            occurred_at,
+            importance,
+            embedding_model,
+            build,
+            profile,
         )
 
     @property
@@ -162,11 +185,13 @@ def deferred_candidate(
     importance: float,
     embedding_model: str | None,
     build: Callable[[], MemoryRecord],
+    profile: tuple[Mapping[str, int], int] | None = None,
 ) -> Candidate:
     """:meth:`Candidate.deferred`, positionally: a store decoding many rows calls it per row (no
     keyword parsing, no classmethod lookup)."""
     candidate = _new_candidate(Candidate)
     candidate._record, candidate._build, candidate.vector = None, build, vector
+    candidate.profile = profile
     candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
     candidate.sequence, candidate.occurred_at = sequence, occurred_at
     candidate.importance, candidate.embedding_model = importance, embedding_model

@@ -8,7 +8,11 @@ Tokenizer
     Unicode NFKC, case-folded, split into ``\\w+`` runs (letters, digits and ``_`` of any script);
     the words of the Snowball English stop list (:data:`STOP_WORDS`) are dropped, and so are runs
     longer than :data:`MAX_TERM_CHARS` characters (not words); each remaining run is stemmed by the
-    Snowball English (Porter2) stemmer. This is the standard English BM25 analyser (Lucene's
+    Snowball English (Porter2) stemmer -- PyStemmer's C build of it when installed (a runtime
+    dependency: ~10x faster, and it holds the GIL for less time), else ``snowballstemmer``'s pure
+    Python one; both are generated from the same Snowball source and give identical stems
+    (``tests/unit/test_stemmer_parity.py`` compares them over a large vocabulary). :data:`STEMMER`
+    says which one runs. This is the standard English BM25 analyser (Lucene's
     ``EnglishAnalyzer``, Anserini's default): "painting", "painted" and "paints" are one term, and
     "what", "would" or "her" — rare enough in short chat turns for idf to weigh them, common enough
     to add up over a long turn — are not terms. Words of other scripts pass through unchanged.
@@ -27,22 +31,30 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import snowballstemmer  # type: ignore[import-untyped]
+from snowballstemmer.english_stemmer import EnglishStemmer  # type: ignore[import-untyped]
+
+try:  # the same Snowball English algorithm compiled to C (PyStemmer)
+    import Stemmer as _PyStemmer  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - PyStemmer is a runtime dependency; this is its fallback
+    _PyStemmer = None
 
 __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_TERM_CHARS",
+    "STEMMER",
     "STOP_WORDS",
     "CorpusStats",
+    "TextTerms",
     "bm25",
     "corpus_stats",
     "ideal_bm25",
@@ -53,6 +65,8 @@ __all__ = [
     "term_counts",
     "term_profile",
     "term_weights",
+    "terms_of_tokens",
+    "text_terms",
     "tokenize",
 ]
 
@@ -204,29 +218,63 @@ STOP_WORDS = frozenset(
 """Words that are not terms (matched after case folding, before stemming)."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STEMMER = snowballstemmer.stemmer("english")
+
+STEMMER: str = "PyStemmer" if _PyStemmer is not None else "snowballstemmer"
+"""The Snowball English stemmer :func:`tokenize` runs: ``"PyStemmer"`` (C) or
+``"snowballstemmer"`` (pure Python, when PyStemmer cannot be imported). Same stems either way."""
+
+_LOCAL = threading.local()
+"""One stemmer per thread: neither implementation's stemmer object may be shared by threads, and
+large inputs are tokenized on worker threads (see :mod:`prism_memory._offload`)."""
+
+
+def _c_stems(words: list[str]) -> list[str]:
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        # no memo: PyStemmer's own (10,000 words) costs more than it saves once it is full and
+        # purges -- ~2 us a word on texts of new words, against ~0.3 us for the bare algorithm
+        stemmer = _LOCAL.stemmer = _PyStemmer.Stemmer("english", 0)
+    stems: list[str] = stemmer.stemWords(words)  # one call for the whole text
+    return stems
+
+
+def _python_stemmer() -> Any:
+    stemmer = getattr(_LOCAL, "python_stemmer", None)
+    if stemmer is None:
+        stemmer = _LOCAL.python_stemmer = EnglishStemmer()
+    return stemmer
 
 
 @functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    stemmed: str = _STEMMER.stemWord(word)
+    stemmed: str = _python_stemmer().stemWord(word)
     return stemmed
 
 
 _DIGITS = frozenset("0123456789")
 """A word ending in one of these is its own stem: every suffix the English stemmer removes or
 rewrites ends in a letter, and ``\\w+`` words hold no apostrophe (the one prefix it drops). So
-numbers, dates and codes -- most of a history's words that are new to the memo -- skip it."""
+numbers, dates and codes -- most of a history's words that are new to the memo -- skip the
+pure Python stemmer (the C one takes a whole text in one call)."""
+
+
+def _python_stems(words: list[str]) -> list[str]:
+    return [word if word[-1] in _DIGITS else _stem(word) for word in words]
+
+
+_stems = _c_stems if _PyStemmer is not None else _python_stems
 
 
 def tokenize(text: str) -> list[str]:
     """The terms of ``text`` in order, repeats kept (see the module doc for the rules)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return [
-        word if word[-1] in _DIGITS else _stem(word)
-        for word in _WORD.findall(folded)
-        if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
-    ]
+    return _stems(
+        [
+            word
+            for word in _WORD.findall(folded)
+            if len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS
+        ]
+    )
 
 
 _CACHED_TEXT_CHARS = 4096
@@ -259,16 +307,89 @@ def _cached_profile(text: str) -> tuple[Mapping[str, int], int]:
     return dict(counts), sum(counts.values())
 
 
-def term_profile(text: str) -> tuple[Mapping[str, int], int]:
-    """``(term counts, length)`` of ``text``; read-only, cached for recently seen short texts.
+LONG_PROFILE_TERMS = 500_000
+"""Long texts' profiles are memoised up to this many distinct terms in all (tens of MB)."""
 
-    Recall re-scores the same entries query after query, so their tokenization is memoised (up to
-    8,192 texts of at most 4,096 characters: a few tens of MB at worst).
+
+class _LongProfiles:
+    """A least-recently-used memo of long texts' profiles, bounded by their distinct terms
+    (thread-safe: large candidate sets are profiled on worker threads)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self.profiles: OrderedDict[str, tuple[Mapping[str, int], int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+        with self.lock:
+            found = self.profiles.get(text)
+            if found is not None:
+                self.profiles.move_to_end(text)
+                return found
+        counts = term_counts(text)
+        made: tuple[Mapping[str, int], int] = (dict(counts), sum(counts.values()))
+        if len(counts) > self.budget:
+            return made
+        with self.lock:
+            if text not in self.profiles:
+                self.profiles[text] = made
+                self.held += len(counts)
+                while self.held > self.budget:
+                    _, (dropped, _) = self.profiles.popitem(last=False)
+                    self.held -= len(dropped)
+        return made
+
+
+_LONG_PROFILES = _LongProfiles(LONG_PROFILE_TERMS)
+
+
+def term_profile(text: str) -> tuple[Mapping[str, int], int]:
+    """``(term counts, length)`` of ``text``; read-only, memoised for recently seen texts.
+
+    Recall re-scores the same entries query after query, so their tokenization is memoised: up to
+    8,192 texts of at most 4,096 characters, and longer ones up to :data:`LONG_PROFILE_TERMS`
+    distinct terms in all -- a few tens of MB at worst. Stores that keep each entry's terms hand
+    them to the re-rank instead (:attr:`prism_memory.models.Candidate.profile`).
     """
     if len(text) <= _CACHED_TEXT_CHARS:
         return _cached_profile(text)
-    counts = term_counts(text)
-    return counts, sum(counts.values())
+    return _LONG_PROFILES.get(text)
+
+
+_NO_REPEATS: Mapping[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class TextTerms:
+    """What the lexical signal keeps of one text, computed once when the text is written.
+
+    ``distinct`` are its terms (sorted), ``length`` its term count with repeats, ``repeats`` the
+    number of occurrences of each term found more than once (a term of ``distinct`` not in it
+    occurs once). Stores keep it with the entry, so recall never tokenizes a stored text again:
+    the re-rank reads each candidate's counts of the query's terms from it.
+    """
+
+    distinct: tuple[str, ...]
+    length: int
+    repeats: Mapping[str, int]
+
+    def counts(self, terms: Iterable[str]) -> dict[str, int]:
+        """``term -> occurrences`` of each of ``terms`` the text holds (the others are left out)."""
+        held = frozenset(self.distinct).intersection(terms)
+        return {term: self.repeats.get(term, 1) for term in held}
+
+
+def text_terms(text: str) -> TextTerms:
+    """The :class:`TextTerms` of ``text`` (one :func:`tokenize`)."""
+    return terms_of_tokens(tokenize(text))
+
+
+def terms_of_tokens(tokens: Iterable[str]) -> TextTerms:
+    """The :class:`TextTerms` of a text whose :func:`tokenize` is ``tokens``."""
+    counts = Counter(tokens)
+    repeats = {term: n for term, n in counts.items() if n > 1} or _NO_REPEATS
+    return TextTerms(tuple(sorted(counts)), sum(counts.values()), repeats)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ Ties break on score descending, then sequence ascending, then id ascending.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -171,11 +171,31 @@ class _Scores:
     bm25_scale: float
 
 
+_Profile = tuple[Mapping[str, int], int]
+"""``(term counts, length)`` of a text (:func:`~prism_memory.lexical.term_profile`)."""
+
+
+def _profiles(texts: Sequence[str], given: Sequence[_Profile | None] | None) -> list[_Profile]:
+    """Each ``given`` profile as it is (a store's, kept since the text was written), the others
+    made by tokenizing the text."""
+    if given is None:
+        return list(map(term_profile, texts))
+    return [
+        term_profile(text) if profile is None else profile
+        for text, profile in zip(texts, given, strict=True)
+    ]
+
+
 def _bm25s(
-    terms: frozenset[str], texts: Sequence[str], stats: CorpusStats
+    terms: frozenset[str],
+    texts: Sequence[str],
+    stats: CorpusStats,
+    given: Sequence[_Profile | None] | None = None,
 ) -> tuple[npt.NDArray[np.float64], float]:
     """:func:`~prism_memory.lexical.bm25` of each of ``texts``, and
-    :func:`~prism_memory.lexical.ideal_bm25`, vectorised.
+    :func:`~prism_memory.lexical.ideal_bm25`, vectorised. ``given`` may hold the texts'
+    ``(term counts, length)`` (``None``: tokenize that text); their counts must cover every term
+    of ``terms`` that ``stats`` gives a document frequency.
 
     The same IEEE operations as the scalar formula, element-wise and term by term in sorted order,
     so every value is bit-identical to it.
@@ -185,7 +205,7 @@ def _bm25s(
     ideal = 0.0
     if not weights:
         return total, ideal
-    profiles = list(map(term_profile, texts))
+    profiles = _profiles(texts, given)
     lengths = np.array([length for _, length in profiles], dtype=np.float64)
     frequencies = np.array(
         [[counts.get(term, 0) for counts, _ in profiles] for term, _ in weights],
@@ -212,14 +232,16 @@ def _score(
     query_text: str,
     stats: CorpusStats | None,
     lexical_weight: float,
+    profiles: Sequence[_Profile | None] | None = None,
 ) -> _Scores:
-    """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product)."""
+    """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product).
+    ``profiles`` (candidates' kept term counts) are read only with the store's ``stats``."""
     terms = query_terms(query_text)
     if stats is None:
-        stats = corpus_stats(texts, terms)
+        stats, profiles = corpus_stats(texts, terms), None
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
     semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
-    raw, ideal = _bm25s(terms, texts, stats)
+    raw, ideal = _bm25s(terms, texts, stats, profiles)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     bm25_scale = _scale(max(float(raw.max()), ideal))
     lexical = raw / bm25_scale
@@ -332,6 +354,7 @@ def rerank(
         query_text=query_text,
         stats=stats,
         lexical_weight=rules.lexical_weight,
+        profiles=[c.profile for c in chosen],
     )
     half_life = rules.half_life_ms
     alone = w_recency == 0.0 and w_importance == 0.0

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
+from .._offload import profile_candidates
 from ..context import ContextProvider, TokenCounter, approximate_tokens
 from ..errors import CapExceededError, ValidationError
 from ..lexical import query_terms
@@ -227,6 +228,7 @@ class RecallService:
             if round_ == MAX_MODEL_ROUNDS - 1 or not route.follow(found.active_model):
                 break
         self._models.check_candidates(found.candidates, model)
+        await profile_candidates(found.candidates)
         hits = rerank(
             found.candidates,
             query_vector=vector,

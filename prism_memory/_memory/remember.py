@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import _telemetry as otel
+from .._offload import PREPARE_SLICE_CHARS, terms_of_texts
 from ..entries import prepare_entry
 from ..errors import (
     CapExceededError,
@@ -61,9 +62,14 @@ class RememberService:
         hooked = ctx.importance_from is not None
         # each input parsed and prepared in turn: its parsed form is dropped at once, so a batch
         # in flight holds only the prepared entries (fewer objects for the garbage collector)
+        handled = 0
         for position, raw in enumerate(self._entry_list(entries)):
             item = parse(MemoryEntry, raw, "memory entry")
             entry = self._prepare(item, now, position)
+            handled += len(entry.text)
+            if handled > PREPARE_SLICE_CHARS:  # checks, redaction and digest of a large batch:
+                handled = 0  # the event loop runs between slices (prism_memory._offload)
+                await asyncio.sleep(0)
             if hooked and item.importance is None and item.reflection is not None:
                 entry = replace(entry, importance=await self._importance(item))
             previous = prepared.get(entry.id)
@@ -72,6 +78,13 @@ class RememberService:
                     f"entries[{position}] repeats an earlier entry's id with different content"
                 )
             prepared[entry.id] = entry
+        # the texts' terms, made once here for the store -- on worker threads for a large batch,
+        # so tokenizing it never stalls the event loop (prism_memory._offload)
+        made = await terms_of_texts([entry.text for entry in prepared.values()])
+        prepared = {
+            key: replace(entry, terms=terms)
+            for (key, entry), terms in zip(prepared.items(), made, strict=True)
+        }
         await self._models.check_write(scope)
         # worker-only mode: stored pending, embedded by `prism-memory worker` alone
         queue = await self._session.ensure_queue() if ctx.indexing.in_process else None

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import _telemetry as otel
 from .._clock import utcnow
+from .._offload import tokens_of_texts
 from ..embedding import Embedder, check_embedder
 from ..entries import prepare_entry
 from ..errors import (
@@ -24,7 +25,6 @@ from ..errors import (
     PrismMemoryError,
     ValidationError,
 )
-from ..lexical import tokenize
 from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
@@ -282,19 +282,18 @@ class _Importer:
                 logger.warning("embedding an import batch failed; stored pending: %s", exc)
             else:
                 vectors = dict(zip(missing, made, strict=True))
-        ready: list[ImportRow] = []
-        for at, row in enumerate(rows):
-            ready.append(
-                ImportRow(
-                    scope=row.scope,
-                    entry=row.entry,
-                    vector=supplied.get(at, vectors.get(at)),
-                    model=self.model if at in supplied or at in vectors else None,
-                    terms=tuple(tokenize(row.entry.text)),
-                )
+        # tokenized on worker threads when large: the batch being stored waits on the loop too
+        tokens = await tokens_of_texts([row.entry.text for row in rows])
+        ready = [
+            ImportRow(
+                scope=row.scope,
+                entry=row.entry,
+                vector=supplied.get(at, vectors.get(at)),
+                model=self.model if at in supplied or at in vectors else None,
+                terms=terms,
             )
-            if at % _YIELD_EVERY == _YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # the batch being stored waits on the event loop too
+            for at, (row, terms) in enumerate(zip(rows, tokens, strict=True))
+        ]
         return _Prepared(batch, ready, len(vectors))
 
     async def store_batch(self, prepared: _Prepared, report: ImportReport) -> int:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .._results import deferred_candidate
-from ..lexical import CorpusStats, tokenize
+from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
     Lineage,
     MemoryConsent,
@@ -218,10 +218,10 @@ def insert_params(
     checked ``vectors`` (one per entry, or ``None``)."""
     terms: list[str] = []
     counts: list[int] = []
-    for entry in entries:  # tokenized once, here (not memoised: a written text is seldom repeated)
-        words = tokenize(entry.text)
-        terms.append(" ".join(sorted(set(words))))
-        counts.append(len(words))
+    for entry in entries:  # the write path's terms, else tokenized once, here
+        made = entry.terms if entry.terms is not None else text_terms(entry.text)
+        terms.append(" ".join(made.distinct))
+        counts.append(made.length)
     consents = [
         _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)
         for entry in entries

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, leg_scores, term_weights
 from ..models import Candidate, MemoryIdentity, MemoryRecord, check_id_collection
+from ._memory_build import build_index
 from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
 from .base import RecallFilter, SearchRequest, SearchResult, check_limit
 
@@ -87,6 +88,9 @@ class _EntryReads:
             pending = 0 if own is None else len(own.pending) + own.missing(model, primary)
         if request.limit == 0:
             return SearchResult([], CorpusStats(), pending, active)
+        own_thread = state.thread(_key(scope))
+        if own_thread is not None and model is None:  # a large thread's index: built in slices
+            await build_index(own_thread, width)
         pools = self._pools(scope, request, model, primary, width)
         if not pools:
             return SearchResult([], CorpusStats(), pending, active)
@@ -105,10 +109,10 @@ class _EntryReads:
             total_length += pool.length
             holding: list[tuple[str, _Positions]] = []
             for term in terms:
-                slots = index.postings.get(term)
+                slots = index.slots(term)
                 if slots is None:
                     continue
-                hits = np.array(slots, dtype=np.intp)
+                hits = np.array((slots,) if isinstance(slots, int) else slots, dtype=np.intp)
                 found = hits[pool.mask[hits]]
                 if found.shape[0]:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
@@ -148,9 +152,14 @@ class _EntryReads:
             chosen.update(dict.fromkeys(_merged(leg, pools, request.limit)))
         records = [pool.index.records for pool in pools]
         vectors = [pool.index.vectors for pool in pools]
+        profiles = _profiles(list(chosen), pools, present)
         candidates = [
-            Candidate(_export(records[number][position]), vectors[number][position].copy())
-            for number, position in chosen
+            Candidate(
+                _export(records[number][position]),
+                vectors[number][position].copy(),
+                profile,
+            )
+            for (number, position), profile in zip(chosen, profiles, strict=True)
         ]
         return SearchResult(candidates, stats, pending, active)
 
@@ -317,3 +326,29 @@ class _EntryReads:
             if row.record.lineage is not None and wanted.intersection(row.record.lineage.source_ids)
         )
         return heapq.nsmallest(limit, found)
+
+
+def _profiles(
+    chosen: list[tuple[int, int]],
+    pools: list[_Pool],
+    present: list[list[tuple[str, _Positions]]],
+) -> list[tuple[dict[str, int], int]]:
+    """The :attr:`Candidate.profile <prism_memory.models.Candidate.profile>` of each chosen
+    ``(pool, slot)``: its counts of the request's terms, read from the postings the search
+    already found (``present``: per pool, each term with the ascending eligible slots holding
+    it) and the slot's repeats, and its length -- no text is tokenized again."""
+    counts: list[dict[str, int]] = [{} for _ in chosen]
+    for number, holding in enumerate(present):
+        mine = [at for at, (pool, _) in enumerate(chosen) if pool == number]
+        if not mine or not holding:
+            continue
+        slots = np.array([chosen[at][1] for at in mine], dtype=np.intp)
+        repeats = pools[number].index.repeats
+        for term, found in holding:  # found is ascending: a binary search per chosen slot
+            where = np.minimum(np.searchsorted(found, slots), found.shape[0] - 1)
+            for at in np.flatnonzero(found[where] == slots).tolist():
+                counts[mine[at]][term] = repeats[chosen[mine[at]][1]].get(term, 1)
+    return [
+        (held, int(pools[number].index.lengths[slot]))
+        for held, (number, slot) in zip(counts, chosen, strict=True)
+    ]

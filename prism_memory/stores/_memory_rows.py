@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._offload import OFFLOAD_CHARS
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
-from ..lexical import tokenize
+from ..lexical import TextTerms, text_terms
 from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
 from .base import Generation, RecallFilter, Tombstone
 from .rules import is_recallable, travels
@@ -24,6 +25,8 @@ from .rules import is_recallable, travels
 _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]
 _Positions = npt.NDArray[np.intp]
+_SHARDS = 64
+"""The postings' dicts per index (see :attr:`_SearchIndex.postings`)."""
 _SORT_ALL = 512
 """Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
 
@@ -86,6 +89,7 @@ class _SearchIndex:
         "positions",
         "postings",
         "records",
+        "repeats",
         "sequence",
         "size",
         "travels",
@@ -101,6 +105,9 @@ class _SearchIndex:
         promotion to a model of another width runs, and ranks those by model)."""
         self.records: list[MemoryRecord] = []
         self.vectors: list[Vector] = []
+        self.repeats: list[Mapping[str, int]] = []
+        """Each slot's :attr:`TextTerms.repeats <prism_memory.lexical.TextTerms.repeats>` (with
+        :attr:`postings` and :attr:`lengths`, the term counts the re-rank reads)."""
         self.positions: dict[str, int] = {}
         """Entry id -> its live slot."""
         self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
@@ -114,9 +121,13 @@ class _SearchIndex:
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-        self.postings: dict[str, array[int]] = {}
+        self.postings: tuple[dict[str, int | array[int]], ...] = tuple({} for _ in range(_SHARDS))
         """Term -> ascending slots whose text contains it (dead slots included, masked by the
-        eligibility mask of a search), as compact int64 arrays."""
+        eligibility mask of a search), as compact int64 arrays -- or the one slot, as an int:
+        one array per term made the garbage collector walk hundreds of thousands of them
+        (full collections of 0.1 s while a thread of long texts was indexed). In
+        :data:`_SHARDS` dicts by the term's hash (:meth:`slots`), so growing one never copies
+        a thread's whole vocabulary at once (10-20 ms at 200,000 terms)."""
         self.size = 0
         self.dead = 0
         self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
@@ -143,13 +154,16 @@ class _SearchIndex:
             grown[: self.size] = old[: self.size]
             setattr(self, name, grown)
 
-    def add(self, record: MemoryRecord, vector: Vector) -> None:
-        """Append ``record`` (which passes the static rules) and its vector (left out when it is
-        not of the index's width)."""
+    def add(
+        self, record: MemoryRecord, vector: Vector, terms: TextTerms, *, post: bool = True
+    ) -> int | None:
+        """Append ``record`` (which passes the static rules), its vector (left out when it is
+        not of the index's width) and its text's ``terms``; return its slot. ``post=False``
+        leaves its postings to the caller (:meth:`post`, in slot order)."""
         if self.width is None:
             self.width = vector.shape[0]
         elif vector.shape[0] != self.width:
-            return
+            return None
         if self.size == self.alive.shape[0] or self.unit.shape[1] != vector.shape[0]:
             self._grow(vector.shape[0])
         at = self.size
@@ -158,22 +172,37 @@ class _SearchIndex:
         self.unit[at] = row / norm if norm > 0.0 else row
         self.occurred_us[at] = _micros(record.occurred_at)
         self.sequence[at] = record.sequence
-        terms = tokenize(record.text)
-        self.lengths[at] = len(terms)
+        self.lengths[at] = terms.length
         self.explicit_consent[at] = record.consent is not None
         self.alive[at] = True
         self.travels[at] = travels(record)
         self.records.append(record)
         self.vectors.append(vector)
+        self.repeats.append(terms.repeats)
         self.positions[record.id] = at
-        for term in dict.fromkeys(terms):
-            slots = self.postings.get(term)
-            if slots is None:
-                slots = self.postings[term] = array("q")
-            slots.append(at)
+        if post:
+            self.post(at, terms.distinct)
         self.size += 1
-        self.live_length += len(terms)
+        self.live_length += terms.length
         self.live = None
+        return at
+
+    def slots(self, term: str) -> int | array[int] | None:
+        """The slots holding ``term`` (an int for one), ``None`` when none does."""
+        return self.postings[hash(term) % _SHARDS].get(term)
+
+    def post(self, at: int, terms: Iterable[str]) -> None:
+        """Add slot ``at`` to the postings of ``terms`` (slots are posted in ascending order)."""
+        shards = self.postings
+        for term in terms:
+            postings = shards[hash(term) % _SHARDS]
+            slots = postings.get(term)
+            if slots is None:  # a plain int (not tracked by the garbage collector) until a
+                postings[term] = at  # second slot holds the term: most terms are in one slot
+            elif isinstance(slots, int):
+                postings[term] = array("q", (slots, at))
+            else:
+                slots.append(at)
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -254,6 +283,28 @@ class _Thread:
     shadow_indexes: dict[str, _SearchIndex] = field(default_factory=dict)
     """Search indexes over each model's vectors by the rule of :meth:`vector_of`, per model
     (cached; any write drops them)."""
+    writes: int = 0
+    """Counts the writes that touch the search index (a build that awaited checks it)."""
+    terms: dict[str, tuple[str, TextTerms]] = field(default_factory=dict)
+    """``entry id -> (text, its terms)``: each text tokenized once, when written (the write path
+    hands them over, made off the event loop for a large batch) or when first indexed."""
+
+    def terms_of(self, record: MemoryRecord) -> TextTerms:
+        """The :class:`~prism_memory.lexical.TextTerms` of ``record``'s text (kept while the
+        entry keeps that text; a corrected text is tokenized anew)."""
+        kept = self.terms.get(record.id)
+        if kept is not None and (kept[0] is record.text or kept[0] == record.text):
+            return kept[1]
+        made = text_terms(record.text)
+        self.terms[record.id] = (record.text, made)
+        return made
+
+    def keep_terms(self, entry_id: str, text: str, terms: TextTerms | None) -> None:
+        """Remember ``terms`` as those of ``entry_id``'s ``text`` (``None``: forget any kept)."""
+        if terms is None:
+            self.terms.pop(entry_id, None)
+        else:
+            self.terms[entry_id] = (text, terms)
 
     def max_sequence(self) -> int:
         """The largest sequence of any row, ``-1`` when the thread is empty."""
@@ -263,6 +314,7 @@ class _Thread:
 
     def touch(self) -> None:
         """Drop the derived caches (a tombstone changed: many rows may change eligibility)."""
+        self.writes += 1
         self.index = None
         self.order = None
         self.shadow_indexes.clear()
@@ -275,6 +327,7 @@ class _Thread:
         are re-checked one by one instead of rebuilding the thread's index.
         """
         self.shadow_indexes.clear()
+        self.writes += 1
         index = self.index
         if index is None:
             return
@@ -296,6 +349,7 @@ class _Thread:
     def changed(self, entry_id: str, row: _Row | None) -> None:
         """Bring the caches up to date after ``entry_id`` was written (``row``) or deleted (its
         shadow vectors and lease go with it)."""
+        self.writes += 1
         self.order = None
         if self.shadow_indexes:
             self.shadow_indexes.clear()
@@ -303,6 +357,7 @@ class _Thread:
             for vectors in self.shadow.values():
                 vectors.pop(entry_id, None)
             self.shadow_leases.pop(entry_id, None)
+            self.terms.pop(entry_id, None)
         index = self.index
         if index is None:
             return
@@ -312,7 +367,7 @@ class _Thread:
             and row.vector is not None
             and self.recallable(row.record, _STATIC_FILTER)
         ):
-            index.add(row.record, row.vector)
+            index.add(row.record, row.vector, self.terms_of(row.record))
         if index.dead > max(64, index.size // 2):
             self.index = None  # mostly dead slots: rebuild compactly on the next search
 
@@ -388,7 +443,7 @@ class _Thread:
         ]
         rows.sort(key=lambda item: (item[0].record.sequence, item[0].record.id))
         for row, vector in rows:
-            index.add(replace(row.record, embedding_model=model), vector)
+            index.add(replace(row.record, embedding_model=model), vector, self.terms_of(row.record))
         return index
 
     def missing(self, model: str, primary: str | None) -> int:
@@ -399,17 +454,33 @@ class _Thread:
             if row.record.status == "indexed" and self.vector_of(model, row, primary) is None
         )
 
-    def _build_index(self, width: int | None = None) -> _SearchIndex:
-        index = _SearchIndex(width)
+    def drop_index(self, texts: Iterable[str]) -> None:
+        """Before writing ``texts``: when they are large, drop the search index rather than
+        adding them to it in the write's one step -- the next search builds it again a slice at
+        a time (:meth:`build_index`), so a large write never holds the event loop that long."""
+        if self.index is not None and sum(map(len, texts)) > OFFLOAD_CHARS:
+            self.index = None
+
+    def has_terms(self, record: MemoryRecord) -> bool:
+        """Whether ``record``'s text has its terms kept."""
+        kept = self.terms.get(record.id)
+        return kept is not None and (kept[0] is record.text or kept[0] == record.text)
+
+    def indexed_rows(self) -> list[_Row]:
+        """The rows the search index holds, in ``(sequence, id)`` order."""
         rows = [
             row
             for row in self.rows.values()
             if row.vector is not None and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda row: (row.record.sequence, row.record.id))
-        for row in rows:
+        return rows
+
+    def _build_index(self, width: int | None = None) -> _SearchIndex:
+        index = _SearchIndex(width)
+        for row in self.indexed_rows():
             assert row.vector is not None
-            index.add(row.record, row.vector)
+            index.add(row.record, row.vector, self.terms_of(row.record))
         return index
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from ..lexical import terms_of_tokens
 from ..models import MemoryIdentity, Vector, check_id_collection
 from ._memory_rows import _export, _InMemoryState, _key, _Row, _ScopeKey
 from .base import (
@@ -95,9 +96,13 @@ class _EntryWrites:
             marks = thread.tombstones
             sources = {i: list(marks.get(i, {}).values()) for i in named}
             inherited = inherited_tombstones([row.record for row in changed], sources)
+            given = {entry.id: entry.terms for entry in entries if entry.terms is not None}
+            thread.drop_index(row.record.text for row in changed)
             for row in changed:
                 if thread.tombstones.pop(row.record.id, None) is not None:
                     thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
+                if row.record.id in given:  # the text's terms, made once by the write path
+                    thread.keep_terms(row.record.id, row.record.text, given[row.record.id])
                 self._state.set_row(key, thread, row)
             for tombstone in inherited:  # before any await: the rows never show without them
                 marks.setdefault(tombstone.entry_id, {})[(tombstone.cause_id, tombstone.reason)] = (
@@ -134,6 +139,7 @@ class _EntryWrites:
             vector = None if row.vector is None else next(vectors)
             by_scope.setdefault(_key(row.scope), (row.scope, []))[1].append((row, vector))
         planned: list[tuple[_ScopeKey, list[_Row], list[str]]] = []
+        tokens: dict[tuple[_ScopeKey, str], tuple[str, ...]] = {}  # the stored rows' own
         for key, (scope, group) in by_scope.items():  # check everything before writing anything
             thread = self._state.thread(key)
             existing: dict[str, _Row] = {} if thread is None else thread.rows
@@ -157,6 +163,8 @@ class _EntryWrites:
                     indexed=vector is not None,
                 )
                 new[entry.id] = _Row(record, vector)
+                if row.terms is not None:
+                    tokens[(key, entry.id)] = row.terms
             if new:
                 planned.append((key, list(new.values()), named))
         inserted = pending = 0
@@ -165,9 +173,15 @@ class _EntryWrites:
             marks = thread.tombstones
             sources = {i: list(marks.get(i, {}).values()) for i in named}
             inherited = inherited_tombstones([made.record for made in new_rows], sources)
+            thread.drop_index(made.record.text for made in new_rows)
             for made in new_rows:
                 if marks.pop(made.record.id, None) is not None:
                     thread.touch()  # an earlier, forgotten entry's: lineage rows may change too
+                made_tokens = tokens.get((key, made.record.id))
+                if made_tokens is not None:  # tokenized by the import: counted, not tokenized
+                    thread.keep_terms(
+                        made.record.id, made.record.text, terms_of_tokens(made_tokens)
+                    )
                 self._state.set_row(key, thread, made)
                 pending += made.vector is None
             for tombstone in inherited:

@@ -4,11 +4,11 @@ tombstones, claims and leases (re-exported by :mod:`prism_memory.stores.base`)."
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..lexical import CorpusStats
+from ..lexical import CorpusStats, TextTerms
 from ..models import (
     Candidate,
     Lineage,
@@ -34,6 +34,10 @@ class NewEntry:
     occurred_at: datetime
     importance: float
     lineage: Lineage | None
+    terms: TextTerms | None = field(default=None, compare=False)
+    """:func:`~prism_memory.lexical.text_terms` of :attr:`text`, when the write path made them
+    (off the event loop for a large batch: :mod:`prism_memory._offload`); ``None``: the store
+    tokenizes the text itself. Not part of the entry's identity (equality ignores it)."""
 
     def stored(
         self,

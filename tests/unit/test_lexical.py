@@ -8,6 +8,7 @@ bound in the module fails a test.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from prism_memory.lexical import (
     STOP_WORDS,
     CorpusStats,
+    _LongProfiles,
     bm25,
     ideal_bm25,
     leg_score,
@@ -89,19 +91,31 @@ def test_a_long_text_has_its_terms_like_a_short_one():
     assert length == len(tokenize(long_text)) == 683
 
 
-def test_long_texts_are_not_memoised_and_short_ones_are():
+def test_long_texts_profiles_are_memoised_within_a_budget_and_short_ones_are():
     at_limit, over = _text_of_length(SHORT_LIMIT), _text_of_length(SHORT_LIMIT + 1)
     assert (len(at_limit), len(over)) == (SHORT_LIMIT, SHORT_LIMIT + 1)
     # a text of exactly 4,096 characters is memoised: the same objects come back
     assert query_terms(at_limit) is query_terms(at_limit)
     assert term_profile(at_limit) is term_profile(at_limit)
-    # one character more and each call tokenizes afresh (so memory stays bounded)
+    # one character more: its query terms are made afresh, its profile comes from the long memo
     assert query_terms(over) is not query_terms(over)
     assert query_terms(over) == query_terms(over)
-    first, second = term_profile(over), term_profile(over)
-    assert first is not second
-    assert first[0] is not second[0]
-    assert first == second
+    assert term_profile(over) is term_profile(over)
+    assert term_profile(over) == (dict(Counter(tokenize(over))), len(tokenize(over)))
+
+
+def test_the_long_memo_keeps_at_most_its_budget_of_distinct_terms():
+    memo = _LongProfiles(budget=10)
+    texts = [" ".join(f"word{i}x{j}" for j in range(4)) + " " * SHORT_LIMIT for i in range(5)]
+    made = [memo.get(text) for text in texts]
+    assert memo.held == 8
+    assert list(memo.profiles) == texts[3:]
+    assert memo.get(texts[4]) is made[4]
+    assert memo.get(texts[0]) is not made[0]
+    assert memo.get(texts[0]) == made[0]
+    huge = " ".join(f"w{i}a" for i in range(11))
+    assert memo.get(huge)[1] == 11
+    assert huge not in memo.profiles
 
 
 def test_a_short_text_is_memoised_across_calls():
