@@ -15,7 +15,7 @@ from rich.table import Table
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import EmbedderSpec, Schema, TableName, Url, VectorEmbedder
-from ._output import console
+from ._output import console, print_table
 
 
 def _generations(url: str, schema: str, table: str) -> tuple[list[str], int]:
@@ -94,13 +94,13 @@ def stats(
     for line in _generations(url, schema, table)[0]:
         model, _, counts = line.rpartition(": ")
         summary.add_row(f"generation {model}", counts)
-    console.print(summary)
+    print_table(summary)
     tenants = Table(title=f"top {top} tenants")
     for column in ("tenant", "entries", "pending", "failed"):
         tenants.add_column(column, justify="left" if column == "tenant" else "right")
     for row in found.tenants:
         tenants.add_row(*(str(value) for value in row))
-    console.print(tenants)
+    print_table(tenants)
 
 
 def worker(

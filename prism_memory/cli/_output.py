@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,6 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 console = Console(soft_wrap=True)
@@ -29,6 +31,17 @@ width -- piped to a log or a script (where rich assumes 80 columns) it stays one
 terminal wraps it on screen by itself. Tables still fit the width."""
 T = TypeVar("T")
 _errors = Console(stderr=True)
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout. On a terminal it fits the screen; piped (where rich assumes 80
+    columns and would cut a long cell with "…") it is as wide as its widest cell, so a tenant id
+    or a model name is whole in a log or a script."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+    Console(file=console.file, soft_wrap=True, width=max(natural, console.width)).print(table)
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

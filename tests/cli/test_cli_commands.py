@@ -189,6 +189,37 @@ async def test_stats_counts_entries_and_tenants(postgres_url, schema):
     assert "acme" in done.stdout
 
 
+async def test_stats_in_a_pipe_prints_a_long_tenant_id_whole(postgres_url, schema):
+    """Issue 46 item 15: piped, rich assumed 80 columns and cut the tenant id with "…"."""
+    tenant = "tenant-" + "x" * 120
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=16)
+    try:
+        async with create_memory(
+            tenant_id=tenant,
+            resource_id="ada",
+            thread_id="t1",
+            embedder=HashEmbedder(dimensions=16),
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+        ) as memory:
+            await memory.remember([{"text": "one entry"}], wait=True)
+    finally:
+        await stores.close()
+    env = {k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}}
+    done = subprocess.run(
+        [sys.executable, "-m", "prism_memory", "stats", "--url", postgres_url, "--schema", schema],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout
+    row = next(line for line in done.stdout.splitlines() if tenant in line)
+    assert row.split("│")[2].strip() == "1"
+
+
 async def test_export_resumes_after_an_interrupt_without_repeating_a_line(
     postgres_url, schema, tmp_path, monkeypatch
 ):
