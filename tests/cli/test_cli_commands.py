@@ -24,7 +24,12 @@ REFUSED = "postgresql://nobody@127.0.0.1:1/none"
 def cli(
     *args: str, stdin: str = "", pythonpath: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PRISM_MEMORY_DATABASE_URL"}
+    # no COLUMNS: rich would take its width from it; a pipe alone must not cut a line
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PRISM_MEMORY_DATABASE_URL", "COLUMNS", "LINES"}
+    }
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     return subprocess.run(
@@ -205,15 +210,7 @@ async def test_stats_in_a_pipe_prints_a_long_tenant_id_whole(postgres_url, schem
             await memory.remember([{"text": "one entry"}], wait=True)
     finally:
         await stores.close()
-    env = {k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}}
-    done = subprocess.run(
-        [sys.executable, "-m", "prism_memory", "stats", "--url", postgres_url, "--schema", schema],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+    done = cli("stats", "--url", postgres_url, "--schema", schema)
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout
     row = next(line for line in done.stdout.splitlines() if tenant in line)

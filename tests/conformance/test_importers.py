@@ -289,9 +289,7 @@ async def test_an_import_names_its_first_bad_line(
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ImportLineError) as raised:
-        await import_entries(
-            stores[0], read_jsonl(path), model="hash-v1-32", batch_size=batch_size
-        )
+        await import_entries(stores[0], read_jsonl(path), model="hash-v1-32", batch_size=batch_size)
     assert raised.value.line == first_bad, str(raised.value)
     assert str(raised.value).startswith(f"line {first_bad}:")
     assert "secret-ish" not in str(raised.value)
