@@ -416,3 +416,29 @@ async def test_doctor_prints_its_findings_and_no_alembic_log(postgres_url, schem
     assert done.stderr == ""
     verbose = cli("--verbose", "doctor", "--url", postgres_url, "--schema", schema, "--width", "16")
     assert verbose.returncode == 0
+
+
+def test_mcp_with_a_dimension_on_an_unpinned_table_stops_with_one_line(
+    postgres_url, schema, tmp_path
+):
+    """Issue 46 item 20: the HTTP example's ``--dimension 384`` on a table the stdio config
+    created unpinned. One typed line naming the option, exit 1, nothing served or changed."""
+    pytest.importorskip("mcp")
+    done = cli("migrate", "upgrade", "head", "--url", postgres_url, "--schema", schema)
+    assert done.returncode == 0, done.stderr
+    tokens = tmp_path / "tokens.json"
+    identity = {"tenant_id": "t1", "resource_id": "ada", "thread_id": "c1"}
+    tokens.write_text(json.dumps({"a-long-random-token-0123456789": identity}))
+    served = cli(
+        "mcp", "--embedder", "prism_memory:HashEmbedder", "--transport", "http",
+        "--auth-tokens", str(tokens), "--port", "1", "--dimension", "384",
+        "--url", postgres_url, "--schema", schema,
+    )  # fmt: skip
+    assert served.returncode == 1
+    assert "Traceback" not in served.stderr
+    lines = served.stderr.strip().splitlines()
+    assert len(lines) == 1, served.stderr
+    assert lines[0].startswith("error: --dimension pins a new table only"), lines[0]
+    assert "drop --dimension" in lines[0]
+    doctor = cli("doctor", "--url", postgres_url, "--schema", schema)
+    assert "embedding: vector\n" in doctor.stdout, doctor.stdout  # still unpinned
