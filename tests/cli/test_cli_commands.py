@@ -123,6 +123,26 @@ async def test_doctor_is_quiet_on_a_healthy_schema(postgres_url, schema):
     assert "problem:" not in done.stdout
 
 
+def test_doctor_warns_of_a_pgvector_older_than_0_8_4(postgres_url, schema, capsys, monkeypatch):
+    """Issue 46 item 16b, against the real server: its pgvector (0.8.6 on the embedded one) draws
+    no warning; with the threshold raised past it, the same server's version is warned of --
+    named, with the fix -- and the exit status stays 0 (a warning, not a problem)."""
+    from prism_memory.postgres import ops
+
+    asyncio.run(_migrated(postgres_url, schema, 16))
+    at = ["doctor", "--url", postgres_url, "--schema", schema, "--width", "16"]
+    assert main(at) == 0
+    healthy = capsys.readouterr().out
+    assert "warning:" not in healthy
+    version = next(line for line in healthy.splitlines() if line.startswith("pgvector: "))[10:]
+    monkeypatch.setattr(ops, "HNSW_SAFE_PGVECTOR", (99, 0, 0))
+    assert main(at) == 0
+    out = capsys.readouterr().out
+    assert f"warning: pgvector {version} is older than 99.0.0: an HNSW index can be " in out
+    assert "ALTER EXTENSION vector UPDATE" in out
+    assert "ok: no problems found (see the warnings)" in out
+
+
 async def test_doctor_reports_a_width_mismatch_and_a_missing_index(postgres_url, schema):
     await _migrated(postgres_url, schema, 16)
     engine = create_engine(postgres_url, pooled=False)
