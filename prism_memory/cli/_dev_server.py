@@ -28,7 +28,11 @@ def dev_server(
 
     The first line on stdout is the postgresql+asyncpg URL to use; stderr says how to export it.
     For local use only (the postgres-embedded extra): a unix socket, no network listener.
+    A server left running in --data-dir by a dev-server that was killed is taken over (stderr
+    says so) and stopped on exit; one another live process serves is refused. It says "stopped"
+    only once the server is: else it names the server still running and exits 1.
     """
+    from ..errors import StorageError
     from ..postgres.embedded import start_embedded_postgres
 
     stop = threading.Event()
@@ -41,10 +45,17 @@ def dev_server(
         signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        server = start_embedded_postgres(data_dir)
+        server = start_embedded_postgres(data_dir, exclusive=True)
         try:
             print(server.url, flush=True)
             kept = f"data kept in {server.data_dir}" if data_dir is not None else "data deleted"
+            if server.adopted is not None:
+                print(
+                    f"# took over the embedded PostgreSQL (process {server.adopted}) left running "
+                    f"in {server.data_dir} by a process that is gone; it stops with this one",
+                    file=sys.stderr,
+                    flush=True,
+                )
             print(
                 f"export {URL_ENV}={shlex.quote(server.url)}\n"
                 f"# Ctrl-C or SIGTERM stops the server ({kept})",
@@ -58,4 +69,11 @@ def dev_server(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    still = server.running_pid()
+    if still is not None:
+        raise StorageError(
+            f"the embedded PostgreSQL in {server.data_dir} is still running (process {still}): "
+            f"another process uses it; stop it with: {server.bin_dir / 'pg_ctl'} -D "
+            f"{server.data_dir} stop"
+        )
     print("stopped the embedded PostgreSQL", file=sys.stderr, flush=True)

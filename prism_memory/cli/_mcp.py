@@ -166,17 +166,27 @@ async def _serve(settings: dict[str, Any]) -> None:
         )
     stores: Any = None
     if settings["url"]:
+        from ..errors import DimensionMismatchError
         from ..postgres import create_postgres_memory_stores
 
         pooling: Literal["session", "transaction"] | None = settings["pooling"]
-        stores = await create_postgres_memory_stores(
-            settings["url"],
-            schema=settings["schema"],
-            table=settings["table"],
-            dimension=settings["dimension"],
-            pooling=pooling,
-            direct_url=settings["direct_url"],
-        )
+        try:
+            stores = await create_postgres_memory_stores(
+                settings["url"],
+                schema=settings["schema"],
+                table=settings["table"],
+                dimension=settings["dimension"],
+                pooling=pooling,
+                direct_url=settings["direct_url"],
+            )
+        except DimensionMismatchError as exc:
+            if settings["dimension"] is None:
+                raise
+            # the table exists, unpinned or pinned to another width (``doctor`` shows which)
+            raise DimensionMismatchError(
+                f"--dimension pins a new table only, and {settings['schema']}.{settings['table']} "
+                "exists with another pinning: drop --dimension to serve it at its own width"
+            ) from exc
     else:
         print(
             f"prism-memory mcp: no --url (or {URL_ENV}): memory lives in this process only",

@@ -238,7 +238,7 @@ def backfill(
                         progress.update(task, completed=now.done, total=now.total)
                     else:  # the first call: what was done before this run, not in its rate
                         started.append(True)
-                        progress.reset(task, completed=now.done, total=now.total)
+                        progress.reset(task, completed=now.done, total=now.total, base=now.done)
 
                 return await backfill_generation(
                     gens,
@@ -414,37 +414,36 @@ def promote(
     async def run() -> tuple[PromotionReport, str]:
         async with _store(url, schema, table) as (_, gens):
             old = next((g.model for g in await gens.generations() if g.model != model), "")
+            # the bar's total: the indexed entries when the run starts (at most what is left
+            # to move), raised to what was moved when writers add entries meanwhile
             total = (await gens.generation_progress(model, now=utcnow())).entries
             with progress_bar() as progress:
                 task = progress.add_task("promote", total=total)
+
+                def advance(moved: int) -> None:
+                    progress.update(task, completed=moved, total=max(total, moved))
+
                 report = await promote_to_primary(
-                    gens,
-                    model,
-                    batch_size=batch_size,
-                    on_progress=lambda moved: progress.update(task, completed=moved),
+                    gens, model, batch_size=batch_size, on_progress=advance
                 )
-                if report.promoted:
-                    progress.update(task, completed=total)
+                if report.promoted and not report.left:  # done: what this run moved, of itself
+                    progress.update(task, completed=report.moved, total=report.moved)
             return report, old
 
     report, old = resumable(run(), None)
-    if report.promoted:
+    if report.left or not report.promoted:  # not finished: `models drop` would be refused
+        already = f"{report.model} is the primary generation, but " if report.promoted else ""
         console.print(
-            f"{report.model} is the primary generation ({report.moved} entries moved, "
-            f"{report.rate:.1f}/s); {old}'s vectors stay, a rollback away, until "
-            f"`prism-memory models drop {old}` deletes them"
-        )
-        if report.left:
-            console.print(
-                f"{report.left} indexed entries written since by the old model have no vector "
-                f"of {report.model} yet: run `prism-memory models backfill`, then promote again"
-            )
-    else:
-        console.print(
-            f"moved {report.moved} entries; {report.left} indexed entries have no vector of "
-            f"{report.model} yet: run `prism-memory models backfill`, then promote again"
+            f"moved {report.moved} entries; {already}{report.left} indexed entries have no "
+            f"vector of {report.model} yet (a forced switch, or a writer of the old model "
+            "since): run `prism-memory models backfill`, then promote again"
         )
         raise typer.Exit(1)
+    console.print(
+        f"{report.model} is the primary generation ({report.moved} entries moved, "
+        f"{report.rate:.1f}/s); {old}'s vectors stay, a rollback away, until "
+        f"`prism-memory models drop {old}` deletes them"
+    )
 
 
 def drop(

@@ -15,7 +15,7 @@ from rich.table import Table
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._embedder import load_embedder
 from ._options import EmbedderSpec, Schema, TableName, Url, VectorEmbedder
-from ._output import console
+from ._output import console, print_table
 
 
 def _generations(url: str, schema: str, table: str) -> tuple[list[str], int]:
@@ -41,7 +41,10 @@ def doctor(
         float, typer.Option("--max-pending-age", help="seconds a pending row may wait")
     ] = 600.0,
 ) -> None:
-    """Check the extension, version table, pinned width vs the embedder, indexes and backlog."""
+    """Check the extension, version table, pinned width vs the embedder, indexes and backlog.
+
+    Exits 1 on a problem; a warning (a pgvector before 0.8.4, whose HNSW indexes concurrent
+    INSERT and VACUUM can corrupt) is printed and does not change the exit status."""
     from ..postgres.ops import diagnose
 
     if embedder is not None:
@@ -66,11 +69,13 @@ def doctor(
             )
     for key, value in found.facts.items():
         console.print(f"{key}: {value}", highlight=False)
+    for warning in found.warnings:
+        print(f"warning: {warning}")
     for problem in problems:
         print(f"problem: {problem}")
     if problems:
         raise typer.Exit(1)
-    console.print("ok: no problems found")
+    console.print("ok: no problems found" + (" (see the warnings)" if found.warnings else ""))
 
 
 def stats(
@@ -94,13 +99,13 @@ def stats(
     for line in _generations(url, schema, table)[0]:
         model, _, counts = line.rpartition(": ")
         summary.add_row(f"generation {model}", counts)
-    console.print(summary)
+    print_table(summary)
     tenants = Table(title=f"top {top} tenants")
     for column in ("tenant", "entries", "pending", "failed"):
         tenants.add_column(column, justify="left" if column == "tenant" else "right")
     for row in found.tenants:
         tenants.add_row(*(str(value) for value in row))
-    console.print(tenants)
+    print_table(tenants)
 
 
 def worker(

@@ -3,13 +3,14 @@ vector and the model that made it."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
 from pydantic import field_validator
 
 from ..models import MemoryEntry, check_key
 
-__all__ = ["ImportEntry", "Located", "RawVector"]
+__all__ = ["ImportEntry", "Located", "RawVector", "askable", "source_items"]
 
 
 class ImportEntry(MemoryEntry):
@@ -67,3 +68,30 @@ class RawVector:
 
     def __repr__(self) -> str:
         return f"RawVector(<{len(self.text)} characters>)"
+
+
+def askable(value: str) -> bool:
+    """Whether a store can be asked about ``value`` as given: at most 256 characters, no NUL, no
+    lone surrogate (PostgreSQL's text holds neither). A key that is askable but invalid is simply
+    not found -- stored keys were checked -- and is refused when its entry is checked."""
+    if not 0 < len(value) <= 256 or "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+async def source_items(
+    source: Iterable[Any] | AsyncIterable[Any],
+) -> AsyncIterator[Any]:
+    """The items of a sync or async iterable, as one async iterator."""
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            yield item
+    else:
+        for item in source:
+            yield item

@@ -31,7 +31,7 @@ from ..redaction import Redactor, Scrubber
 from ..stores.base import EntryStore, ImportRow
 from ..windows import embed_whole
 from ._checkpoint import ImportCheckpoint, import_target
-from ._entry import ImportEntry, Located
+from ._entry import ImportEntry, Located, askable, source_items
 from ._vectors import checked_vectors
 
 __all__ = [
@@ -230,7 +230,7 @@ class _Importer:
                 and isinstance(entry_id, str)
             ):
                 continue
-            if not all(map(_askable, (tenant, resource, thread, entry_id))):
+            if not all(map(askable, (tenant, resource, thread, entry_id))):
                 continue  # refused when checked, naming its line
             scope = self.scopes.get((tenant, resource, thread))
             if scope is None:  # only asked about: cached as :meth:`row` caches checked keys
@@ -247,6 +247,29 @@ class _Importer:
             position for position, key in asked if key in known
         }
 
+    async def _new_rows(self, batch: _Batch, in_flight: Container[_Key]) -> list[ImportRow]:
+        """The rows of ``batch`` neither stored already nor in the batch being stored."""
+        given = [row for _, row in batch.rows.values()]
+        if not given:
+            return []
+        stored = await self.store.known_keys(
+            [key for row in given if (key := (row.scope, row.entry.id)) not in batch.screened]
+        )
+        return [
+            row
+            for row in given
+            if (row.scope, row.entry.id) not in stored
+            and (row.scope, row.entry.id) not in in_flight
+        ]
+
+    async def check(self, batch: _Batch, in_flight: Container[_Key]) -> None:
+        """The checks :meth:`prepare` makes of ``batch``'s new rows (vectors, the threads'
+        models), without embedding or writing anything: run when the source refuses a later line,
+        so the first bad line is the one named."""
+        rows = await self._new_rows(batch, in_flight)
+        self.vectors(batch, rows)
+        await self._check_models(batch, rows)
+
     async def prepare(self, batch: _Batch, in_flight: Container[_Key]) -> _Prepared:
         """What writing ``batch`` needs that no earlier batch has to be committed for, done while
         the previous batch -- whose keys are ``in_flight`` -- is stored: which of its ids are
@@ -254,18 +277,9 @@ class _Importer:
         nor staged again -- a re-import reads and checks the stream, then writes nothing), its
         threads' models, the vectors of the rows that came without one, and every new row's
         terms."""
-        given = [row for _, row in batch.rows.values()]
-        if not given:
+        rows = await self._new_rows(batch, in_flight)
+        if not rows:
             return _Prepared(batch, [], 0)
-        stored = await self.store.known_keys(
-            [key for row in given if (key := (row.scope, row.entry.id)) not in batch.screened]
-        )
-        rows = [
-            row
-            for row in given
-            if (row.scope, row.entry.id) not in stored
-            and (row.scope, row.entry.id) not in in_flight
-        ]
         supplied = self.vectors(batch, rows)
         await self._check_models(batch, rows)
         vectors: dict[int, Vector] = {}
@@ -379,32 +393,6 @@ class _Importer:
                     "(sources must come earlier in the import, or be stored)",
                     line=line,
                 )
-
-
-def _askable(value: str) -> bool:
-    """Whether a store can be asked about ``value`` as given: at most 256 characters, no NUL, no
-    lone surrogate (PostgreSQL's text holds neither). A key that is askable but invalid is simply
-    not found -- stored keys were checked -- and is refused when its entry is checked."""
-    if not 0 < len(value) <= 256 or "\x00" in value:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-async def _items(
-    source: ImportSource,
-) -> AsyncIterable[Mapping[str, Any] | ImportEntry]:
-    if isinstance(source, AsyncIterable):
-        async for item in source:
-            yield item
-    else:
-        for item in source:
-            yield item
 
 
 @otel.traced("create_memory", "import_entries", count=lambda report: report.inserted)
@@ -562,8 +550,21 @@ async def import_entries(
 
     waiting: list[tuple[int, Mapping[str, Any] | ImportEntry]] = []
     position = 0
+    items = aiter(source_items(source))
     try:
-        async for item in _items(source):
+        while True:
+            try:
+                item = await anext(items)
+            except StopAsyncIteration:
+                break
+            except PrismMemoryError:
+                # the source refused a line: a refusal of a line read before it comes first
+                await drain(waiting)
+                for task in (earlier, writing):
+                    if task is not None:
+                        await task
+                await importer.check(batch, {})
+                raise
             position += 1
             report.read += 1
             if state is not None and position <= state.done:

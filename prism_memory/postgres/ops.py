@@ -27,17 +27,48 @@ from .statements.catalog import (
 )
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE, Names, build_metadata, names_for
 
-__all__ = ["Diagnosis", "SchemaStats", "diagnose", "schema_stats"]
+__all__ = [
+    "HNSW_SAFE_PGVECTOR",
+    "Diagnosis",
+    "SchemaStats",
+    "diagnose",
+    "pgvector_warning",
+    "schema_stats",
+]
 
 _PINNED = re.compile(r"^vector\((\d+)\)$")
+_VERSION_PART = re.compile(r"\d+")
+
+HNSW_SAFE_PGVECTOR = (0, 8, 4)
+"""The first pgvector release whose HNSW index survives concurrent ``INSERT`` and ``VACUUM``
+(pgvector #988 and #993: before it, such an index can be corrupted). The RAG store's
+corpus-wide queries use HNSW, on the host's own server."""
+
+
+def pgvector_warning(version: str) -> str | None:
+    """What ``doctor`` warns of a server's pgvector ``version`` (``"0.8.2"``): ``None`` from
+    :data:`HNSW_SAFE_PGVECTOR` on, else a line naming the version and the fix. A version it
+    cannot read (no leading number) is warned of too: it cannot be shown safe."""
+    numbers = [_VERSION_PART.match(part) for part in version.split(".")[:3]]
+    if all(numbers) and tuple(int(n[0]) for n in numbers if n) >= HNSW_SAFE_PGVECTOR:
+        return None
+    safe = ".".join(map(str, HNSW_SAFE_PGVECTOR))
+    return (
+        f"pgvector {version} is older than {safe}: an HNSW index can be corrupted by concurrent "
+        f"INSERT and VACUUM (pgvector #988, #993). Install pgvector {safe} or later on "
+        "the server, run ALTER EXTENSION vector UPDATE in each database, then REINDEX the HNSW "
+        "indexes built before (the RAG store's)"
+    )
 
 
 @dataclass(slots=True)
 class Diagnosis:
-    """What :func:`diagnose` found: ``problems`` (one line each; empty when healthy) and ``facts``."""
+    """What :func:`diagnose` found: ``problems`` (one line each; empty when healthy),
+    ``warnings`` (risks that are no fault of the schema: an outdated pgvector) and ``facts``."""
 
     problems: list[str] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 async def _scalar(conn: AsyncConnection, sql: str, **params: object) -> object:
@@ -52,8 +83,9 @@ async def diagnose(
     embedder_width: int | None = None,
     max_pending_age_seconds: float = 600.0,
 ) -> Diagnosis:
-    """Check the vector extension, the version table, the pinned width against ``embedder_width``,
-    every index the revisions create, and the pending and failed backlog."""
+    """Check the vector extension (and warn of a pgvector before :data:`HNSW_SAFE_PGVECTOR`), the
+    version table, the pinned width against ``embedder_width``, every index the revisions create,
+    and the pending and failed backlog."""
     names = names_for(schema, table)
     found = Diagnosis()
     engine = create_engine(url, pooled=False)
@@ -84,6 +116,9 @@ async def _check(
         )
     else:
         found.facts["pgvector"] = str(version)
+        outdated = pgvector_warning(str(version))
+        if outdated is not None:
+            found.warnings.append(outdated)
 
     head = head_revision()
     has_version_table = await _scalar(conn, RELATION_EXISTS, name=sql.version_table)

@@ -24,7 +24,12 @@ REFUSED = "postgresql://nobody@127.0.0.1:1/none"
 def cli(
     *args: str, stdin: str = "", pythonpath: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PRISM_MEMORY_DATABASE_URL"}
+    # no COLUMNS: rich would take its width from it; a pipe alone must not cut a line
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PRISM_MEMORY_DATABASE_URL", "COLUMNS", "LINES"}
+    }
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     return subprocess.run(
@@ -118,6 +123,26 @@ async def test_doctor_is_quiet_on_a_healthy_schema(postgres_url, schema):
     assert "problem:" not in done.stdout
 
 
+def test_doctor_warns_of_a_pgvector_older_than_0_8_4(postgres_url, schema, capsys, monkeypatch):
+    """Issue 46 item 16b, against the real server: its pgvector (0.8.6 on the embedded one) draws
+    no warning; with the threshold raised past it, the same server's version is warned of --
+    named, with the fix -- and the exit status stays 0 (a warning, not a problem)."""
+    from prism_memory.postgres import ops
+
+    asyncio.run(_migrated(postgres_url, schema, 16))
+    at = ["doctor", "--url", postgres_url, "--schema", schema, "--width", "16"]
+    assert main(at) == 0
+    healthy = capsys.readouterr().out
+    assert "warning:" not in healthy
+    version = next(line for line in healthy.splitlines() if line.startswith("pgvector: "))[10:]
+    monkeypatch.setattr(ops, "HNSW_SAFE_PGVECTOR", (99, 0, 0))
+    assert main(at) == 0
+    out = capsys.readouterr().out
+    assert f"warning: pgvector {version} is older than 99.0.0: an HNSW index can be " in out
+    assert "ALTER EXTENSION vector UPDATE" in out
+    assert "ok: no problems found (see the warnings)" in out
+
+
 async def test_doctor_reports_a_width_mismatch_and_a_missing_index(postgres_url, schema):
     await _migrated(postgres_url, schema, 16)
     engine = create_engine(postgres_url, pooled=False)
@@ -187,6 +212,29 @@ async def test_stats_counts_entries_and_tenants(postgres_url, schema):
     indexed_line = next(line for line in done.stdout.splitlines() if "entries indexed" in line)
     assert indexed_line.split()[-2] == "3"
     assert "acme" in done.stdout
+
+
+async def test_stats_in_a_pipe_prints_a_long_tenant_id_whole(postgres_url, schema):
+    """Issue 46 item 15: piped, rich assumed 80 columns and cut the tenant id with "…"."""
+    tenant = "tenant-" + "x" * 120
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=16)
+    try:
+        async with create_memory(
+            tenant_id=tenant,
+            resource_id="ada",
+            thread_id="t1",
+            embedder=HashEmbedder(dimensions=16),
+            vector_store=stores.vector_store,
+            working_store=stores.working_store,
+        ) as memory:
+            await memory.remember([{"text": "one entry"}], wait=True)
+    finally:
+        await stores.close()
+    done = cli("stats", "--url", postgres_url, "--schema", schema)
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout
+    row = next(line for line in done.stdout.splitlines() if tenant in line)
+    assert row.split("│")[2].strip() == "1"
 
 
 async def test_export_resumes_after_an_interrupt_without_repeating_a_line(
@@ -388,3 +436,29 @@ async def test_doctor_prints_its_findings_and_no_alembic_log(postgres_url, schem
     assert done.stderr == ""
     verbose = cli("--verbose", "doctor", "--url", postgres_url, "--schema", schema, "--width", "16")
     assert verbose.returncode == 0
+
+
+def test_mcp_with_a_dimension_on_an_unpinned_table_stops_with_one_line(
+    postgres_url, schema, tmp_path
+):
+    """Issue 46 item 20: the HTTP example's ``--dimension 384`` on a table the stdio config
+    created unpinned. One typed line naming the option, exit 1, nothing served or changed."""
+    pytest.importorskip("mcp")
+    done = cli("migrate", "upgrade", "head", "--url", postgres_url, "--schema", schema)
+    assert done.returncode == 0, done.stderr
+    tokens = tmp_path / "tokens.json"
+    identity = {"tenant_id": "t1", "resource_id": "ada", "thread_id": "c1"}
+    tokens.write_text(json.dumps({"a-long-random-token-0123456789": identity}))
+    served = cli(
+        "mcp", "--embedder", "prism_memory:HashEmbedder", "--transport", "http",
+        "--auth-tokens", str(tokens), "--port", "1", "--dimension", "384",
+        "--url", postgres_url, "--schema", schema,
+    )  # fmt: skip
+    assert served.returncode == 1
+    assert "Traceback" not in served.stderr
+    lines = served.stderr.strip().splitlines()
+    assert len(lines) == 1, served.stderr
+    assert lines[0].startswith("error: --dimension pins a new table only"), lines[0]
+    assert "drop --dimension" in lines[0]
+    doctor = cli("doctor", "--url", postgres_url, "--schema", schema)
+    assert "embedding: vector\n" in doctor.stdout, doctor.stdout  # still unpinned

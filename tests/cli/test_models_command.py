@@ -187,9 +187,34 @@ async def test_promote_retires_the_old_model_of_another_width(postgres_url, sche
     lines = cli("models", "status", *at).stdout.splitlines()
     assert lines[0].startswith(f"{NEW}: primary, active, width 64, 5/5 vectors, 0 missing")
     assert lines[1].startswith("hash-v1-16: shadow, width 16, 5/5 vectors, 0 missing")
+    # issue 46 item 11: an old-model writer (no next_embedder) adds an entry in a new thread
+    # after the promotion; promoting again (already the primary) must not say "done" (exit 0),
+    # or a script "promote until 0, then drop" fails at drop
+    stores = await create_postgres_memory_stores(postgres_url, schema=schema)
+    try:
+        async with create_memory(
+            tenant_id="acme",
+            resource_id="ada",
+            thread_id="t-old",
+            embedder=HashEmbedder(dimensions=16),
+            vector_store=stores.vector_store,
+        ) as memory:
+            await memory.remember([{"id": "old", "text": "written by the old model"}], wait=True)
+    finally:
+        await stores.close()
+    done = cli("models", "promote", NEW, *at)
+    assert done.returncode == 1, done.stdout
+    assert f"1 indexed entries have no vector of {NEW} yet" in done.stdout
+    assert cli("models", "drop", "hash-v1-16", *at, "--yes").returncode == 1  # still needed
+    done = cli("models", "backfill", *at, "--next-embedder", NEW_SPEC)
+    assert done.returncode == 0, done.stderr
+    done = cli("models", "promote", NEW, *at)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1/1" in done.stderr, done.stderr  # the bar: moved of the entries to move
+
     done = cli("models", "drop", "hash-v1-16", *at, "--yes")
     assert done.returncode == 0, done.stderr
-    assert "dropped hash-v1-16: 5 vectors deleted" in done.stdout
+    assert "dropped hash-v1-16: 6 vectors deleted" in done.stdout
     assert cli("models", "status", *at).stdout.startswith(f"{NEW}: primary, active, width 64")
     assert "own vectors" not in cli("doctor", *at).stdout
 

@@ -248,3 +248,51 @@ def test_jsonl_lines_that_are_not_objects_name_their_line(tmp_path: Path) -> Non
     with pytest.raises(ImportLineError) as raised:
         next(entries)
     assert raised.value.line == 3
+
+
+def _line(entry_id: str, **fields: object) -> str:
+    return json.dumps(
+        {"tenant_id": TENANT, "resource_id": "u", "thread_id": "t", "id": entry_id, **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "batch_size", "first_bad"),
+    [
+        # issue 46 item 16: the empty text of line 1 was named after the bad JSON of line 3
+        ([_line("a", text=""), _line("b", text="ok"), "not json {secret-ish}"], 100, 1),
+        # a vector is checked with its batch (not when read): still the first bad line
+        (
+            [_line("a", text="x", vector=[1.0, "secret-ish"]), _line("b", text="y"), "{"],
+            100,
+            1,
+        ),
+        # a batch already handed to the writer fails on line 2, the reader on line 5
+        (
+            [
+                _line("a", text="x"),
+                _line("b", text="y", vector=[float("nan")] * WIDTH),
+                _line("c", text="z"),
+                _line("d", text="w"),
+                "not json {secret-ish}",
+            ],
+            2,
+            2,
+        ),
+    ],
+)
+async def test_an_import_names_its_first_bad_line(
+    stores, tmp_path: Path, lines: list[str], batch_size: int, first_bad: int
+) -> None:
+    from prism_memory.importing import ImportLineError
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ImportLineError) as raised:
+        await import_entries(stores[0], read_jsonl(path), model="hash-v1-32", batch_size=batch_size)
+    assert raised.value.line == first_bad, str(raised.value)
+    assert str(raised.value).startswith(f"line {first_bad}:")
+    assert "secret-ish" not in str(raised.value)
+    scope = MemoryIdentity(tenant_id=TENANT, resource_id="u", thread_id="t")
+    stored = await stores[0].known_keys([(scope, key) for key in "abcd"])
+    assert stored == set(), "nothing of the bad line's batch is written"
