@@ -46,7 +46,7 @@ class _Authenticated:
         except Exception as exc:  # noqa: BLE001 - a failing resolver refuses, it never lets through
             # its type only: the message may hold the credential it was handed
             logger.warning(
-                "prism-memory mcp: the identity resolver raised %s; the request gets 401",
+                "auth resolver raised %s: 401",
                 type(exc).__name__,
             )
             identity = None
