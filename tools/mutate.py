@@ -144,11 +144,12 @@ MODULES: dict[str, list[str]] = {
     # ---- modules whose tests need servers: PostgreSQL, PgBouncer, a streaming replica (started
     # once per session by :func:`servers`, shared by every forked run)
     "prism_memory/_memory/observed.py": [
+        "tests/telemetry/test_observed_calls.py",
         "tests/telemetry/test_capture_switch.py",
         "tests/telemetry/test_traces_metrics.py",
-        "tests/telemetry/test_canary.py",
     ],
     "prism_memory/_telemetry.py": [
+        "tests/telemetry/test_observed_calls.py",
         "tests/telemetry/test_capture_switch.py",
         "tests/telemetry/test_traces_metrics.py",
         "tests/telemetry/test_canary.py",
@@ -160,6 +161,7 @@ MODULES: dict[str, list[str]] = {
         "tests/postgres/test_generations.py",
     ],
     "prism_memory/integrations/mcp/_identity.py": [
+        "tests/mcp/test_mcp_identity_config.py",
         "tests/mcp/test_mcp_identity.py",
         "tests/mcp/test_mcp_http_edges.py",
         "tests/mcp/test_mcp_transports.py::test_http_refuses_a_request_without_a_valid_token",
