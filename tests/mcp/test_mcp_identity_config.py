@@ -42,7 +42,7 @@ def test_from_mapping_takes_exactly_the_three_fields() -> None:
         McpIdentity.from_mapping(["t", "r", "th"], "here")
     with pytest.raises(ConfigurationError, match="here lacks resource_id, thread_id"):
         McpIdentity.from_mapping({"tenant_id": "t"}, "here")
-    with pytest.raises(ConfigurationError, match="here lacks thread_id$"):
+    with pytest.raises(ConfigurationError, match=r"here lacks thread_id$"):
         McpIdentity.from_mapping({"tenant_id": "t", "resource_id": "r"}, "here")
     with pytest.raises(ConfigurationError, match="here has unknown fields"):
         McpIdentity.from_mapping({**FIELDS, "role": "admin"}, "here")

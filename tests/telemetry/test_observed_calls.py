@@ -62,7 +62,7 @@ async def test_an_errors_message_is_scrubbed_with_or_without_telemetry(
             await memory.get("m-1")
         assert str(missing.value).startswith(REDACTED)
     async with _memory() as plain:  # no secret: the message as it was
-        with pytest.raises(ConflictError, match="^working memory is at version 0, expected 5$"):
+        with pytest.raises(ConflictError, match=r"^working memory is at version 0, expected 5$"):
             await plain.update_working({"a": 1}, expected_version=5)
     if provider:
         failed = [s for s in otel.finished() if s.status.status_code == StatusCode.ERROR]
