@@ -174,12 +174,14 @@ MODULES: dict[str, list[str]] = {
         "tests/mcp/test_mcp_isolation.py::test_two_tokens_on_one_http_server_share_nothing",
     ],
     "prism_memory/integrations/mcp/_server.py": [
+        "tests/mcp/test_mcp_server_surface.py",
         "tests/mcp/test_mcp_identity.py",
         "tests/mcp/test_mcp_http_edges.py",
         "tests/mcp/test_mcp_transports.py::test_http_client_calls_every_tool",
         "tests/mcp/test_mcp_isolation.py::test_two_tokens_on_one_http_server_share_nothing",
     ],
     "prism_memory/integrations/mcp/_models.py": [
+        "tests/mcp/test_mcp_server_surface.py",
         "tests/mcp/test_mcp_transports.py::test_http_client_calls_every_tool",
     ],
     "prism_memory/postgres/_executor.py": [
