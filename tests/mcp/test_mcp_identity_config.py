@@ -4,6 +4,7 @@ mutation run). Every refusal is a :class:`ConfigurationError` that repeats no to
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -33,7 +34,11 @@ def test_an_identity_checks_each_of_its_keys() -> None:
         values[name] = "a\x00b"
         with pytest.raises(ValidationError, match=name):
             McpIdentity(**values)
-    assert McpIdentity(**FIELDS) == McpIdentity("t", "r", "th")
+    identity = McpIdentity(**FIELDS)
+    assert identity == McpIdentity("t", "r", "th")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        identity.tenant_id = "tenant-b"  # type: ignore[misc]
+    assert {identity: 1}[McpIdentity("t", "r", "th")] == 1  # hashable: a mapping key
 
 
 def test_from_mapping_takes_exactly_the_three_fields() -> None:
