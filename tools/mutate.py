@@ -478,6 +478,19 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+IMPORT_TIME: dict[str, set[str]] = {
+    "prism_memory/_memory/observed.py": {"public_call"},
+    "prism_memory/_telemetry.py": {"traced"},
+}
+"""Functions that run at import -- decorator factories applied to the package's own classes and
+functions -- per module: swapping their code afterwards would change nothing already decorated, so
+a change inside them (their inner functions included) is run from the file instead."""
+
+
+def _runs_at_import(path: str, swap: str | None) -> bool:
+    return swap is not None and swap.split(".")[0] in IMPORT_TIME.get(path, set())
+
+
 def make_mutants(path: str) -> list[Mutant]:
     """Every mutant of the module at ``path`` (relative to the repository root)."""
     source = (ROOT / path).read_text()
@@ -507,7 +520,7 @@ def make_mutants(path: str) -> list[Mutant]:
                     description=description,
                     key=key,
                     source=mutated,
-                    swap=point.swap,
+                    swap=None if _runs_at_import(path, point.swap) else point.swap,
                 )
             )
     return mutants

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -42,9 +43,9 @@ def _memory(**options: Any) -> Memory:
     )
 
 
-def _span(otel: Telemetry, function: str) -> Any:
+def _span(otel: Telemetry, function: str, first: bool = False) -> Any:
     found = [s for s in otel.finished() if (s.attributes or {}).get(FUNCTION) == function]
-    assert len(found) == 1, (function, [s.name for s in otel.finished()])
+    assert len(found) == 1 or (first and found), (function, [s.name for s in otel.finished()])
     return found[0]
 
 
@@ -86,16 +87,24 @@ async def test_the_record_count_of_each_kind_of_result(otel: Telemetry) -> None:
         await memory.get("a")
         await memory.update_working({"k": 1})
         await memory.forget(ids=["b"])
-    assert _span(otel, "Memory.remember").attributes[COUNT] == 2  # accepted
+        await memory.set_consent("a", scope="thread")  # explicit consent: exportable
+        await memory.export_memory(identity=memory.identity)
+        await memory.rebuild_index()
+        await memory.remember({"id": "c", "text": "wasps"}, wait=True)
+        await memory.apply_retention(max_entries=1)
+    assert _span(otel, "Memory.remember", first=True).attributes[COUNT] == 2  # accepted
     assert _span(otel, "Memory.index_status").attributes[COUNT] == 2  # a mapping: its length
     assert _span(otel, "Memory.recall").attributes[COUNT] == len(hits.hits) == 1
     assert _span(otel, "Memory.forget").attributes[COUNT] == 1  # an int: itself
     for function in ("Memory.get", "Memory.update_working"):  # a record: no count
         assert COUNT not in _span(otel, function).attributes
+    assert _span(otel, "Memory.export_memory").attributes[COUNT] == 1  # its entries
+    assert _span(otel, "Memory.rebuild_index").attributes[COUNT] == 1  # rebuilt
+    assert _span(otel, "Memory.apply_retention").attributes[COUNT] == 1  # deleted
     recall = _span(otel, "Memory.recall")
     assert recall.attributes[TOP_K] == 1
     assert recall.attributes[OPERATION] == "search_memory"
-    assert _span(otel, "Memory.remember").attributes[OPERATION] == "create_memory"
+    assert _span(otel, "Memory.remember", first=True).attributes[OPERATION] == "create_memory"
 
 
 async def test_recall_names_the_top_k_it_used(otel: Telemetry) -> None:
@@ -110,12 +119,15 @@ async def test_recall_names_the_top_k_it_used(otel: Telemetry) -> None:
 async def test_the_latency_metric_is_recall_only_and_names_a_failure(otel: Telemetry) -> None:
     async with _memory() as memory:
         await memory.remember({"id": "a", "text": "bees"}, wait=True)
+        started = time.perf_counter()
         await memory.recall("bees")
         with pytest.raises(PrismMemoryError):
             await memory.recall("bees", top_k=10_000_000)
+        elapsed = time.perf_counter() - started
         await memory.get("a")
     points = otel.metrics()[DURATION]
     assert sum(p.count for p in points) == 2
+    assert 0 <= sum(p.sum for p in points) <= elapsed
     errors = sorted(str(dict(p.attributes).get("error.type")) for p in points)
     assert errors == ["CapExceededError", "None"]
     assert all(p.sum >= 0 for p in points)
@@ -188,3 +200,29 @@ async def test_capture_on_other_calls_carry_no_content(otel: Telemetry) -> None:
         assert RECORDS not in attributes
         assert QUERY not in attributes
         assert "garden" not in json.dumps(attributes)
+
+
+async def test_metrics_without_a_tracer(otel: Telemetry) -> None:
+    """A meter provider and no tracer provider: the call is observed (its latency, its refusal)
+    with no span to describe."""
+    telemetry.configure(meter_provider=otel.meter_provider)
+    async with _memory() as memory:
+        await memory.remember({"id": "a", "text": "bees"}, wait=True)
+        assert [hit.id for hit in (await memory.recall("bees")).hits] == ["a"]
+        with pytest.raises(PrismMemoryError):
+            await memory.recall("bees", top_k=10_000_000)
+    assert otel.finished() == ()
+    assert sum(p.count for p in otel.metrics()[DURATION]) == 2
+    assert sum(p.value for p in otel.metrics()[REFUSALS]) == 1
+
+
+async def test_a_remember_whose_ids_repeat_still_has_its_records(otel: Telemetry) -> None:
+    """The same id twice in one call keeps one entry: the records pair what was accepted with
+    the texts given, never failing the call."""
+    otel.capture(True)
+    async with _memory() as memory:
+        result = await memory.remember(
+            [{"id": "d", "text": "bees"}, {"id": "d", "text": "bees"}], wait=True
+        )
+    records = _records(_span(otel, "Memory.remember"))
+    assert [r["id"] for r in records] == list(result.accepted)
