@@ -191,7 +191,6 @@ MODULES: dict[str, list[str]] = {
         "tests/topology/test_replica.py",
         "tests/postgres/test_server_terminated.py",
         "tests/postgres/test_write_faults.py",
-        "tests/topology/test_pooler.py",
     ],
     "prism_memory/postgres/_engine.py": [
         "tests/topology/test_pooler_session_state.py",
