@@ -12,7 +12,7 @@ import pytest
 from prism_memory.postgres._executor import _bound, _changed, _connection_lost, rowcount
 
 
-class Coded(Exception):
+class CodedError(Exception):
     def __init__(self, sqlstate: str) -> None:
         super().__init__("boom")
         self.sqlstate = sqlstate
@@ -55,10 +55,10 @@ def test_rowcount_of_a_result() -> None:
         (asyncpg.exceptions.ConnectionDoesNotExistError("gone"), True),
         (asyncpg.exceptions.InternalClientError("bad"), True),
         (ConnectionResetError("reset"), True),
-        (Coded("08006"), True),
-        (Coded("57P01"), True),
-        (Coded("57014"), False),  # query_canceled: the connection is fine
-        (Coded("23505"), False),
+        (CodedError("08006"), True),
+        (CodedError("57P01"), True),
+        (CodedError("57014"), False),  # query_canceled: the connection is fine
+        (CodedError("23505"), False),
         (ValueError("not a driver error"), False),
     ],
 )
