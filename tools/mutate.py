@@ -193,6 +193,7 @@ MODULES: dict[str, list[str]] = {
         "tests/postgres/test_write_faults.py",
     ],
     "prism_memory/postgres/_engine.py": [
+        "tests/unit/test_engine_config.py",
         "tests/topology/test_pooler_session_state.py",
         "tests/topology/test_pooler.py",
         "tests/postgres/test_server_terminated.py",
