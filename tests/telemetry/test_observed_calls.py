@@ -226,3 +226,41 @@ async def test_a_remember_whose_ids_repeat_still_has_its_records(otel: Telemetry
         )
     records = _records(_span(otel, "Memory.remember"))
     assert [r["id"] for r in records] == list(result.accepted)
+
+
+class _FailsOnce(HashEmbedder):
+    """Fails its first embedding call only."""
+
+    def __init__(self) -> None:
+        super().__init__(dimensions=32)
+        self.calls = 0
+
+    async def embed(self, texts: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the embedding service hiccuped")
+        return await super().embed(texts)
+
+
+@pytest.mark.parametrize("provider", [False, True], ids=["no-provider", "provider"])
+async def test_a_failed_call_is_run_once(otel: Telemetry, provider: bool) -> None:
+    """A call that fails raises, and is never run again behind the caller's back (a second run
+    here would succeed)."""
+    if not provider:
+        telemetry.configure()
+    embedder = _FailsOnce()
+    async with create_memory(
+        tenant_id="t", resource_id="r", thread_id="th", embedder=embedder
+    ) as memory:
+        with pytest.raises(PrismMemoryError):
+            await memory.recall("bees")
+        assert embedder.calls == 1
+        assert (await memory.recall("bees")).hits == ()
+
+
+async def test_a_tracer_without_a_meter_still_traces(otel: Telemetry) -> None:
+    telemetry.configure(tracer_provider=otel.tracer_provider)
+    async with _memory() as memory:
+        await memory.recall("bees")
+    assert _span(otel, "Memory.recall").attributes[TOP_K] > 0
+    assert DURATION not in otel.metrics()
