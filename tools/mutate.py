@@ -944,6 +944,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="only modules whose path contains this (repeatable), e.g. --module limits",
     )
+    parser.add_argument(
+        "--function",
+        action="append",
+        default=[],
+        help="only mutants in functions or classes whose name contains this (repeatable), "
+        "e.g. --function _replica_ready: a time-boxed run of part of a module",
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument(
         "--no-swap",
@@ -966,7 +973,14 @@ def main(argv: list[str] | None = None) -> int:
     guard = Guard()
     guard.recover()
     equivalents = load_equivalents()
-    plans = {path: make_mutants(path) for path in selected}
+    plans = {
+        path: [
+            m
+            for m in make_mutants(path)
+            if not args.function or any(f in m.qualname for f in args.function)
+        ]
+        for path in selected
+    }
     if args.list:
         for mutants in plans.values():
             for m in mutants:
