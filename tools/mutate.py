@@ -149,6 +149,7 @@ MODULES: dict[str, list[str]] = {
         "tests/telemetry/test_traces_metrics.py",
     ],
     "prism_memory/_telemetry.py": [
+        "tests/telemetry/test_telemetry_state.py",
         "tests/telemetry/test_observed_calls.py",
         "tests/telemetry/test_capture_switch.py",
         "tests/telemetry/test_traces_metrics.py",
