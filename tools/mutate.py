@@ -187,6 +187,7 @@ MODULES: dict[str, list[str]] = {
         "tests/mcp/test_mcp_transports.py::test_http_client_calls_every_tool",
     ],
     "prism_memory/postgres/_executor.py": [
+        "tests/unit/test_executor_helpers.py",
         "tests/unit/test_replica_readiness.py",
         "tests/topology/test_pooler_session_state.py",
         "tests/topology/test_replica_routing.py",
