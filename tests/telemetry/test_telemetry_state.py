@@ -41,3 +41,16 @@ def test_no_current_span_remembers_no_link(otel: Telemetry) -> None:
     assert not trace.get_current_span().get_span_context().is_valid
     otel_shim.remember_links("scope", ["a"])
     assert len(otel_shim._state.links) == 0
+
+
+def test_no_op_providers_record_nothing(otel: Telemetry) -> None:
+    from opentelemetry import metrics
+
+    telemetry.configure(
+        tracer_provider=trace.NoOpTracerProvider(), meter_provider=metrics.NoOpMeterProvider()
+    )
+    assert otel_shim.tracer() is None
+    assert otel_shim.instruments() is None
+    telemetry.configure(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    assert otel_shim.tracer() is not None
+    assert otel_shim.instruments() is not None
