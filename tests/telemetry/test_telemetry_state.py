@@ -54,3 +54,34 @@ def test_no_op_providers_record_nothing(otel: Telemetry) -> None:
     telemetry.configure(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
     assert otel_shim.tracer() is not None
     assert otel_shim.instruments() is not None
+
+
+def test_the_metric_instruments(otel: Telemetry) -> None:
+    found = otel_shim.instruments()
+    assert found is not None
+    described = {
+        (i.name, i.unit, i.description)  # type: ignore[attr-defined]
+        for i in (
+            found.recall_duration,
+            found.embed_duration,
+            found.pending,
+            found.retries,
+            found.failures,
+            found.import_rows,
+            found.refusals,
+        )
+    }
+    assert described == {
+        ("prism_memory.recall.duration", "s", "Duration of Memory.recall"),
+        ("prism_memory.embed.duration", "s", "Duration of one embedder call"),
+        (
+            "prism_memory.indexing.pending",
+            "{entry}",
+            "Entries stored and awaiting their vector (handed over minus settled)",
+        ),
+        ("prism_memory.indexing.retries", "{entry}", "Embeddings to retry"),
+        ("prism_memory.indexing.failures", "{entry}", "Entries marked failed (no more retries)"),
+        ("prism_memory.import.rows", "{entry}", "Rows a bulk import handled"),
+        ("prism_memory.refusals", "{call}", "Calls refused by a cap or a validation rule"),
+    }
+    assert otel_shim.instruments() is found  # made once per provider
