@@ -9,12 +9,13 @@ import asyncio
 import pytest
 
 from prism_memory import HashEmbedder, IndexingPolicy, InMemoryVectorStore, create_memory, telemetry
-from prism_memory._telemetry import CAPTURE_ENV, capture_content
+from prism_memory._telemetry import capture_content
 from prism_memory.redaction import REDACTED
 from prism_memory.stores.base import VectorStore
 
 from .conftest import Telemetry
 
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"  # the GenAI conventions' name
 SECRET = "sk-IDCANARY-9d41"
 TEXT = "Ada keeps bees on the roof"
 

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from prism_memory.postgres._executor import Executor, ReadReplica
@@ -121,3 +122,59 @@ async def test_overlapping_reads_after_one_write_all_wait_for_it() -> None:
     ex.replayed = 100
     assert await asyncio.wait_for(asyncio.gather(*reads), 30) == [True, True]
     await ex.close()
+
+
+async def test_strict_reads_wait_for_what_the_primary_has_now() -> None:
+    """``consistency="strict"``: every read asks the primary, writes or not, and keeps no
+    position for the next read."""
+    ex = Scripted(wait_seconds=0.0)
+    assert ex._replica is not None
+    ex._replica.config = dataclasses.replace(ex._replica.config, consistency="strict")
+    ex.primary, ex.replayed = 100, 50
+    assert not await ex._replica_ready("read")  # nothing written, yet behind the primary
+    ex.replayed = 100
+    assert await ex._replica_ready("read")
+    ex.primary = 200  # another writer
+    assert not await ex._replica_ready("read")
+    assert ex.asked_primary == 3
+    assert ex._replica.needed is None
+    await ex.close()
+
+
+async def test_a_replica_that_reports_no_replay_position_is_not_read() -> None:
+    ex = Scripted(wait_seconds=0.0)
+    ex.primary, ex.replayed = 100, None  # type: ignore[assignment]
+    ex.wrote()
+    assert not await ex._replica_ready("read")
+    ex.replayed = 101
+    assert await ex._replica_ready("read")
+    await ex.close()
+
+
+async def test_a_replay_that_arrives_while_a_read_waits_is_used() -> None:
+    ex = Scripted(wait_seconds=30.0)
+    ex.primary, ex.replayed = 100, 0
+    ex.wrote()
+    read = asyncio.create_task(ex._replica_ready("read"))
+    await _polled(ex, 3)  # it keeps looking
+    assert not read.done()
+    ex.replayed = 100
+    assert await asyncio.wait_for(read, 30)
+    await ex.close()
+
+
+def test_the_replica_defaults() -> None:
+    engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+    replica = ReadReplica(engine)
+    assert (replica.wait_seconds, replica.consistency) == (0.25, "session")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        replica.wait_seconds = 1.0  # type: ignore[misc]
+    executor = Executor(engine, owns_engine=False, replica=replica)
+    assert executor.read_replica is replica
+    assert executor.engine is engine
+    assert executor.pooling == "session"
+    assert executor.sets_plans is False
+    plain = Executor(engine, owns_engine=False, pooling="transaction", sets_plans=True)
+    assert plain.read_replica is None
+    assert plain.pooling == "transaction"
+    assert plain.sets_plans is True
