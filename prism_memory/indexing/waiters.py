@@ -211,14 +211,18 @@ async def wait_for_worker(
 ) -> IndexingReport:
     """Wait until every one of ``ids`` is indexed or failed (or gone) by someone else -- a
     worker-only memory's ``done``: it asks the store every ``busy_poll_seconds`` at first, backing
-    off to ``idle_poll_seconds``."""
+    off to ``idle_poll_seconds``, about the rows still pending."""
     delay = policy.busy_poll_seconds
+    known: dict[str, tuple[IndexStatus, str | None]] = {}
+    left = list(dict.fromkeys(ids))  # each poll asks only about the rows still pending
     while True:
-        found = await store.index_status(scope, ids)
-        if all(state != "pending" for state, _ in found.values()):
+        found = await store.index_status(scope, left)
+        known.update((i, state) for i, state in found.items() if state[0] != "pending")
+        left = [i for i, (state, _) in found.items() if state == "pending"]
+        if not left:
             return IndexingReport(
-                indexed=tuple(sorted(i for i, (s, _) in found.items() if s == "indexed")),
-                failed={i: e or "failed" for i, (s, e) in sorted(found.items()) if s == "failed"},
+                indexed=tuple(sorted(i for i, (s, _) in known.items() if s == "indexed")),
+                failed={i: e or "failed" for i, (s, e) in sorted(known.items()) if s == "failed"},
             )
         await asyncio.sleep(delay)
         delay = min(delay * 2, policy.idle_poll_seconds)
