@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from prism_memory.errors import ConfigurationError
+from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres._replica import describe_endpoint
 
@@ -25,3 +29,21 @@ async def test_a_socket_replica_is_named_by_its_directory():
         await engine.dispose()
     assert name == "/run/pg:5434/app"
     assert "reader" not in name
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("replica_timeout_seconds", 0.01),
+        ("replica_timeout_seconds", float("nan")),
+        ("replica_timeout_seconds", True),
+        ("replica_retry_seconds", -1),
+        ("replica_retry_seconds", "5"),
+    ],
+)
+async def test_replica_bounds_are_checked_before_anything_connects(setting, value):
+    url = "postgresql://reader@/nowhere?host=/nonexistent-socket-dir"
+    with pytest.raises(ConfigurationError) as raised:
+        await create_postgres_memory_stores(url, read_url=url, **{setting: value})
+    assert setting in str(raised.value)
+    assert str(value) not in str(raised.value)
