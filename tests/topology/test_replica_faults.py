@@ -173,3 +173,24 @@ async def test_when_the_primary_fails_too_the_error_names_the_replica(replica_pa
     assert "and then on the primary" in message, message
     assert "postgres@" not in message, message
     await replica_pair.wait_caught_up()
+
+
+async def test_closing_the_stores_while_the_replica_hangs_returns(replica_pair, schema):
+    """Disposing of the replica engine closes its pooled connections; a graceful close waits
+    for the server's answer, which a hung standby never sends."""
+    stores = await create_postgres_memory_stores(
+        replica_pair.primary_url,
+        schema=schema,
+        dimension=WIDTH,
+        read_url=replica_pair.replica_url,
+        skip_migrations=True,
+        replica_timeout_seconds=BOUND,
+    )
+    try:
+        async with memory_on(stores) as memory:
+            assert await _recalled(memory, "anything") == []  # a replica connection is pooled
+        with replica_pair.replica_frozen():
+            await asyncio.wait_for(stores.close(), PATIENCE)
+    finally:
+        await stores.close()
+    await replica_pair.wait_caught_up()
