@@ -62,6 +62,8 @@ class Waiters:
         self._first_interval = policy.busy_poll_seconds
         self._max_interval = policy.idle_poll_seconds
         self._waiters: list[_Waiter] = []
+        self._by_key: dict[_Key, list[_Waiter]] = {}
+        """Who waits for which row (so what a batch settles reaches its watchers directly)."""
         self._fresh: dict[_Key, tuple[IndexStatus, str | None] | None] = {}
         """Rows batches settled (their state) or let go unsettled (``None``: ask the store) since
         the last :meth:`resolve` -- kept only while someone waits."""
@@ -79,7 +81,10 @@ class Waiters:
             future.set_result(IndexingReport(indexed=()))
             return future
         wanted = frozenset(ids)
-        self._waiters.append(_Waiter(scope, wanted, future, owner, left=set(wanted)))
+        waiter = _Waiter(scope, wanted, future, owner, left=set(wanted))
+        self._waiters.append(waiter)
+        for entry_id in wanted:
+            self._by_key.setdefault((scope, entry_id), []).append(waiter)
         return future
 
     def settle(self, items: Sequence[ClaimedEntry]) -> None:
@@ -115,6 +120,7 @@ class Waiters:
             if owner is not None and waiter.owner is not owner:
                 remaining.append(waiter)
                 continue
+            self._forget(waiter)
             if not waiter.future.done():
                 waiter.future.set_exception(
                     IndexingError(
@@ -135,32 +141,24 @@ class Waiters:
             self._fresh.clear()
             return
         fresh, self._fresh = self._fresh, {}
-        now = time.monotonic()
-        waiters = [waiter for waiter in self._waiters if not waiter.future.done()]
         asks: dict[MemoryIdentity, set[str]] = {}
-        whole: list[_Waiter] = []  # watchers whose every unheld row is asked about this time
-        for waiter in waiters:
-            scope, left = waiter.scope, waiter.left
-            ask = asks.setdefault(scope, set())
-            for (at, entry_id), state in fresh.items():
-                if at != scope or entry_id not in left:
-                    continue
-                if state is None:
-                    ask.add(entry_id)
-                else:
-                    waiter.states[entry_id] = state
-                    left.discard(entry_id)
-            if full or now >= waiter.due:
-                whole.append(waiter)
-                ask.update(i for i in left if (scope, i) not in self._held)
+        for key, state in fresh.items():
+            if state is None:  # let go unsettled: ask the store, if anyone waits for it
+                if any(key[1] in w.left for w in self._by_key.get(key, ())):
+                    asks.setdefault(key[0], set()).add(key[1])
+            else:
+                self._learn(key, state)
+        now = time.monotonic()
+        whole = [w for w in self._waiters if not w.future.done() and (full or now >= w.due)]
+        for waiter in whole:  # every row it waits for that this queue does not hold
+            unheld = (i for i in waiter.left if (waiter.scope, i) not in self._held)
+            asks.setdefault(waiter.scope, set()).update(unheld)
         started = time.monotonic()
         answers: dict[_Key, tuple[IndexStatus, str | None] | None] = {}
         for scope, ids in asks.items():
-            if not ids:
-                continue
-            found = await self._store.index_status(scope, sorted(ids))
-            for entry_id in ids:
-                answers[(scope, entry_id)] = found.get(entry_id)
+            if ids:
+                found = await self._store.index_status(scope, sorted(ids))
+                answers.update(((scope, i), found.get(i)) for i in ids)
         took = time.monotonic() - started
         for waiter in whole:
             waiter.interval = (
@@ -169,27 +167,22 @@ class Waiters:
                 else min(waiter.interval * 2, self._max_interval)
             )
             waiter.due = time.monotonic() + max(waiter.interval, 10 * took)
+        # what the queue settled while the store was asked wins over the store's answer
+        for key, state in list(self._fresh.items()):
+            if state is not None:
+                self._learn(key, state)
+        for key, answer in answers.items():
+            if answer is None or answer[0] != "pending":
+                self._learn(key, answer)
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if waiter.future.done():
+                self._forget(waiter)
                 continue
-            learnt = [i for (at, i) in self._fresh if at == waiter.scope]
-            for entry_id in [*asks.get(waiter.scope, ()), *learnt]:
-                key = (waiter.scope, entry_id)
-                if entry_id not in waiter.left:
-                    continue
-                settled = self._fresh.get(key)  # settled while the store was asked: it wins
-                if settled is not None:
-                    waiter.states[entry_id] = settled
-                    waiter.left.discard(entry_id)
-                elif key in answers:
-                    answer = answers[key]
-                    if answer is None or answer[0] != "pending":
-                        waiter.states[entry_id] = answer
-                        waiter.left.discard(entry_id)
             if waiter.left:
                 remaining.append(waiter)
                 continue
+            self._forget(waiter)
             states = waiter.states
             waiter.future.set_result(
                 IndexingReport(
@@ -205,20 +198,42 @@ class Waiters:
         if not remaining:
             self._fresh.clear()
 
+    def _learn(self, key: _Key, state: tuple[IndexStatus, str | None] | None) -> None:
+        """Row ``key``'s outcome (``None``: gone), for every watcher still waiting for it."""
+        for waiter in self._by_key.get(key, ()):
+            if key[1] in waiter.left:
+                waiter.states[key[1]] = state
+                waiter.left.discard(key[1])
+
+    def _forget(self, waiter: _Waiter) -> None:
+        """Drop ``waiter`` from the index of who waits for which row."""
+        for entry_id in waiter.ids:
+            key = (waiter.scope, entry_id)
+            watching = self._by_key.get(key)
+            if watching is None:
+                continue
+            watching[:] = [w for w in watching if w is not waiter]
+            if not watching:
+                del self._by_key[key]
+
 
 async def wait_for_worker(
     store: IndexingLedger, scope: MemoryIdentity, ids: Sequence[str], policy: IndexingPolicy
 ) -> IndexingReport:
     """Wait until every one of ``ids`` is indexed or failed (or gone) by someone else -- a
     worker-only memory's ``done``: it asks the store every ``busy_poll_seconds`` at first, backing
-    off to ``idle_poll_seconds``."""
+    off to ``idle_poll_seconds``, about the rows still pending."""
     delay = policy.busy_poll_seconds
+    known: dict[str, tuple[IndexStatus, str | None]] = {}
+    left = list(dict.fromkeys(ids))  # each poll asks only about the rows still pending
     while True:
-        found = await store.index_status(scope, ids)
-        if all(state != "pending" for state, _ in found.values()):
+        found = await store.index_status(scope, left)
+        known.update((i, state) for i, state in found.items() if state[0] != "pending")
+        left = [i for i, (state, _) in found.items() if state == "pending"]
+        if not left:
             return IndexingReport(
-                indexed=tuple(sorted(i for i, (s, _) in found.items() if s == "indexed")),
-                failed={i: e or "failed" for i, (s, e) in sorted(found.items()) if s == "failed"},
+                indexed=tuple(sorted(i for i, (s, _) in known.items() if s == "indexed")),
+                failed={i: e or "failed" for i, (s, e) in sorted(known.items()) if s == "failed"},
             )
         await asyncio.sleep(delay)
         delay = min(delay * 2, policy.idle_poll_seconds)

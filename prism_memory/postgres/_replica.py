@@ -137,11 +137,24 @@ class ReplicaEndpoint(Endpoint):
 def failure_reason(exc: BaseException, replica: ReplicaEndpoint | None) -> str:
     """Why a read failed, for a message: past the replica's time bound, or the translated error's
     own words (never a bound value: :func:`translate` leaves them out) without its action."""
-    if isinstance(exc, TimeoutError) and replica is not None:
+    if replica is not None and _timed_out(exc):
         return f"no answer within {replica.config.timeout_seconds:g} s"
     text = str(exc)
     _, colon, rest = text.partition(" failed: ")
     return (rest if colon else text) or type(exc).__name__
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a time bound ended ``exc`` (our deadline, or asyncpg's ``command_timeout`` /
+    connect ``timeout`` behind a translated error)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 async def abandon(session: AsyncSession) -> None:

@@ -10,6 +10,7 @@ is shared by the session: every test gives the replica back running and caught u
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -17,11 +18,13 @@ from contextlib import asynccontextmanager
 from urllib.parse import unquote
 
 import pytest
+from sqlalchemy import event
 
 from prism_memory import HashEmbedder, IndexingPolicy, create_memory
 from prism_memory.errors import StorageError
 from prism_memory.memory import Memory
 from prism_memory.postgres import PostgresMemoryStores, create_postgres_memory_stores
+from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres.embedded import start_embedded_postgres
 
 pytestmark = pytest.mark.postgres
@@ -172,4 +175,68 @@ async def test_when_the_primary_fails_too_the_error_names_the_replica(replica_pa
     assert f"read replica {socket_dir}:" in message, message
     assert "and then on the primary" in message, message
     assert "postgres@" not in message, message
+    await replica_pair.wait_caught_up()
+
+
+async def test_closing_the_stores_while_the_replica_hangs_returns(replica_pair, schema):
+    """Disposing of the replica engine closes its pooled connections; a graceful close waits
+    for the server's answer, which a hung standby never sends."""
+    stores = await create_postgres_memory_stores(
+        replica_pair.primary_url,
+        schema=schema,
+        dimension=WIDTH,
+        read_url=replica_pair.replica_url,
+        skip_migrations=True,
+        replica_timeout_seconds=BOUND,
+    )
+    try:
+        async with memory_on(stores) as memory:
+            assert await _recalled(memory, "anything") == []  # a replica connection is pooled
+        with replica_pair.replica_frozen():
+            await asyncio.wait_for(stores.close(), PATIENCE)
+    finally:
+        await stores.close()
+    await replica_pair.wait_caught_up()
+
+
+async def test_a_replica_that_hangs_inside_a_unit_fails_it_naming_the_replica(replica_pair, schema):
+    """A unit of several statements (an export page) that checked its replica connection out
+    in time cannot be replayed on the primary once the standby hangs under its statement: the
+    call fails with the replica named (its statement bounded by ``command_timeout``), and the
+    next call goes to the primary."""
+    read_engine = create_engine(replica_pair.replica_url, connect_args={"command_timeout": BOUND})
+    frozen: list[contextlib.AbstractContextManager[None]] = []
+
+    def freeze_once(*_: object) -> None:
+        if not frozen:  # the standby hangs as the unit's first statement goes out
+            frozen.append(replica_pair.replica_frozen())
+            frozen[0].__enter__()
+
+    stores = await create_postgres_memory_stores(
+        replica_pair.primary_url,
+        schema=schema,
+        dimension=WIDTH,
+        read_engine=read_engine,
+        skip_migrations=True,
+        replica_timeout_seconds=BOUND,
+    )
+    try:
+        async with memory_on(stores) as memory:
+            event.listen(read_engine.sync_engine, "before_cursor_execute", freeze_once)
+            try:
+                with pytest.raises(StorageError) as raised:
+                    await asyncio.wait_for(memory.export_memory(identity=memory.identity), PATIENCE)
+                page = await asyncio.wait_for(
+                    memory.export_memory(identity=memory.identity), PATIENCE
+                )
+                assert list(page.entries) == []  # from the primary
+            finally:
+                event.remove(read_engine.sync_engine, "before_cursor_execute", freeze_once)
+                for block in frozen:
+                    block.__exit__(None, None, None)
+    finally:
+        await stores.close()
+        await read_engine.dispose()
+    assert "on the read replica" in str(raised.value), raised.value
+    assert len(frozen) == 1
     await replica_pair.wait_caught_up()
