@@ -18,8 +18,8 @@ that is not the last is at least half full unless its next sentence is long; a t
 need more than 4,096 windows raises :class:`~prism_memory.errors.CapExceededError`.
 
 An embedder that declares ``max_tokens`` and offers ``count_tokens`` has its windows counted: a
-text within ``max_tokens`` tokens stays whole, and a window over it is split again, smaller, until
-every window fits (a text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer
+text within ``max_tokens`` tokens stays whole; a longer one is split at about 4 characters a token
+(English prose), and a window over the limit is split again, smaller, until every window fits (a text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer
 makes more tokens than bytes).
 """
 
@@ -42,6 +42,8 @@ OVERLAP_DIVISOR: Final = 8
 """Consecutive windows share at most ``max_chars // 8`` characters (whole sentences)."""
 _ROUNDS: Final = 6
 """Most rounds of counting and splitting again for an embedder that counts its tokens."""
+_GUESS: Final = 4
+"""Characters per token of the first split of a text an embedder counts (English prose)."""
 _SHRINK: Final = 0.9
 """A window over the token limit is split again at this share of its proportional size."""
 
@@ -130,7 +132,7 @@ async def _windows(
             if tokens <= limit:
                 found[at][i] = (piece, True)
                 continue
-            size = window.chars if first else _smaller(len(piece), tokens, limit)
+            size = _first_size(window, limit) if first else _smaller(len(piece), tokens, limit)
             found[at][i : i + 1] = [(p, _fits_bytes(p, limit)) for p in split_windows(piece, size)]
         first = False
     else:  # still over after every round: split by a size no tokenizer can exceed
@@ -143,6 +145,12 @@ async def _windows(
                 )
             ]
     return [[piece for piece, _ in row] for row in found]
+
+
+def _first_size(window: EmbedderWindow, limit: int) -> int:
+    """Where a counted text over its tokens is split first: about English prose's 4 characters a
+    token (windows are counted next, and a window over the limit is split again)."""
+    return min(window.max_chars or MAX_CHUNK_CHARS, max(MIN_WINDOW_CHARS, limit * _GUESS))
 
 
 def _fits_bytes(text: str, tokens: int) -> bool:
