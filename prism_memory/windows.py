@@ -25,6 +25,8 @@ makes more tokens than bytes).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Sequence
 from typing import Any, Final, cast
 
@@ -42,6 +44,7 @@ OVERLAP_DIVISOR: Final = 8
 """Consecutive windows share at most ``max_chars // 8`` characters (whole sentences)."""
 _ROUNDS: Final = 6
 """Most rounds of counting and splitting again for an embedder that counts its tokens."""
+_NAMES: Final = ("max_chars", "max_tokens")
 _GUESS: Final = 4
 """Characters per token of the first split of a text an embedder counts (English prose)."""
 _SHRINK: Final = 0.9
@@ -89,7 +92,7 @@ async def embed_whole(
     ``batch_size``, every vector checked), and the text's row is :func:`combine_windows` of its
     windows' vectors. When every text fits, this is exactly ``embed_batched(embedder, texts)``.
     """
-    window = embedder_window(embedder)
+    window = await _window_of(embedder)
     pieces = await _windows(embedder, window, texts)
     if all(len(found) == 1 for found in pieces):
         return await embed_batched(embedder, texts, batch_size=batch_size, dimensions=dimensions)
@@ -101,6 +104,14 @@ async def embed_whole(
         rows.append(combine_windows(vectors[start : start + len(found)]))
         start += len(found)
     return np.stack(rows)
+
+
+async def _window_of(embedder: Embedder) -> EmbedderWindow:
+    """The embedder's window; read in a worker thread when it is a property (reading
+    ``SentenceTransformerEmbedder.max_tokens`` may load the model), so the loop keeps serving."""
+    if any(isinstance(inspect.getattr_static(embedder, name, None), property) for name in _NAMES):
+        return await asyncio.to_thread(embedder_window, embedder)
+    return embedder_window(embedder)
 
 
 async def _windows(
