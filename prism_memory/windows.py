@@ -19,8 +19,9 @@ need more than 4,096 windows raises :class:`~prism_memory.errors.CapExceededErro
 
 An embedder that declares ``max_tokens`` and offers ``count_tokens`` has its windows counted: a
 text within ``max_tokens`` tokens stays whole; a longer one is split at about 4 characters a token
-(English prose), and a window over the limit is split again, smaller, until every window fits (a text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer
-makes more tokens than bytes).
+(English prose), and a window over the limit is split again, smaller, until every window fits (a
+text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer makes more tokens than
+bytes).
 """
 
 from __future__ import annotations
