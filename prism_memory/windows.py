@@ -18,13 +18,16 @@ that is not the last is at least half full unless its next sentence is long; a t
 need more than 4,096 windows raises :class:`~prism_memory.errors.CapExceededError`.
 
 An embedder that declares ``max_tokens`` and offers ``count_tokens`` has its windows counted: a
-text within ``max_tokens`` tokens stays whole, and a window over it is split again, smaller, until
-every window fits (a text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer
-makes more tokens than bytes).
+text within ``max_tokens`` tokens stays whole; a longer one is split at about 4 characters a token
+(English prose), and a window over the limit is split again, smaller, until every window fits (a
+text of at most ``max_tokens`` UTF-8 bytes is never counted: no tokenizer makes more tokens than
+bytes).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Sequence
 from typing import Any, Final, cast
 
@@ -42,6 +45,9 @@ OVERLAP_DIVISOR: Final = 8
 """Consecutive windows share at most ``max_chars // 8`` characters (whole sentences)."""
 _ROUNDS: Final = 6
 """Most rounds of counting and splitting again for an embedder that counts its tokens."""
+_NAMES: Final = ("max_chars", "max_tokens")
+_GUESS: Final = 4
+"""Characters per token of the first split of a text an embedder counts (English prose)."""
 _SHRINK: Final = 0.9
 """A window over the token limit is split again at this share of its proportional size."""
 
@@ -87,7 +93,7 @@ async def embed_whole(
     ``batch_size``, every vector checked), and the text's row is :func:`combine_windows` of its
     windows' vectors. When every text fits, this is exactly ``embed_batched(embedder, texts)``.
     """
-    window = embedder_window(embedder)
+    window = await _window_of(embedder)
     pieces = await _windows(embedder, window, texts)
     if all(len(found) == 1 for found in pieces):
         return await embed_batched(embedder, texts, batch_size=batch_size, dimensions=dimensions)
@@ -99,6 +105,14 @@ async def embed_whole(
         rows.append(combine_windows(vectors[start : start + len(found)]))
         start += len(found)
     return np.stack(rows)
+
+
+async def _window_of(embedder: Embedder) -> EmbedderWindow:
+    """The embedder's window; read in a worker thread when it is a property (reading
+    ``SentenceTransformerEmbedder.max_tokens`` may load the model), so the loop keeps serving."""
+    if any(isinstance(inspect.getattr_static(embedder, name, None), property) for name in _NAMES):
+        return await asyncio.to_thread(embedder_window, embedder)
+    return embedder_window(embedder)
 
 
 async def _windows(
@@ -130,7 +144,7 @@ async def _windows(
             if tokens <= limit:
                 found[at][i] = (piece, True)
                 continue
-            size = window.chars if first else _smaller(len(piece), tokens, limit)
+            size = _first_size(window, limit) if first else _smaller(len(piece), tokens, limit)
             found[at][i : i + 1] = [(p, _fits_bytes(p, limit)) for p in split_windows(piece, size)]
         first = False
     else:  # still over after every round: split by a size no tokenizer can exceed
@@ -143,6 +157,12 @@ async def _windows(
                 )
             ]
     return [[piece for piece, _ in row] for row in found]
+
+
+def _first_size(window: EmbedderWindow, limit: int) -> int:
+    """Where a counted text over its tokens is split first: about English prose's 4 characters a
+    token (windows are counted next, and a window over the limit is split again)."""
+    return min(window.max_chars or MAX_CHUNK_CHARS, max(MIN_WINDOW_CHARS, limit * _GUESS))
 
 
 def _fits_bytes(text: str, tokens: int) -> bool:

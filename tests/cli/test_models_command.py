@@ -267,7 +267,7 @@ async def test_an_interrupted_backfill_keeps_what_it_stored_and_the_next_run_fin
     args = ["models", "backfill", *at, "--next-embedder", NEW_SPEC, "--batch-size", "2"]
     args += ["--lease-seconds", "1"]
     calls = {"n": 0}
-    original = _backfill.embed_batched
+    original = _backfill.embed_whole
 
     async def interrupted(*a, **kw):
         calls["n"] += 1
@@ -275,9 +275,9 @@ async def test_an_interrupted_backfill_keeps_what_it_stored_and_the_next_run_fin
             raise KeyboardInterrupt
         return await original(*a, **kw)
 
-    monkeypatch.setattr(_backfill, "embed_batched", interrupted)
+    monkeypatch.setattr(_backfill, "embed_whole", interrupted)
     assert await asyncio.to_thread(main, args) == 130
-    monkeypatch.setattr(_backfill, "embed_batched", original)
+    monkeypatch.setattr(_backfill, "embed_whole", original)
     status = cli("models", "status", *at)
     assert (
         f"{NEW}: shadow, width 64, 2/5 vectors, 3 missing" in status.stdout

@@ -17,6 +17,7 @@ import pytest
 from prism_memory import create_memory
 from prism_memory.embedders import RetryPolicy
 from prism_memory.embedders.openai import OpenAIEmbedder
+from prism_memory.embedding import embedder_window
 from prism_memory.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -25,6 +26,7 @@ from prism_memory.errors import (
     InvalidVectorError,
 )
 from prism_memory.indexing import IndexingPolicy
+from prism_memory.windows import embed_whole
 
 WIDTH = 8
 FAST = RetryPolicy(
@@ -255,6 +257,9 @@ async def test_cancellation_stops_a_call_promptly(server):
         {"model": ""},
         {"dimensions": 0},
         {"model_id": ""},
+        {"max_tokens": 0},
+        {"max_tokens": True},
+        {"max_tokens": 8191.0},
     ],
 )
 def test_bad_configuration_is_rejected(server, options):
@@ -266,6 +271,18 @@ def test_bad_configuration_is_rejected(server, options):
     }
     with pytest.raises(ConfigurationError):
         OpenAIEmbedder(**arguments)
+
+
+async def test_it_declares_the_window_it_is_given_and_sends_long_texts_in_windows(server):
+    assert embedder_window(make(server)).declared is False  # the 1,000-character default
+    declared = make(server, max_tokens=20)
+    assert (embedder_window(declared).chars, embedder_window(declared).tokens) == (60, 20)
+    long = " ".join(f"Sentence {i} of a long entry." for i in range(40))  # 1,149 characters
+    vectors = await embed_whole(declared, [long])
+    assert vectors.shape == (1, WIDTH)
+    sent = [text for body in server.requests for text in body["input"]]
+    assert len(sent) > 1
+    assert all(len(text) <= 60 for text in sent)  # no request over its window
 
 
 def test_base_url_defaults_to_the_environment(server, monkeypatch):

@@ -212,3 +212,22 @@ async def test_the_last_paragraph_of_a_long_entry_moves_its_vector(embedder):
     cut = (await embedder.embed([long]))[0]  # what the model alone makes of it
     whole = (await embed_whole(embedder, [long]))[0]
     assert cosine(whole, query) > cosine(cut, query) + 0.02
+
+
+async def test_a_lazy_model_is_loaded_off_the_event_loop_to_read_its_window(monkeypatch):
+    from prism_memory.embedders import sentence_transformers as module
+
+    loaded_on: list[int] = []
+    original = module._load
+
+    def spy(source: str, device: str):
+        loaded_on.append(threading.get_ident())
+        return original(source, device)
+
+    monkeypatch.setattr(module, "_load", spy)
+    lazy = SentenceTransformerEmbedder(MODEL_DIR, dimensions=384, model_id="all-MiniLM-L6-v2")
+    assert loaded_on == []  # not loaded at construction
+    vectors = await embed_whole(lazy, [long_text(LAST)])
+    assert vectors.shape == (1, 384)
+    assert len(loaded_on) == 1
+    assert loaded_on[0] != threading.get_ident()  # the window was read in a worker thread
