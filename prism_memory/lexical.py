@@ -364,15 +364,22 @@ _NO_REPEATS: Mapping[str, int] = {}
 class TextTerms:
     """What the lexical signal keeps of one text, computed once when the text is written.
 
-    ``distinct`` are its terms (sorted), ``length`` its term count with repeats, ``repeats`` the
-    number of occurrences of each term found more than once (a term of ``distinct`` not in it
-    occurs once). Stores keep it with the entry, so recall never tokenizes a stored text again:
-    the re-rank reads each candidate's counts of the query's terms from it.
+    ``joined`` is its distinct terms, sorted, separated by single spaces (a term never holds
+    whitespace; one string, which the garbage collector never walks, instead of a tuple of
+    thousands), ``length`` its term count with repeats, ``repeats`` the number of occurrences of
+    each term found more than once (a term of :attr:`distinct` not in it occurs once). Stores keep
+    it with the entry, so recall never tokenizes a stored text again: the re-rank reads each
+    candidate's counts of the query's terms from it.
     """
 
-    distinct: tuple[str, ...]
+    joined: str
     length: int
     repeats: Mapping[str, int]
+
+    @property
+    def distinct(self) -> list[str]:
+        """The distinct terms, sorted."""
+        return self.joined.split()
 
     def counts(self, terms: Iterable[str]) -> dict[str, int]:
         """``term -> occurrences`` of each of ``terms`` the text holds (the others are left out)."""
@@ -389,7 +396,7 @@ def terms_of_tokens(tokens: Iterable[str]) -> TextTerms:
     """The :class:`TextTerms` of a text whose :func:`tokenize` is ``tokens``."""
     counts = Counter(tokens)
     repeats = {term: n for term, n in counts.items() if n > 1} or _NO_REPEATS
-    return TextTerms(tuple(sorted(counts)), sum(counts.values()), repeats)
+    return TextTerms(" ".join(sorted(counts)), sum(counts.values()), repeats)
 
 
 @dataclass(frozen=True, slots=True)
