@@ -62,6 +62,7 @@ __all__ = [
     "leg_score",
     "leg_scores",
     "query_terms",
+    "remembered_profile",
     "term_counts",
     "term_profile",
     "term_weights",
@@ -321,12 +322,17 @@ class _LongProfiles:
         self.profiles: OrderedDict[str, tuple[Mapping[str, int], int]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+    def known(self, text: str) -> tuple[Mapping[str, int], int] | None:
         with self.lock:
             found = self.profiles.get(text)
             if found is not None:
                 self.profiles.move_to_end(text)
-                return found
+            return found
+
+    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+        found = self.known(text)
+        if found is not None:
+            return found
         counts = term_counts(text)
         made: tuple[Mapping[str, int], int] = (dict(counts), sum(counts.values()))
         if len(counts) > self.budget:
@@ -342,6 +348,12 @@ class _LongProfiles:
 
 
 _LONG_PROFILES = _LongProfiles(LONG_PROFILE_TERMS)
+
+
+def remembered_profile(text: str) -> tuple[Mapping[str, int], int] | None:
+    """:func:`term_profile` of a long ``text`` when it is memoised, else ``None`` (never
+    tokenizes)."""
+    return _LONG_PROFILES.known(text) if len(text) > _CACHED_TEXT_CHARS else None
 
 
 def term_profile(text: str) -> tuple[Mapping[str, int], int]:
