@@ -74,7 +74,8 @@ class QuickEmbedder:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         rows = []
         for text in texts:
-            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            digest = hashlib.blake2b(text[:512].encode(), digest_size=8).digest()
+            seed = int.from_bytes(digest, "little") ^ len(text)
             row = np.random.default_rng(seed).standard_normal(self.dimensions)
             rows.append(row / np.linalg.norm(row))
         return np.array(rows, dtype=np.float32).reshape(len(texts), self.dimensions)

@@ -125,7 +125,10 @@ def vocabulary() -> list[str]:
     return list(words)
 
 
-def build_dataset(rows: int, threads: int) -> Dataset:
+def build_dataset(rows: int, threads: int, long_words: int = 0) -> Dataset:
+    """``long_words`` > 0: every row's text also carries that many words of the vocabulary
+    (Zipf-drawn, repeats kept) -- long entries, which recall's re-rank must score by their term
+    counts (``--long-words 600``: ~4,300 characters, past the tokenizer's short-text memo)."""
     rng = np.random.default_rng(SEED)
     sizes = zipf_sizes(rows, threads)
     vectors = unit_vectors(rng, rows)
@@ -134,6 +137,9 @@ def build_dataset(rows: int, threads: int) -> Dataset:
     weights = 1.0 / np.arange(1, len(words) + 1)
     picks = np.random.default_rng(SEED + 4).choice(
         len(words), size=(rows, WORDS_PER_ROW), p=weights / weights.sum()
+    )
+    extra = np.random.default_rng(SEED + 5).choice(
+        len(words), size=(rows if long_words else 0, long_words), p=weights / weights.sum()
     )
     table: dict[str, np.ndarray] = {}
     all_rows: list[Row] = []
@@ -144,6 +150,8 @@ def build_dataset(rows: int, threads: int) -> Dataset:
         mine: list[Row] = []
         for i in range(size):
             said = " ".join(words[w] for w in picks[at])
+            if long_words:
+                said += " " + " ".join(words[w] for w in extra[at])
             row = Row(t, i, f"e{t:05d}-{i:07d}", f"note t{t:05d} e{i:07d} {said}", vectors[at])
             at += 1
             row.visible = (at % INVISIBLE_EVERY) != 0
@@ -493,7 +501,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, Any]:
     threads = args.threads or max(10, args.rows // 100)
-    data = build_dataset(args.rows, threads)
+    data = build_dataset(args.rows, threads, args.long_words)
     table = dict(data.table)
     queries = build_queries(data, args.queries, table)
     embedder = LookupEmbedder(table)
@@ -782,6 +790,7 @@ async def run(args: argparse.Namespace, url: str, libpq_url: str) -> dict[str, A
 
     result["dataset"] = {
         "rows": args.rows,
+        "long_words": args.long_words,
         "threads": threads,
         "largest_thread": largest,
         "small_threads": sum(1 for s in data.sizes if s <= SMALL),
@@ -1059,6 +1068,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000, help="10000 (default), 100000, 1000000")
     parser.add_argument("--threads", type=int, default=0, help="default: rows / 100")
     parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument(
+        "--long-words", type=int, default=0, help="words added to every row's text (long entries)"
+    )
     parser.add_argument("--throughput-rounds", type=int, default=6)
     parser.add_argument("--tenants", type=int, default=10, help="threads spread over tenants ...")
     parser.add_argument("--resources", type=int, default=10, help="... x resources per tenant")
@@ -1095,7 +1107,7 @@ def main() -> None:
     result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"speed-{args.rows}"
+    stem = f"speed-{args.rows}" + (f"-long{args.long_words}" if args.long_words else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = markdown(result)
     (out / f"{stem}.md").write_text(table)

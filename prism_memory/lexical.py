@@ -62,6 +62,7 @@ __all__ = [
     "leg_score",
     "leg_scores",
     "query_terms",
+    "remembered_profile",
     "term_counts",
     "term_profile",
     "term_weights",
@@ -321,12 +322,17 @@ class _LongProfiles:
         self.profiles: OrderedDict[str, tuple[Mapping[str, int], int]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+    def known(self, text: str) -> tuple[Mapping[str, int], int] | None:
         with self.lock:
             found = self.profiles.get(text)
             if found is not None:
                 self.profiles.move_to_end(text)
-                return found
+            return found
+
+    def get(self, text: str) -> tuple[Mapping[str, int], int]:
+        found = self.known(text)
+        if found is not None:
+            return found
         counts = term_counts(text)
         made: tuple[Mapping[str, int], int] = (dict(counts), sum(counts.values()))
         if len(counts) > self.budget:
@@ -342,6 +348,12 @@ class _LongProfiles:
 
 
 _LONG_PROFILES = _LongProfiles(LONG_PROFILE_TERMS)
+
+
+def remembered_profile(text: str) -> tuple[Mapping[str, int], int] | None:
+    """:func:`term_profile` of a long ``text`` when it is memoised, else ``None`` (never
+    tokenizes)."""
+    return _LONG_PROFILES.known(text) if len(text) > _CACHED_TEXT_CHARS else None
 
 
 def term_profile(text: str) -> tuple[Mapping[str, int], int]:
@@ -364,15 +376,22 @@ _NO_REPEATS: Mapping[str, int] = {}
 class TextTerms:
     """What the lexical signal keeps of one text, computed once when the text is written.
 
-    ``distinct`` are its terms (sorted), ``length`` its term count with repeats, ``repeats`` the
-    number of occurrences of each term found more than once (a term of ``distinct`` not in it
-    occurs once). Stores keep it with the entry, so recall never tokenizes a stored text again:
-    the re-rank reads each candidate's counts of the query's terms from it.
+    ``joined`` is its distinct terms, sorted, separated by single spaces (a term never holds
+    whitespace; one string, which the garbage collector never walks, instead of a tuple of
+    thousands), ``length`` its term count with repeats, ``repeats`` the number of occurrences of
+    each term found more than once (a term of :attr:`distinct` not in it occurs once). Stores keep
+    it with the entry, so recall never tokenizes a stored text again: the re-rank reads each
+    candidate's counts of the query's terms from it.
     """
 
-    distinct: tuple[str, ...]
+    joined: str
     length: int
     repeats: Mapping[str, int]
+
+    @property
+    def distinct(self) -> list[str]:
+        """The distinct terms, sorted."""
+        return self.joined.split()
 
     def counts(self, terms: Iterable[str]) -> dict[str, int]:
         """``term -> occurrences`` of each of ``terms`` the text holds (the others are left out)."""
@@ -389,7 +408,7 @@ def terms_of_tokens(tokens: Iterable[str]) -> TextTerms:
     """The :class:`TextTerms` of a text whose :func:`tokenize` is ``tokens``."""
     counts = Counter(tokens)
     repeats = {term: n for term, n in counts.items() if n > 1} or _NO_REPEATS
-    return TextTerms(tuple(sorted(counts)), sum(counts.values()), repeats)
+    return TextTerms(" ".join(sorted(counts)), sum(counts.values()), repeats)
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,7 +220,7 @@ def insert_params(
     counts: list[int] = []
     for entry in entries:  # the write path's terms, else tokenized once, here
         made = entry.terms if entry.terms is not None else text_terms(entry.text)
-        terms.append(" ".join(made.distinct))
+        terms.append(made.joined)
         counts.append(made.length)
     consents = [
         _DEFAULT_CONSENT if entry.consent is None else consent_values(entry.consent)

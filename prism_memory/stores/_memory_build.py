@@ -35,7 +35,7 @@ async def build_index(thread: _Thread, width: int | None = None) -> None:
         assert row.vector is not None
         terms = thread.terms_of(row.record)
         at = built.add(row.record, row.vector, terms, post=False)
-        distinct = terms.distinct if at is not None else ()
+        distinct = terms.distinct if at is not None else []
         for start in range(0, len(distinct), BUILD_SLICE):
             assert at is not None
             built.post(at, distinct[start : start + BUILD_SLICE])

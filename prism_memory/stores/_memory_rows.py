@@ -26,7 +26,7 @@ _ScopeKey = tuple[str, str, str]
 _GrantKey = tuple[str, str, str, str]
 _Positions = npt.NDArray[np.intp]
 _SHARDS = 64
-"""The postings' dicts per index (see :attr:`_SearchIndex.postings`)."""
+"""The one-slot postings' dicts per index (see :attr:`_SearchIndex.single`)."""
 _SORT_ALL = 512
 """Up to this many keys a top-N cut sorts them all (cheaper than partitioning first)."""
 
@@ -85,12 +85,13 @@ class _SearchIndex:
         "lengths",
         "live",
         "live_length",
+        "multi",
         "occurred_us",
         "positions",
-        "postings",
         "records",
         "repeats",
         "sequence",
+        "single",
         "size",
         "travels",
         "unit",
@@ -107,7 +108,7 @@ class _SearchIndex:
         self.vectors: list[Vector] = []
         self.repeats: list[Mapping[str, int]] = []
         """Each slot's :attr:`TextTerms.repeats <prism_memory.lexical.TextTerms.repeats>` (with
-        :attr:`postings` and :attr:`lengths`, the term counts the re-rank reads)."""
+        the postings (:meth:`slots`) and :attr:`lengths`, the term counts the re-rank reads)."""
         self.positions: dict[str, int] = {}
         """Entry id -> its live slot."""
         self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
@@ -121,13 +122,15 @@ class _SearchIndex:
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.travels: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Consent scope ``user``/``profile``: reachable by a resource-wide recall."""
-        self.postings: tuple[dict[str, int | array[int]], ...] = tuple({} for _ in range(_SHARDS))
-        """Term -> ascending slots whose text contains it (dead slots included, masked by the
-        eligibility mask of a search), as compact int64 arrays -- or the one slot, as an int:
-        one array per term made the garbage collector walk hundreds of thousands of them
-        (full collections of 0.1 s while a thread of long texts was indexed). In
-        :data:`_SHARDS` dicts by the term's hash (:meth:`slots`), so growing one never copies
-        a thread's whole vocabulary at once (10-20 ms at 200,000 terms)."""
+        self.single: tuple[dict[str, int], ...] = tuple({} for _ in range(_SHARDS))
+        """The postings of the terms one slot holds: term -> that slot, in :data:`_SHARDS`
+        dicts by the term's hash, so growing one never copies a thread's whole vocabulary at
+        once (10-20 ms at 200,000 terms). Plain ints in dicts of strings: the garbage collector
+        never walks them (an array per term made it walk hundreds of thousands: 0.1 s pauses
+        while a thread of long texts was indexed)."""
+        self.multi: dict[str, array[int]] = {}
+        """The postings of the terms more slots hold: term -> its ascending slots (dead slots
+        included, masked by the eligibility mask of a search), as compact int64 arrays."""
         self.size = 0
         self.dead = 0
         self.live: tuple[_Positions, npt.NDArray[np.bool_]] | None = None
@@ -189,20 +192,25 @@ class _SearchIndex:
 
     def slots(self, term: str) -> int | array[int] | None:
         """The slots holding ``term`` (an int for one), ``None`` when none does."""
-        return self.postings[hash(term) % _SHARDS].get(term)
+        found = self.multi.get(term)
+        if found is not None:
+            return found
+        return self.single[hash(term) % _SHARDS].get(term)
 
     def post(self, at: int, terms: Iterable[str]) -> None:
         """Add slot ``at`` to the postings of ``terms`` (slots are posted in ascending order)."""
-        shards = self.postings
+        single, multi = self.single, self.multi
         for term in terms:
-            postings = shards[hash(term) % _SHARDS]
-            slots = postings.get(term)
-            if slots is None:  # a plain int (not tracked by the garbage collector) until a
-                postings[term] = at  # second slot holds the term: most terms are in one slot
-            elif isinstance(slots, int):
-                postings[term] = array("q", (slots, at))
-            else:
+            slots = multi.get(term)
+            if slots is not None:
                 slots.append(at)
+                continue
+            shard = single[hash(term) % _SHARDS]
+            first = shard.pop(term, None)
+            if first is None:
+                shard[term] = at
+            else:
+                multi[term] = array("q", (first, at))
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
