@@ -89,11 +89,14 @@ class EmbeddingModelMismatchError(ConfigurationError):
 
 class GenerationNotReadyError(ConflictError):
     """A switch to another embedding model's vectors was refused: ``missing`` indexed entries
-    still have none of that model (run the backfill to the end, or force the switch)."""
+    still have none of that model (run the backfill to the end, or force the switch);
+    ``recent``: how many more have none but were written within the lag the switch allowed
+    (``max_lag_seconds``), which did not count."""
 
-    def __init__(self, message: str, *, missing: int) -> None:
+    def __init__(self, message: str, *, missing: int, recent: int = 0) -> None:
         super().__init__(message)
         self.missing = missing
+        self.recent = recent
 
 
 class QualityGateError(ConflictError):

@@ -345,11 +345,21 @@ def switch(
             help="switch even while entries lack a vector of MODEL or the gate refuses",
         ),
     ] = False,
+    max_lag: Annotated[
+        float,
+        typer.Option(
+            "--max-lag",
+            help="seconds: entries written this recently may still lack MODEL's vector (what "
+            "a running `models backfill --follow` has not reached yet); default 0: none may",
+        ),
+    ] = 0.0,
 ) -> None:
     """Make MODEL the generation recall answers from, for every host at once (one statement).
 
-    Refused while an indexed entry lacks a vector of MODEL; with --queries (or --gate) the quality
-    gate runs first and refuses when recall@K drops by more than --max-drop. --force overrides both.
+    Refused while an indexed entry written over --max-lag seconds ago lacks a vector of MODEL;
+    with --queries (or --gate) the quality gate runs first and refuses when recall@K drops by
+    more than --max-drop. --force overrides both. Entries without MODEL's vector are not recalled
+    until the backfill reaches them.
     """
     from ..errors import ConfigurationError
 
@@ -369,12 +379,21 @@ def switch(
             print("the switch was refused by the gate (--force to switch anyway)")
             raise typer.Exit(1)
 
-    async def run() -> Generation:
+    async def run() -> tuple[Generation, int]:
         async with _store(url, schema, table) as (_, gens):
-            return await gens.switch_generation(model, force=force, now=utcnow())
+            switched = await gens.switch_generation(
+                model, force=force, now=utcnow(), max_lag_seconds=max_lag
+            )
+            return switched, (await gens.generation_progress(model, now=utcnow())).missing
 
-    switched = asyncio.run(run())
+    switched, missing = asyncio.run(run())
     console.print(f"recall now answers from {switched.model} ({switched.role})")
+    if missing:
+        console.print(
+            f"{missing} indexed entries have no vector of {switched.model} yet and are not "
+            "recalled until the backfill reaches them (keep `prism-memory models backfill "
+            "--follow` running)"
+        )
 
 
 def rollback(

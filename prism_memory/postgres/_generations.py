@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..embedding import assert_finite_vector
 from ..errors import (
@@ -27,6 +27,8 @@ from ..stores.base import (
     VectorGenerations,
     check_lease,
     check_limit,
+    check_max_lag,
+    not_ready_message,
 )
 from ._executor import Executor
 from .repositories.generations import GenerationRepository, generation_from_row
@@ -221,17 +223,22 @@ class PostgresGenerations(VectorGenerations):
             model, int(row["entries"]), int(row["current"]), int(row["leased"])
         )
 
-    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
-        """Flip the active generation in one statement (:attr:`GenerationSql.switch`)."""
-        row = await self._repository.switch(_check_model(model, "model"), force=force, now=now)
+    async def switch_generation(
+        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
+    ) -> Generation:
+        """Flip the active generation in one statement (:attr:`GenerationSql.switch`); entries
+        written after ``now - max_lag_seconds`` do not hold it back (0: every entry counts)."""
+        lag = check_max_lag(max_lag_seconds)
+        horizon = now - timedelta(seconds=lag) if lag else None
+        row = await self._repository.switch(
+            _check_model(model, "model"), force=force, now=now, horizon=horizon
+        )
         if not row["found"]:
             raise NotFoundError("the model is not a registered generation of this store")
         if row["model"] is None:
-            missing = int(row["missing"])
+            missing, recent = int(row["missing"]), int(row["recent"])
             raise GenerationNotReadyError(
-                f"{missing} indexed entries have no vector of the model at their current "
-                "revision: run the backfill to its end, or force the switch",
-                missing=missing,
+                not_ready_message(missing, recent, lag), missing=missing, recent=recent
             )
         self._known = {}
         return generation_from_row(row)

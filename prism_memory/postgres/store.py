@@ -426,9 +426,13 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
         """How many indexed entries the generation ``model`` covers."""
         return await self.vector_generations.generation_progress(model, now=now)
 
-    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+    async def switch_generation(
+        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
+    ) -> Generation:
         """Make ``model`` the generation recall answers from, in one statement."""
-        return await self.vector_generations.switch_generation(model, force=force, now=now)
+        return await self.vector_generations.switch_generation(
+            model, force=force, now=now, max_lag_seconds=max_lag_seconds
+        )
 
     async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
         """Move up to ``limit`` entries' vectors of the active generation ``model`` into their

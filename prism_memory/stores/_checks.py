@@ -3,12 +3,47 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ValidationError
 from ..models import Vector
 from ._records import NewEntry
+
+MAX_SWITCH_LAG_SECONDS = 3600.0
+"""The largest ``max_lag_seconds`` of :meth:`~prism_memory.stores.base.VectorGenerations.switch_generation`."""
+
+
+def check_max_lag(max_lag_seconds: object) -> float:
+    """Adapter helper: ``switch_generation``'s ``max_lag_seconds``, a finite number of seconds
+    from 0 to :data:`MAX_SWITCH_LAG_SECONDS`."""
+    if (
+        isinstance(max_lag_seconds, bool)
+        or not isinstance(max_lag_seconds, int | float)
+        or not math.isfinite(max_lag_seconds)
+        or not 0 <= max_lag_seconds <= MAX_SWITCH_LAG_SECONDS
+    ):
+        raise ValidationError(
+            f"max_lag_seconds must be a number of seconds from 0 to {MAX_SWITCH_LAG_SECONDS:g}"
+        )
+    return float(max_lag_seconds)
+
+
+def not_ready_message(missing: int, recent: int, max_lag_seconds: float) -> str:
+    """Adapter helper: the message of the
+    :class:`~prism_memory.errors.GenerationNotReadyError` a refused switch raises."""
+    if not max_lag_seconds:
+        return (
+            f"{missing} indexed entries have no vector of the model at their current revision: "
+            "run the backfill to its end, or force the switch"
+        )
+    return (
+        f"{missing} indexed entries written over {max_lag_seconds:g} s ago have no vector of the "
+        f"model at their current revision ({recent} written since have none either, within the "
+        "lag allowed): run the backfill (with --follow it keeps up with writers), or force the "
+        "switch"
+    )
 
 
 def check_limit(limit: int, name: str = "limit") -> None:

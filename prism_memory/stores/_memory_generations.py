@@ -34,6 +34,8 @@ from .base import (
     VectorGenerations,
     check_claim,
     check_limit,
+    check_max_lag,
+    not_ready_message,
 )
 
 
@@ -201,22 +203,30 @@ class _InMemoryGenerations(VectorGenerations):
                 leased += 1
         return GenerationProgress(model=model, entries=entries, current=current, leased=leased)
 
-    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+    async def switch_generation(
+        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
+    ) -> Generation:
         """Make ``model`` the active generation for the whole store, refused while an indexed
-        entry lacks a current vector of it unless ``force`` (see
-        :meth:`VectorGenerations.switch_generation`)."""
+        entry written ``max_lag_seconds`` or more before ``now`` lacks a current vector of it,
+        unless ``force`` (see :meth:`VectorGenerations.switch_generation`)."""
+        lag = check_max_lag(max_lag_seconds)
+        horizon = now - timedelta(seconds=lag)
         target = self._registered(model)
         if target.active:
             return target
         if not force:
-            missing = sum(
-                1
-                for _, thread, row in self._indexed()
-                if self._vector_of(thread, row, model) is None
-            )
+            missing = recent = 0
+            for _, thread, row in self._indexed():
+                if self._vector_of(thread, row, model) is None:
+                    if lag and row.record.written_at > horizon:
+                        recent += 1
+                    else:
+                        missing += 1
             if missing:
                 raise GenerationNotReadyError(
-                    f"{missing} indexed entries have no vector of the model yet", missing=missing
+                    not_ready_message(missing, recent, max_lag_seconds),
+                    missing=missing,
+                    recent=recent,
                 )
         registry = self._state.generations
         for name, generation in registry.items():

@@ -178,13 +178,20 @@ class VectorGenerations(abc.ABC):
         not registered."""
 
     @abc.abstractmethod
-    async def switch_generation(self, model: str, *, force: bool, now: datetime) -> Generation:
+    async def switch_generation(
+        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
+    ) -> Generation:
         """Make ``model`` the generation recall answers from, for the whole store, in one atomic
         step; switching back to the primary is the rollback.
 
         Refused with :class:`~prism_memory.errors.GenerationNotReadyError` (nothing changed)
-        while an indexed entry has no current vector of ``model``, unless ``force``: then those
-        entries are not recalled until the backfill reaches them.
+        while an indexed entry written (``written_at``: its current text) at or before
+        ``now - max_lag_seconds`` has no current vector of ``model``, unless ``force``. Entries
+        without one -- those written within ``max_lag_seconds`` (the lag a running backfill
+        follower is allowed), or any after ``force`` -- are not recalled until the backfill
+        reaches them: recall only ranks vectors of the active model. ``max_lag_seconds`` (0 by
+        default: every indexed entry) is checked by
+        :func:`~prism_memory.stores.base.check_max_lag`.
         :class:`~prism_memory.errors.NotFoundError` if ``model`` is not registered.
         """
 

@@ -51,7 +51,9 @@ from ._checks import (
     check_lease,
     check_limit,
     check_lineage_sources,
+    check_max_lag,
     lineage_source_ids,
+    not_ready_message,
 )
 from ._governance import (
     ConsentUpdate,
@@ -122,9 +124,11 @@ __all__ = [
     "check_lease",
     "check_limit",
     "check_lineage_sources",
+    "check_max_lag",
     "every_record",
     "expand_walk",
     "lineage_source_ids",
+    "not_ready_message",
     "walk_lineage",
 ]
 

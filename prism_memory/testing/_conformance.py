@@ -16,6 +16,7 @@ from ..stores.base import VectorGenerations
 from ._conformance_agents import AGENT_CHECKS
 from ._conformance_indexing import INDEXING_CHECKS
 from ._generations import GENERATION_CHECKS
+from ._generations_lag import GENERATION_LAG_CHECKS
 from ._generations_promotion import GENERATION_PROMOTION_CHECKS
 from ._generations_recall import GENERATION_RECALL_CHECKS
 from ._governance import GOVERNANCE_CHECKS
@@ -66,6 +67,7 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     **IMPORT_CHECKS,
     # the optional vector generations: a model change without an outage
     **GENERATION_CHECKS,
+    **GENERATION_LAG_CHECKS,
     **GENERATION_RECALL_CHECKS,
     **GENERATION_PROMOTION_CHECKS,
 }

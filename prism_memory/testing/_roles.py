@@ -78,6 +78,7 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "generation_claims_lease_each_entry_to_one_worker",
         "generation_vectors_check_revision_and_width",
         "generation_switch_waits_for_the_backfill_and_rolls_back",
+        "generation_switch_tolerates_writes_within_the_lag",
         "generation_vectors_go_with_their_entry",
         "recall_follows_the_active_generation",
         "next_embedder_writes_keep_the_generation_complete",

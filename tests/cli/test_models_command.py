@@ -148,6 +148,28 @@ async def test_a_model_change_from_start_to_drop(postgres_url, schema, tmp_path)
     assert NEW not in cli("models", "status", *at).stdout
 
 
+async def test_switch_with_a_max_lag_passes_over_entries_written_within_it(postgres_url, schema):
+    """Issue 46 item 12: a write after the backfill holds the strict switch back (exit 1); with
+    --max-lag the entries written within it do not, and the command says how many are left out
+    of recall until the backfill reaches them."""
+    await _remember(postgres_url, schema, FACTS)
+    at = ["--url", postgres_url, "--schema", schema]
+    assert cli("models", "start", *at, "--embedder", OLD_SPEC, "--next-embedder", NEW_SPEC)
+    assert cli("models", "backfill", *at, "--next-embedder", NEW_SPEC).returncode == 0
+    await _remember(postgres_url, schema, [("late", "Barbara plays the cello on Sundays")])
+    done = cli("models", "switch", NEW, *at)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: 1 indexed entries have no vector of the model")
+    done = cli("models", "switch", NEW, *at, "--max-lag", "-1")
+    assert done.returncode == 1
+    assert "from 0 to 3600" in done.stderr
+    assert "-1" not in done.stderr
+    done = cli("models", "switch", NEW, *at, "--max-lag", "3600")
+    assert done.returncode == 0, done.stderr
+    assert f"recall now answers from {NEW} (shadow)" in done.stdout
+    assert f"1 indexed entries have no vector of {NEW} yet and are not recalled" in done.stdout
+
+
 async def test_promote_retires_the_old_model_of_another_width(postgres_url, schema):
     await _remember(postgres_url, schema, FACTS, dimension=None)
     at = ["--url", postgres_url, "--schema", schema]

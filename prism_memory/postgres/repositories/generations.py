@@ -113,9 +113,12 @@ class GenerationRepository(_Repository):
         )
         return rows[0]
 
-    async def switch(self, model: str, *, force: bool, now: datetime) -> Any:
-        """The row of :attr:`GenerationSql.switch` (the flip, when it happened, committed)."""
-        params = {"model": model, "force": force, "now": now}
+    async def switch(
+        self, model: str, *, force: bool, now: datetime, horizon: datetime | None
+    ) -> Any:
+        """The row of :attr:`GenerationSql.switch` (the flip, when it happened, committed);
+        ``horizon``: entries written after it do not hold the flip back (``None``: all do)."""
+        params = {"model": model, "force": force, "now": now, "horizon": horizon}
         (row,) = await self._written("switch_generation", self.generations.switch, params)
         return row
 

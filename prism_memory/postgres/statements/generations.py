@@ -151,7 +151,9 @@ class GenerationSql(TableSql):
     @functools.cached_property
     def switch(self) -> str:
         """Make ``:model`` the active generation, in one statement: ``missing`` counts the
-        indexed entries without a current vector of it in the statement's snapshot, and the flip happens only when it is 0 or ``:force``. The old active row is
+        indexed entries without a current vector of it in the statement's snapshot written at or
+        before ``:horizon`` (all of them when it is NULL), ``recent`` those written after it,
+        and the flip happens only when ``missing`` is 0 or ``:force``. The old active row is
         switched off first (``off``, which the flip's condition reads, so it runs to its end
         before): the unique partial index on ``active`` never sees two active rows. One row:
         ``found`` (0: not registered), ``missing``, and the generation as it is now when the
@@ -159,7 +161,9 @@ class GenerationSql(TableSql):
         return (
             f"WITH target AS (SELECT model, role FROM {self.generations} "
             "WHERE model = CAST(:model AS text)), "
-            f"missing AS (SELECT count(*) AS n FROM {self.entries} e WHERE e.status = 'indexed' "
+            "missing AS (SELECT count(*) FILTER (WHERE CAST(:horizon AS timestamptz) IS NULL "
+            "OR e.written_at <= CAST(:horizon AS timestamptz)) AS n, count(*) AS every "
+            f"FROM {self.entries} e WHERE e.status = 'indexed' "
             f"AND EXISTS (SELECT 1 FROM target) AND NOT {self.current_vector('e')}), "
             "go AS (SELECT 1 FROM target WHERE CAST(:force AS boolean) "
             "OR (SELECT n FROM missing) = 0), "
@@ -171,6 +175,7 @@ class GenerationSql(TableSql):
             "WHERE model = CAST(:model AS text) AND EXISTS (SELECT 1 FROM go) "
             f"AND (SELECT count(*) FROM off) >= 0 RETURNING {_GENERATION}) "
             "SELECT (SELECT count(*) FROM target) AS found, (SELECT n FROM missing) AS missing, "
+            "(SELECT every - n FROM missing) AS recent, "
             "f.model, f.width, f.role, f.active, f.started_at, f.switched_at "
             "FROM (SELECT 1) AS one LEFT JOIN flipped f ON true"
         )

@@ -5,7 +5,8 @@
 WITH target AS (SELECT model, role
     FROM "prism_memory"."semantic_memory_generations"
     WHERE model = CAST(:model AS text)),
-missing AS (SELECT count(*) AS n
+missing AS (SELECT count(*) FILTER (WHERE CAST(:horizon AS timestamptz) IS NULL
+        OR e.written_at <= CAST(:horizon AS timestamptz)) AS n, count(*) AS every
     FROM "prism_memory"."semantic_memory" e
     WHERE e.status = 'indexed'
     AND EXISTS (SELECT 1
@@ -45,7 +46,8 @@ flipped AS (UPDATE "prism_memory"."semantic_memory_generations"
     RETURNING model, width, role, active, started_at, switched_at)
 SELECT (SELECT count(*)
     FROM target) AS found, (SELECT n
-    FROM missing) AS missing, f.model, f.width, f.role, f.active, f.started_at, f.switched_at
+    FROM missing) AS missing, (SELECT every - n
+    FROM missing) AS recent, f.model, f.width, f.role, f.active, f.started_at, f.switched_at
 FROM (SELECT 1) AS one
 LEFT JOIN flipped f
 ON true
