@@ -17,8 +17,15 @@ from ._validation import check_aware, check_json, check_key, check_text, typed_e
 from .errors import ValidationError
 
 DEFAULT_LEXICAL_WEIGHT = 0.5
-"""Default λ of the recall fusion: dense and lexical signals, each scaled to its best candidate,
-count equally."""
+"""Default λ of the recall fusion: the most the lexical signal can weigh beside the dense one (it
+is scaled down by the candidates' median normalised cosine; see :mod:`prism_memory.ranking`)."""
+
+DEFAULT_CHANCE_MARGIN = 3.0
+"""Default margin of the lexical evidence: a query term counts only for the BM25 it adds above
+this many times what an entry of the same length gets from it by chance."""
+
+MAX_CHANCE_MARGIN = 10.0
+"""The largest accepted ``RecallScoring.chance_margin``."""
 
 ConsentSource = Literal["user", "agent", "system"]
 ConsentScope = Literal["thread", "profile", "user"]
@@ -158,16 +165,29 @@ class RecallScoring(_Input):
     importance_weight: float = 0.0
     half_life_ms: float | None = None
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
-    """λ: share of the normalised BM25 inside ``similarity``; the rest is the normalised cosine.
+    """λ: the most the normalised lexical evidence can weigh inside ``similarity``.
 
-    The default, 0.5, weighs the two scale-free signals equally (see :mod:`prism_memory.ranking`).
+    Each query's lexical weight is λ times the candidates' median normalised cosine (clamped to
+    [0, 1]): when the nearest candidate stands far above the typical one, the dense leg is sure and
+    the lexical signal counts less. 0 ranks by cosine alone (see :mod:`prism_memory.ranking`).
     """
+    chance_margin: float = DEFAULT_CHANCE_MARGIN
+    """How many times its chance level a query term's BM25 gain must pass to count as lexical
+    evidence (an entry of the same length holding the term as a random one would); 0 counts every
+    match in full (plain BM25). Finite, in [0, 10]."""
 
     @field_validator("recency_weight", "importance_weight", "lexical_weight")
     @classmethod
     def _weight(cls, value: float, info: Any) -> float:
         if not math.isfinite(value) or not 0.0 <= value <= 1.0:
             raise ValidationError(f"{info.field_name} must be a finite number in [0, 1]")
+        return value
+
+    @field_validator("chance_margin")
+    @classmethod
+    def _margin(cls, value: float) -> float:
+        if not math.isfinite(value) or not 0.0 <= value <= MAX_CHANCE_MARGIN:
+            raise ValidationError(f"chance_margin must be a finite number in [0, {MAX_CHANCE_MARGIN:g}]")
         return value
 
     @field_validator("half_life_ms")

@@ -237,7 +237,7 @@ class RecallHit:
     semantic: float
     """True cosine similarity of query and entry, in [−1, 1] (never clamped)."""
     lexical: float
-    """BM25 divided by the larger of the best candidate's and the ideal match's BM25, in [0, 1]."""
+    """Lexical evidence (BM25 above the chance margin) divided by the best candidate's, in [0, 1]."""
     recency: float
     importance: float
     score: float
@@ -249,7 +249,12 @@ class RecallHit:
     semantic_scale: float = 1.0
     """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
     bm25_scale: float = 1.0
-    """The divisor of ``bm25``: max(best candidate BM25, ideal match BM25), 1 when both are 0."""
+    """The divisor of the lexical evidence: the best candidate's evidence, 1 when it is 0."""
+    bm25_chance: float = 0.0
+    """The part of ``bm25`` discounted as chance: ``lexical = (bm25 − bm25_chance) / bm25_scale``."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """The weight the lexical signal got in this recall's fusion (λ times the candidates' median
+    normalised cosine): ``similarity = (1 − w)·semantic / semantic_scale + w·lexical``."""
 
     @property
     def id(self) -> str:
@@ -279,7 +284,7 @@ class RecallExplanation:
     bm25: float = 0.0
     """Raw BM25 behind ``lexical``."""
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
-    """λ of the fusion that produced ``similarity``."""
+    """λ of the fusion that produced ``similarity`` (the ceiling; ``how`` gives the weight used)."""
     how: Mapping[str, str] = field(default_factory=dict)
     """How each component was computed, with the numbers used (keys: semantic, lexical,
     similarity, score)."""

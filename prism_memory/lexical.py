@@ -24,6 +24,15 @@ BM25 (Robertson & Zaragoza 2009, Lucene's non-negative idf)::
 
 with ``N``, ``df`` and ``avgdl`` taken from :class:`CorpusStats` of the recall scope, and the
 parameter defaults of the Anserini toolkit (k1 = 0.9, b = 0.4), not fitted to any data set.
+
+BM25 by chance (:func:`chance_bm25`): what an entry of ``|d|`` terms scores on the query's terms
+when it holds each of them as often as a random entry of its length would — term ``t`` with
+probability ``p(t, d) = 1 − (1 − df(t)/N)^(|d| / avgdl)``, once::
+
+    chance(d, q) = Σ_t  idf(t) · p(t, d) · (k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
+
+A long entry holds many of a verbose query's common words by chance alone; the fusion
+(:mod:`prism_memory.ranking`) counts only what a match scores above a margin of this.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ __all__ = [
     "CorpusStats",
     "TextTerms",
     "bm25",
+    "chance_bm25",
     "corpus_stats",
     "ideal_bm25",
     "idf",
@@ -474,6 +484,33 @@ def bm25(
         tf = counts.get(term, 0)
         if tf > 0:
             total += weight * tf * (k1 + 1.0) / (tf + norm)
+    return total
+
+
+def chance_bm25(
+    terms: Iterable[str],
+    length: int,
+    stats: CorpusStats,
+    *,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+    weights: Sequence[tuple[str, float]] | None = None,
+) -> float:
+    """The BM25 a document of ``length`` terms scores for the distinct query ``terms`` by chance.
+
+    ``Σ idf(t) · p(t) · (k1 + 1) / (1 + k1·(1 − b + b·length / avgdl))`` over the terms the corpus
+    holds (sorted order), where ``p(t) = 1 − (1 − df(t) / N) ** (length / avgdl)`` is the chance that
+    a random document of that length holds ``t`` (see the module doc). 0 for an empty corpus.
+    """
+    average = stats.average_length
+    if average <= 0.0 or stats.documents <= 0:
+        return 0.0
+    ratio = length / average
+    unit = (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b * ratio))
+    total = 0.0
+    for term, weight in term_weights(terms, stats) if weights is None else weights:
+        share = min(stats.frequency(term), stats.documents) / stats.documents
+        total += weight * (1.0 - (1.0 - share) ** ratio) * unit
     return total
 
 

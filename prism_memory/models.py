@@ -12,6 +12,7 @@ This module is the one import path; the code lives in three private modules, one
 from __future__ import annotations
 
 from ._inputs import (
+    DEFAULT_CHANCE_MARGIN,
     DEFAULT_LEXICAL_WEIGHT,
     ConsentScope,
     ConsentSource,
@@ -50,6 +51,7 @@ from ._validation import (
 )
 
 __all__ = [
+    "DEFAULT_CHANCE_MARGIN",
     "DEFAULT_LEXICAL_WEIGHT",
     "MAX_JSON_DEPTH",
     "Candidate",

@@ -60,6 +60,7 @@ from .lexical import (
     term_weights,
 )
 from .models import (
+    DEFAULT_CHANCE_MARGIN,
     DEFAULT_LEXICAL_WEIGHT,
     Candidate,
     MemoryRecord,
@@ -70,6 +71,7 @@ from .models import (
 )
 
 __all__ = [
+    "DEFAULT_CHANCE_MARGIN",
     "DEFAULT_LEXICAL_WEIGHT",
     "DEFAULT_SCORING",
     "Fused",
@@ -145,18 +147,30 @@ class Fused(Generic[T]):
     bm25: float
     """Raw BM25 (≥ 0) against the scope statistics."""
     lexical: float
-    """``bm25 / bm25_scale``, in [0, 1]."""
+    """``(bm25 − bm25_chance) / bm25_scale``, in [0, 1]."""
     similarity: float
-    """``(1 − λ)·semantic / max semantic + λ·lexical``: at most 1."""
+    """``(1 − w)·semantic / semantic_scale + w·lexical`` with ``w`` = ``lexical_weight``: ≤ 1."""
     semantic_scale: float
     """The divisor applied to ``semantic``: the largest ``|cosine|`` among the candidates (1 if 0)."""
     bm25_scale: float
-    """The divisor applied to ``bm25``: the larger of the best candidate BM25 and the ideal
-    match's (:func:`prism_memory.lexical.ideal_bm25`), or 1 when both are 0."""
+    """The divisor applied to the lexical evidence ``bm25 − bm25_chance``: the best candidate's
+    evidence, or 1 when it is 0."""
+    bm25_chance: float = 0.0
+    """The part of ``bm25`` discounted as chance (the margin times what an entry of this length
+    gets from the query's terms by chance, term by term, at most each term's gain)."""
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    """The weight λ·m the lexical signal got for this query (``m``: the candidates' median
+    normalised cosine, clamped to [0, 1])."""
 
 
 def _scale(largest: float) -> float:
     return largest if largest > 0.0 else 1.0
+
+
+def _lexical_scale(best: float, ideal: float) -> float:
+    """The divisor of the lexical evidence: the best candidate's (1 when there is none)."""
+    del ideal  # kept by the caller for the explanation only
+    return _scale(best)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +179,12 @@ class _Scores:
 
     semantic: npt.NDArray[np.float64]
     bm25: npt.NDArray[np.float64]
+    chance: npt.NDArray[np.float64]
     lexical: npt.NDArray[np.float64]
     similarity: npt.NDArray[np.float64]
     semantic_scale: float
     bm25_scale: float
+    lexical_weight: float
 
 
 _Profile = tuple[Mapping[str, int], int]
@@ -190,21 +206,26 @@ def _bm25s(
     terms: frozenset[str],
     texts: Sequence[str],
     stats: CorpusStats,
+    margin: float,
     given: Sequence[_Profile | None] | None = None,
-) -> tuple[npt.NDArray[np.float64], float]:
-    """:func:`~prism_memory.lexical.bm25` of each of ``texts``, and
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    """:func:`~prism_memory.lexical.bm25` of each of ``texts``, its lexical *evidence*, and
     :func:`~prism_memory.lexical.ideal_bm25`, vectorised. ``given`` may hold the texts'
     ``(term counts, length)`` (``None``: tokenize that text); their counts must cover every term
     of ``terms`` that ``stats`` gives a document frequency.
 
-    The same IEEE operations as the scalar formula, element-wise and term by term in sorted order,
-    so every value is bit-identical to it.
+    The evidence is ``Σ_t max(0, gain(t, d) − margin·chance(t, d))`` over the query terms ``d``
+    holds: each term's BM25 gain above ``margin`` times what an entry of ``d``'s length gets from it
+    by chance (:func:`~prism_memory.lexical.chance_bm25`, term by term). The BM25 uses the same IEEE
+    operations as the scalar formula, element-wise and term by term in sorted order, so every value
+    is bit-identical to it; both sums run in sorted term order.
     """
     weights = term_weights(terms, stats)
     total = np.zeros(len(texts), dtype=np.float64)
+    evidence = np.zeros(len(texts), dtype=np.float64)
     ideal = 0.0
     if not weights:
-        return total, ideal
+        return total, evidence, ideal
     profiles = _profiles(texts, given)
     lengths = np.array([length for _, length in profiles], dtype=np.float64)
     frequencies = np.array(
@@ -218,10 +239,20 @@ def _bm25s(
     gains = np.where(
         frequencies > 0.0, idfs * frequencies * (BM25_K1 + 1.0) / (frequencies + norm), 0.0
     )  # gains[t, d]: what term t adds to text d's BM25
-    for gain, (_, weight) in zip(gains, weights, strict=True):  # in sorted term order
+    # chance[t, d]: what term t would add to a text of d's length holding it as a random one would
+    ratio = lengths / average if average > 0.0 else np.zeros(len(texts), dtype=np.float64)
+    shares = np.array(
+        [[min(stats.frequency(term), stats.documents) / max(stats.documents, 1)] for term, _ in weights],
+        dtype=np.float64,
+    )
+    unit = (BM25_K1 + 1.0) / (1.0 + norm)
+    chance = idfs * (1.0 - np.power(1.0 - shares, ratio)) * unit
+    surplus = np.where(frequencies > 0.0, np.maximum(0.0, gains - margin * chance), 0.0)
+    for gain, extra, (_, weight) in zip(gains, surplus, weights, strict=True):  # sorted order
         total += gain
+        evidence += extra
         ideal += weight
-    return total, ideal
+    return total, evidence, ideal
 
 
 def _score(
@@ -232,6 +263,7 @@ def _score(
     query_text: str,
     stats: CorpusStats | None,
     lexical_weight: float,
+    chance_margin: float,
     profiles: Sequence[_Profile | None] | None = None,
 ) -> _Scores:
     """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product).
@@ -241,13 +273,17 @@ def _score(
         stats, profiles = corpus_stats(texts, terms), None
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
     semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
-    raw, ideal = _bm25s(terms, texts, stats, profiles)
+    raw, evidence, ideal = _bm25s(terms, texts, stats, chance_margin, profiles)
     semantic_scale = _scale(float(np.abs(semantic).max()))
-    bm25_scale = _scale(max(float(raw.max()), ideal))
-    lexical = raw / bm25_scale
-    blend = (1.0 - lexical_weight) * (semantic / semantic_scale) + lexical_weight * lexical
+    dense = semantic / semantic_scale
+    bm25_scale = _lexical_scale(float(evidence.max()), ideal)
+    lexical = evidence / bm25_scale
+    weight = lexical_weight * min(1.0, max(0.0, float(np.median(dense))))
+    blend = (1.0 - weight) * dense + weight * lexical
     similarity = np.minimum(1.0, np.maximum(-1.0, blend))  # both parts are ≤ 1: removes an ulp
-    return _Scores(semantic, raw, lexical, similarity, semantic_scale, bm25_scale)
+    return _Scores(
+        semantic, raw, raw - evidence, lexical, similarity, semantic_scale, bm25_scale, weight
+    )
 
 
 def _ranked(
@@ -280,6 +316,7 @@ def fuse(
     query_text: str,
     stats: CorpusStats | None = None,
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    chance_margin: float = DEFAULT_CHANCE_MARGIN,
 ) -> list[Fused[T]]:
     """Score ``candidates`` by the hybrid fusion and return them best first.
 
@@ -297,8 +334,9 @@ def fuse(
         query_text=query_text,
         stats=stats,
         lexical_weight=lexical_weight,
+        chance_margin=chance_margin,
     )
-    semantic, raw = scores.semantic.tolist(), scores.bm25.tolist()
+    semantic, raw, chance = scores.semantic.tolist(), scores.bm25.tolist(), scores.chance.tolist()
     lexical, similarity = scores.lexical.tolist(), scores.similarity.tolist()
     order = _ranked(scores.similarity, [c.sequence for c in candidates], [c.id for c in candidates])
     return [
@@ -312,6 +350,8 @@ def fuse(
             similarity=similarity[i],
             semantic_scale=scores.semantic_scale,
             bm25_scale=scores.bm25_scale,
+            bm25_chance=chance[i],
+            lexical_weight=scores.lexical_weight,
         )
         for i in order
     ]
@@ -354,6 +394,7 @@ def rerank(
         query_text=query_text,
         stats=stats,
         lexical_weight=rules.lexical_weight,
+        chance_margin=rules.chance_margin,
         profiles=[c.profile for c in chosen],
     )
     half_life = rules.half_life_ms
@@ -376,9 +417,10 @@ def rerank(
     else:
         recency, importance = recency[order], importance[order]
     similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
-    lexical, raw = scores.lexical.tolist(), scores.bm25.tolist()
+    lexical, raw, chance = scores.lexical.tolist(), scores.bm25.tolist(), scores.chance.tolist()
     recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
     semantic_scale, bm25_scale = scores.semantic_scale, scores.bm25_scale
+    weight = scores.lexical_weight
     return [  # positionally, in RecallHit's field order (no keyword parsing per hit)
         RecallHit(
             chosen[i].record,  # built here, for the hits only, when the store deferred it
@@ -392,6 +434,8 @@ def rerank(
             raw[i],
             semantic_scale,
             bm25_scale,
+            chance[i],
+            weight,
         )
         for rank, i in enumerate(order)
     ]
@@ -437,11 +481,15 @@ def explain(
             how={
                 "semantic": "cosine(query vector, entry vector) in float64, in [-1, 1]",
                 "lexical": (
-                    f"bm25 / max(best candidate bm25, ideal match bm25) = {hit.bm25:.6g} / "
-                    f"{hit.bm25_scale:.6g} (BM25 k1={BM25_K1:g} b={BM25_B:g}, recall scope's statistics)"
+                    f"(bm25 - chance) / best candidate's = ({hit.bm25:.6g} - "
+                    f"{hit.bm25_chance:.6g}) / {hit.bm25_scale:.6g} (BM25 k1={BM25_K1:g} "
+                    f"b={BM25_B:g}, recall scope's statistics; chance: each query term's gain up "
+                    f"to {rules.chance_margin:g} x what an entry of this length gets by chance)"
                 ),
                 "similarity": (
-                    f"(1 - {lam:g}) * semantic / {hit.semantic_scale:.6g} + {lam:g} * lexical"
+                    f"(1 - {hit.lexical_weight:.6g}) * semantic / {hit.semantic_scale:.6g} "
+                    f"+ {hit.lexical_weight:.6g} * lexical (lexical weight = {lam:g} x the "
+                    "candidates' median semantic / scale, clamped to [0, 1])"
                 ),
                 "score": (
                     f"{weights[0]:.6g} * similarity + {weights[1]:.6g} * recency "

@@ -136,7 +136,7 @@ def test_the_ideal_match_sums_the_idf_of_terms_the_scope_holds():
 
 
 def test_fusion_scales_each_signal_to_the_candidates():
-    stats = CorpusStats(documents=2, total_length=4, document_frequency={"zebra": 1})
+    stats = CorpusStats(documents=10, total_length=20, document_frequency={"zebra": 1})
     fused = fuse(
         [candidate("near", "plain words", vec(1, 0)), candidate("word", "zebra words", vec(0, 1))],
         query_vector=vec(2, 0),
@@ -144,27 +144,35 @@ def test_fusion_scales_each_signal_to_the_candidates():
         stats=stats,
     )
     by_id = {f.id: f for f in fused}
-    # the match is the ideal one (tf 1, average length): lexical 1; the nearest vector: semantic 1
+    # tf 1 at the average length: bm25 = idf; by chance an entry of that length holds "zebra" with
+    # p = 1 − (1 − 1/10)^1 = 0.1, so the margin (3) discounts 0.3 · idf; the best evidence is 1
+    zebra = math.log(1 + 9.5 / 1.5)
+    assert by_id["word"].bm25 == pytest.approx(zebra)
+    assert by_id["word"].bm25_chance == pytest.approx(0.3 * zebra)
+    assert by_id["word"].bm25_scale == pytest.approx(0.7 * zebra)
     assert by_id["word"].lexical == pytest.approx(1.0)
     assert by_id["near"].semantic == 1.0
-    assert by_id["near"].similarity == pytest.approx(0.5)
-    assert by_id["word"].similarity == pytest.approx(0.5)
-    assert [f.id for f in fused] == ["near", "word"]  # a tie: sequence, then id
+    # normalised cosines 1 and 0: median 0.5, lexical weight 0.5 · 0.5
+    assert by_id["near"].lexical_weight == pytest.approx(0.25)
+    assert by_id["near"].similarity == pytest.approx(0.75)
+    assert by_id["word"].similarity == pytest.approx(0.25)
+    assert [f.id for f in fused] == ["near", "word"]
 
 
-def test_a_weak_best_match_is_not_inflated():
-    # the only match is the common term of a two-term query: it stays far below a full match
+def test_a_term_that_half_the_entries_hold_is_no_evidence():
+    # the only match is a term half the scope holds (a speaker's name): a random entry of the same
+    # length holds it about as often, so it counts nothing and cannot lift its entries
     texts = ["caroline went home", "caroline said hello", "melanie paints sunsets", "quiet day"]
     stats = corpus_stats(texts, query_terms("Caroline sunrise"))
     fused = fuse(
-        [candidate(str(i), t, vec(1, i)) for i, t in enumerate(texts)],
+        [candidate(str(i), t, vec(1, 3 - i)) for i, t in enumerate(texts)],
         query_vector=vec(1, 0),
         query_text="Caroline sunrise",
         stats=stats,
     )
-    best = max(f.lexical for f in fused)
-    assert 0.0 < best < 1.0
-    assert fused[0].id == "0"
+    assert max(f.bm25 for f in fused) > 0.0
+    assert max(f.lexical for f in fused) == 0.0
+    assert [f.id for f in fused] == ["3", "2", "1", "0"]  # cosine order
 
 
 def test_cosine_order_survives_the_scaling_even_below_zero():
@@ -180,14 +188,33 @@ def test_cosine_order_survives_the_scaling_even_below_zero():
     )
     assert [f.id for f in fused] == ["near", "away", "opposite"]
     assert fused[-1].semantic == -1.0
-    assert fused[-1].similarity == pytest.approx(-0.5)
+    assert fused[-1].lexical_weight == 0.0  # the median normalised cosine is below 0
+    assert fused[-1].similarity == pytest.approx(-1.0)
 
 
 def test_the_weight_moves_the_blend():
     cands = [candidate("dense", "nothing", vec(1, 0)), candidate("lexical", "zebra", vec(0.2, 1))]
+    stats = CorpusStats(documents=10, total_length=10, document_frequency={"zebra": 1})
     for weight, first in ((0.0, "dense"), (1.0, "lexical")):
-        fused = fuse(cands, query_vector=vec(1, 0), query_text="zebra", lexical_weight=weight)
+        fused = fuse(
+            cands, query_vector=vec(1, 0), query_text="zebra", stats=stats, lexical_weight=weight
+        )
         assert fused[0].id == first
+
+
+def test_the_margin_zero_counts_every_match_in_full():
+    # two entries, "zebra" in one: by chance half the entries hold it, so at the default margin it
+    # is no evidence; at margin 0 it is plain BM25
+    cands = [candidate("dense", "nothing", vec(1, 0)), candidate("lexical", "zebra", vec(0.2, 1))]
+    default = {f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra")}
+    plain = {
+        f.id: f
+        for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra", chance_margin=0.0)
+    }
+    assert default["lexical"].lexical == 0.0
+    assert default["lexical"].bm25_chance == default["lexical"].bm25 > 0.0
+    assert plain["lexical"].lexical == 1.0
+    assert plain["lexical"].bm25_chance == 0.0
 
 
 def test_no_candidates_no_results():
@@ -241,6 +268,20 @@ def test_an_unrelated_entry_changes_others_only_through_the_statistics(specs, qu
 
     with_it = fuse(widened, query_vector=qv, query_text=query, stats=stats)
     without_it = fuse(cands, query_vector=qv, query_text=query, stats=stats)
-    assert [(f.id, f.similarity) for f in with_it if f.id != "unrelated"] == [
-        (f.id, f.similarity) for f in without_it
-    ]
+    # each other candidate keeps both scaled signals; only the lexical weight (λ times the median
+    # normalised cosine, which the extra candidate shifts) may move its similarity
+    mine = {f.id: f for f in without_it}
+    for fused in with_it:
+        if fused.id == "unrelated":
+            continue
+        alone = mine[fused.id]
+        assert (fused.semantic, fused.lexical, fused.bm25, fused.bm25_chance) == (
+            alone.semantic,
+            alone.lexical,
+            alone.bm25,
+            alone.bm25_chance,
+        )
+        assert (fused.semantic_scale, fused.bm25_scale) == (alone.semantic_scale, alone.bm25_scale)
+        w = fused.lexical_weight
+        dense = fused.semantic / fused.semantic_scale
+        assert fused.similarity == pytest.approx((1 - w) * dense + w * fused.lexical, abs=1e-12)

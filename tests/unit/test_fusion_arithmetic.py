@@ -48,12 +48,24 @@ def test_bm25_of_each_candidate_follows_the_formula_term_by_term():
     assert scores["two-alpha"].bm25 == pytest.approx(two_alpha, rel=1e-12)
     assert scores["one-beta"].bm25 == pytest.approx(one_beta, rel=1e-12)
     assert scores["none"].bm25 == 0.0
-    # the best candidate beats the ideal match (ln 4.4 + ln 2 = ln 8.8 ≈ 2.17 < ≈ 2.64)
-    assert scores["two-alpha"].bm25_scale == pytest.approx(two_alpha, rel=1e-12)
-    assert scores["one-beta"].lexical == pytest.approx(one_beta / two_alpha, rel=1e-12)
+    # evidence: each term's gain above 3 × its chance gain, idf · p · (k1 + 1) / (1 + norm) with
+    # p = 1 − (1 − df/N)^(|d|/avgdl). two-alpha (|d|/avgdl = 1, (k1 + 1) / (1 + k1) = 1): alpha
+    # p = 0.2, so 3 · 0.2 · ln 4.4 is discounted; beta p = 0.5, 1.5 · ln 2 > its gain ln 2: nothing
+    two_alpha_evidence = math.log(4.4) * (2 * 1.9 / 2.9 - 3 * 0.2)
+    # one-beta (|d|/avgdl = 0.25): p = 1 − 0.5^0.25
+    one_beta_evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - 0.5**0.25))
+    assert scores["two-alpha"].bm25_chance == pytest.approx(
+        two_alpha - two_alpha_evidence, rel=1e-12
+    )
+    assert scores["two-alpha"].bm25_scale == pytest.approx(two_alpha_evidence, rel=1e-12)
+    assert scores["two-alpha"].lexical == 1.0
+    assert scores["one-beta"].lexical == pytest.approx(
+        one_beta_evidence / two_alpha_evidence, rel=1e-12
+    )
+    assert scores["none"].lexical == 0.0
 
 
-def test_a_weak_best_match_is_scaled_by_the_ideal_match():
+def test_the_best_evidence_is_the_lexical_scale_whatever_its_size():
     stats = CorpusStats(10, 40, {"alpha": 2, "beta": 5})
     fused = fuse(
         [candidate("one-beta", "beta"), candidate("none", "gamma")],
@@ -62,11 +74,9 @@ def test_a_weak_best_match_is_scaled_by_the_ideal_match():
         stats=stats,
     )
     scores = by_id(fused)
-    ideal = math.log(4.4) + math.log(2.0)
-    assert scores["one-beta"].bm25_scale == pytest.approx(ideal, rel=1e-12)
-    assert scores["one-beta"].lexical == pytest.approx(
-        math.log(2.0) * 1.9 / 1.63 / ideal, rel=1e-12
-    )
+    evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - 0.5**0.25))
+    assert scores["one-beta"].bm25_scale == pytest.approx(evidence, rel=1e-12)
+    assert scores["one-beta"].lexical == 1.0
 
 
 def test_a_short_average_length_still_normalises_by_it():

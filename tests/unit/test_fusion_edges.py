@@ -51,7 +51,8 @@ def test_a_query_without_terms_has_no_lexical_signal(query_text):
     )
     assert [(f.bm25, f.lexical) for f in fused] == [(0.0, 0.0), (0.0, 0.0)]
     assert [f.bm25_scale for f in fused] == [1.0, 1.0]  # documented: 1 when the best BM25 is 0
-    assert [f.similarity for f in fused] == [0.5, 0.0]  # (1 − 0.5)·cosine/1 + 0.5·0
+    # normalised cosines 1 and 0: median 0.5, lexical weight 0.5 · 0.5; (1 − 0.25)·cosine/1 + 0
+    assert [f.similarity for f in fused] == [0.75, 0.0]
 
 
 def test_all_zero_signals_keep_a_scale_of_one():

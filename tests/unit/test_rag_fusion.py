@@ -34,18 +34,21 @@ def test_both_legs_are_fused_once_per_chunk_and_scored_by_the_fusion():
     )
     assert [h.key for h in fused] == [("manual", 0), ("memo", 2)]
     first, second = fused
-    # the nearest: cosine 1 / best 1 → 0.5; no query term
+    # normalised cosines 1 and 0: median 0.5, lexical weight 0.5 · 0.5 = 0.25
+    # the nearest: 0.75 · cosine 1 / best 1; no query term
     assert (first.score, first.semantic, first.lexical) == (
-        pytest.approx(0.5),
+        pytest.approx(0.75),
         pytest.approx(1.0),
         0.0,
     )
-    # "pump" twice in a 2-term chunk, avgdl 2: bm25 = idf · 2 · 1.9 / (2 + 0.9); ideal = idf
+    # "pump" twice in a 2-term chunk, avgdl 2: bm25 = idf · 2 · 1.9 / (2 + 0.9), above 3 × its
+    # chance (p = 1/4): the only evidence, so lexical 1 and the score 0.25 · 1
     idf = math.log(1 + 3.5 / 1.5)
     bm25 = idf * 2 * 1.9 / (2 + 0.9)
-    assert second.lexical == pytest.approx(bm25)
+    assert bm25 > 3 * 0.25 * idf
+    assert second.lexical == pytest.approx(bm25)  # the RAG hit carries the raw BM25
     assert second.semantic == pytest.approx(0.0)
-    assert second.score == pytest.approx(0.5 * bm25 / max(bm25, idf))
+    assert second.score == pytest.approx(0.25)
     assert (first.text, first.generation) == ("valve seal", 1)
 
 

@@ -162,7 +162,10 @@ def test_invalid_scoring_is_rejected(kwargs):
 
 
 def test_composite_score_matches_the_hand_computed_formula():
-    scoring = RecallScoring(recency_weight=0.3, importance_weight=0.2, half_life_ms=1000.0)
+    # chance_margin 0: every match counts in full (plain BM25), so the blend is checked alone
+    scoring = RecallScoring(
+        recency_weight=0.3, importance_weight=0.2, half_life_ms=1000.0, chance_margin=0.0
+    )
     a = cand(record("a", "alpha gamma", age_ms=1000, importance=0.4), 1.0, 0.0)
     b = cand(record("b", "beta alpha", age_ms=3000, importance=1.0), 0.0, 1.0)
     c = cand(record("c", "nothing remains", age_ms=-5000, importance=0.0), 1.0, 1.0)
@@ -171,10 +174,12 @@ def test_composite_score_matches_the_hand_computed_formula():
     idf_alpha = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
     idf_beta = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
     best = idf_alpha + idf_beta  # b's BM25, the best candidate's
-    sim_a = 0.5 * 1.0 + 0.5 * idf_alpha / best  # cosine 1 (the best cosine, so scale 1)
-    sim_b = 0.5 * 0.0 + 0.5 * 1.0
-    sim_c = 0.5 / math.sqrt(2) + 0.0
-    assert [h.id for h in hits] == ["a", "b", "c"]
+    # cosines 1, 0 and 1/sqrt(2) (scale 1): their median weighs the lexical signal, w = 0.5 · it
+    w = 0.5 / math.sqrt(2)
+    sim_a = (1 - w) * 1.0 + w * idf_alpha / best
+    sim_b = (1 - w) * 0.0 + w * 1.0
+    sim_c = (1 - w) / math.sqrt(2) + 0.0
+    assert [h.id for h in hits] == ["a", "c", "b"]  # 0.61, 0.53, 0.41 (scores below)
     by_id = {h.id: h for h in hits}
     assert by_id["a"].semantic == pytest.approx(1.0)
     assert by_id["a"].bm25 == pytest.approx(idf_alpha)
@@ -197,7 +202,8 @@ def test_default_scoring_is_similarity_only():
     new_important = cand(record("new", "x", age_ms=0, importance=1.0), 0.0, 1.0)
     hits = ranked([new_important, old_unimportant], text="alpha")
     assert [h.id for h in hits] == ["old", "new"]
-    assert hits[0].score == pytest.approx(0.5)  # 0.5 * cosine 1 / best 1 + 0.5 * lexical 0
+    # cosines 1 and 0: median 0.5, so w = 0.5 · 0.5; (1 − w) · cosine 1 / best 1 + w · lexical 0
+    assert hits[0].score == pytest.approx(0.75)
     assert hits[1].score == pytest.approx(0.0)
 
 
@@ -211,8 +217,9 @@ def test_a_negative_final_score_stays_negative():
     assert [h.id for h in hits] == ["near", "unrelated", "away"]
     by_id = {h.id: h for h in hits}
     assert by_id["away"].semantic == pytest.approx(-1.0)
-    assert by_id["away"].similarity == pytest.approx(-0.5)  # 0.5 · (−1) / 1 + 0.5 · lexical 0
-    assert by_id["away"].score == pytest.approx(-0.5)
+    # cosines 1, 0, −1: median 0, so the lexical weight is 0 and similarity is cosine / 1
+    assert by_id["away"].similarity == pytest.approx(-1.0)
+    assert by_id["away"].score == pytest.approx(-1.0)
     assert by_id["unrelated"].score == pytest.approx(0.0)
 
 
@@ -220,8 +227,9 @@ def test_a_negative_score_blends_with_recency_and_importance():
     scoring = RecallScoring(recency_weight=0.25, importance_weight=0.25, half_life_ms=1000.0)
     away = cand(record("away", "x", age_ms=1000.0, importance=0.2), -1.0, 0.0)
     (hit,) = ranked([away], text="alpha", scoring=scoring)
-    # 0.5 · similarity (−0.5) + 0.25 · recency (0.5) + 0.25 · importance (0.2) = −0.075
-    assert hit.score == pytest.approx(-0.075)
+    # median cosine −1 → lexical weight 0, similarity −1;
+    # 0.5 · similarity (−1) + 0.25 · recency (0.5) + 0.25 · importance (0.2) = −0.325
+    assert hit.score == pytest.approx(-0.325)
 
 
 def test_overshooting_weights_leave_similarity_nothing():
@@ -236,7 +244,11 @@ def test_overshooting_weights_leave_similarity_nothing():
     assert [h.id for h in hits] == ["unrelated", "similar"]
 
 
-@pytest.mark.parametrize(("lexical_weight", "expected"), [(0.0, 0.75), (1.0, 0.0), (0.5, 0.375)])
+@pytest.mark.parametrize(
+    ("lexical_weight", "expected"),
+    # normalised cosines 0.75 and 1: median 0.875, so w = λ · 0.875 and a's similarity (1 − w) · 0.75
+    [(0.0, 0.75), (1.0, 0.125 * 0.75), (0.5, (1 - 0.4375) * 0.75)],
+)
 def test_lexical_weight_blends_the_scaled_signals(lexical_weight, expected):
     # "a": cosine 0.6, no query term; "b": cosine 0.8 (the best cosine), the only lexical match
     a = cand(record("a", "gamma"), 0.6, 0.8)
@@ -245,7 +257,7 @@ def test_lexical_weight_blends_the_scaled_signals(lexical_weight, expected):
     hit = {h.id: h for h in hits}["a"]
     assert hit.semantic == pytest.approx(0.6)
     assert hit.lexical == 0.0
-    assert hit.similarity == pytest.approx(expected)  # (1 - λ) * 0.6 / 0.8
+    assert hit.similarity == pytest.approx(expected)
     assert hit.score == pytest.approx(expected)
 
 
@@ -481,7 +493,10 @@ OVERSHOOT = (0.9406309179033175, 0.19669036446951527)
 def test_a_perfect_entry_never_scores_above_one(forced, r, i):
     for recency_weight, importance_weight in (forced, (r, i)):
         scoring = RecallScoring(
-            recency_weight=recency_weight, importance_weight=importance_weight, half_life_ms=1000.0
+            recency_weight=recency_weight,
+            importance_weight=importance_weight,
+            half_life_ms=1000.0,
+            chance_margin=0.0,  # in a one-entry scope every term is in every entry: no evidence else
         )
         hit = ranked(
             [cand(record("a", "alpha", age_ms=-1, importance=1.0), 1.0, 0.0)],
@@ -508,9 +523,14 @@ def test_explain_says_how_each_component_was_computed():
     assert second.lexical_weight == 0.25
     assert set(second.how) == {"semantic", "lexical", "similarity", "score"}
     assert "cosine" in second.how["semantic"]
-    assert f"{by_id['a'].bm25:.6g} / {by_id['a'].bm25_scale:.6g}" in second.how["lexical"]
+    a = by_id["a"]
+    assert f"({a.bm25:.6g} - {a.bm25_chance:.6g}) / {a.bm25_scale:.6g}" in second.how["lexical"]
     assert "k1=0.9 b=0.4" in second.how["lexical"]
-    assert "(1 - 0.25) * semantic / 1 + 0.25 * lexical" in second.how["similarity"]
+    assert "up to 3 x what an entry of this length gets by chance" in second.how["lexical"]
+    # normalised cosines 0.6 and 1: median 0.8, so the weight used is 0.25 · 0.8 = 0.2
+    assert a.lexical_weight == pytest.approx(0.2)
+    assert "(1 - 0.2) * semantic / 1 + 0.2 * lexical" in second.how["similarity"]
+    assert "lexical weight = 0.25 x the candidates' median" in second.how["similarity"]
 
 
 def deferred(rec, vector, built):
