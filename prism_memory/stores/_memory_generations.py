@@ -331,3 +331,71 @@ class _InMemoryGenerations(VectorGenerations):
             thread.shadow_indexes.pop(model, None)
         del self._state.generations[model]
         return dropped
+
+
+class _DelegatedGenerations(VectorGenerations):
+    """The :class:`~prism_memory.stores.base.VectorGenerations` methods of
+    :class:`~prism_memory.stores.memory.InMemoryVectorStore`, handed on to its
+    :class:`_InMemoryGenerations` (``_generations``)."""
+
+    __slots__ = ()
+    _generations: _InMemoryGenerations
+
+    async def start_generation(
+        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
+    ) -> Generation:
+        """Register ``model`` as the shadow generation beside ``primary``."""
+        return await self._generations.start_generation(
+            primary=primary, primary_width=primary_width, model=model, width=width, now=now
+        )
+
+    async def generations(self) -> list[Generation]:
+        """Every registered generation, the primary first."""
+        return await self._generations.generations()
+
+    async def claim_generation(
+        self,
+        model: str,
+        *,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        now: datetime,
+        after: EntryKey | None = None,
+    ) -> list[ClaimedEntry]:
+        """Lease indexed entries without a current vector of ``model``, after ``after``."""
+        return await self._generations.claim_generation(
+            model,
+            limit=limit,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            now=now,
+            after=after,
+        )
+
+    async def store_generation_vectors(
+        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
+    ) -> int:
+        """Store vectors of the shadow generation ``model`` where the revision still matches."""
+        return await self._generations.store_generation_vectors(model, items, now=now)
+
+    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
+        """How many indexed entries the generation ``model`` covers."""
+        return await self._generations.generation_progress(model, now=now)
+
+    async def switch_generation(
+        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
+    ) -> Generation:
+        """Make ``model`` the generation recall answers from, in one step."""
+        return await self._generations.switch_generation(
+            model, force=force, now=now, max_lag_seconds=max_lag_seconds
+        )
+
+    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
+        """Move up to ``limit`` entries' vectors of the active generation ``model`` into their
+        own; ``model`` becomes the primary once none is left."""
+        return await self._generations.promote_generation(model, limit=limit, now=now)
+
+    async def drop_generation(self, model: str) -> int:
+        """Delete the shadow generation ``model``: its vectors and registration."""
+        return await self._generations.drop_generation(model)

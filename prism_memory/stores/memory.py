@@ -31,29 +31,24 @@ from ..models import (
     WorkingMemoryRecord,
     check_id_collection,
 )
-from ._memory_generations import _InMemoryGenerations
+from ._memory_generations import _DelegatedGenerations, _InMemoryGenerations
 from ._memory_ledger import _InMemoryLedger
 from ._memory_reads import _EntryReads
 from ._memory_rows import _export, _InMemoryState, _key, _Row
 from ._memory_writes import _EntryWrites
 from .base import (
     ClaimedEntry,
-    EntryKey,
     EntryLease,
-    Generation,
-    GenerationProgress,
     GovernanceChange,
     GovernanceResult,
     ImportRow,
     MetadataPatch,
     NewEntry,
-    Promotion,
     RecallFilter,
     SearchRequest,
     SearchResult,
     StoredEntries,
     Tombstone,
-    VectorGenerations,
     WorkingStore,
     expand_walk,
 )
@@ -64,7 +59,7 @@ __all__ = ["InMemoryVectorStore", "InMemoryWorkingStore"]
 _WorkingKey = tuple[str, str, str | None]
 
 
-class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
+class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
     """The reference :class:`VectorStore`: exact, per-instance and process-local; with vector
     generations (:class:`~prism_memory.stores.base.VectorGenerations`).
 
@@ -74,8 +69,9 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
     Composed of objects over one state (:class:`_InMemoryState`): its writes
     (:class:`_EntryWrites`), reads (:class:`_EntryReads`) and indexing ledger
     (:class:`_InMemoryLedger`, an :class:`~prism_memory.stores.base.IndexingLedger` of its own)
-    and vector generations (:class:`_InMemoryGenerations`); entries, governance and share grants
-    are its own methods.
+    and vector generations (:class:`_InMemoryGenerations`, whose methods
+    :class:`_DelegatedGenerations` hands on); entries, governance and share grants are its own
+    methods.
     """
 
     def __init__(self, *, dimension: int | None = None) -> None:
@@ -385,67 +381,6 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
     ) -> int:
         """Re-index: set ``(id, revision, vector)`` and mark indexed where the revision matches."""
         return await self._ledger.store_vectors(scope, items, now=now, model=model)
-
-    # ---- vector generations (the store's _InMemoryGenerations) -------------------------------
-
-    async def start_generation(
-        self, *, primary: str, primary_width: int, model: str, width: int, now: datetime
-    ) -> Generation:
-        """Register ``model`` as the shadow generation beside ``primary``."""
-        return await self._generations.start_generation(
-            primary=primary, primary_width=primary_width, model=model, width=width, now=now
-        )
-
-    async def generations(self) -> list[Generation]:
-        """Every registered generation, the primary first."""
-        return await self._generations.generations()
-
-    async def claim_generation(
-        self,
-        model: str,
-        *,
-        limit: int,
-        worker_id: str,
-        lease_seconds: float,
-        now: datetime,
-        after: EntryKey | None = None,
-    ) -> list[ClaimedEntry]:
-        """Lease indexed entries without a current vector of ``model``, after ``after``."""
-        return await self._generations.claim_generation(
-            model,
-            limit=limit,
-            worker_id=worker_id,
-            lease_seconds=lease_seconds,
-            now=now,
-            after=after,
-        )
-
-    async def store_generation_vectors(
-        self, model: str, items: Sequence[tuple[ClaimedEntry, Vector]], *, now: datetime
-    ) -> int:
-        """Store vectors of the shadow generation ``model`` where the revision still matches."""
-        return await self._generations.store_generation_vectors(model, items, now=now)
-
-    async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
-        """How many indexed entries the generation ``model`` covers."""
-        return await self._generations.generation_progress(model, now=now)
-
-    async def switch_generation(
-        self, model: str, *, force: bool, now: datetime, max_lag_seconds: float = 0.0
-    ) -> Generation:
-        """Make ``model`` the generation recall answers from, in one step."""
-        return await self._generations.switch_generation(
-            model, force=force, now=now, max_lag_seconds=max_lag_seconds
-        )
-
-    async def promote_generation(self, model: str, *, limit: int, now: datetime) -> Promotion:
-        """Move up to ``limit`` entries' vectors of the active generation ``model`` into their
-        own; ``model`` becomes the primary once none is left."""
-        return await self._generations.promote_generation(model, limit=limit, now=now)
-
-    async def drop_generation(self, model: str) -> int:
-        """Delete the shadow generation ``model``: its vectors and registration."""
-        return await self._generations.drop_generation(model)
 
     # ---- share grants ----------------------------------------------------------------------
 

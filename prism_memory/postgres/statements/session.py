@@ -40,8 +40,11 @@ VECTOR_TYPE_SCHEMA = (
 )
 """The schema of pgvector's ``vector`` type, read once per new connection by the driver codec."""
 
-CREATE_VECTOR_EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector;"
-"""pgvector in a fresh embedded server's database."""
+CREATE_VECTOR_EXTENSION = (
+    "SET client_min_messages TO warning; CREATE EXTENSION IF NOT EXISTS vector;"
+)
+"""pgvector in an embedded server's database (psql's input), quietly: no "extension already
+exists" notice when a server with --data-dir starts again."""
 
 LANGGRAPH_HAS_VECTORS = "SELECT to_regclass('store_vectors') IS NOT NULL"
 """Whether a LangGraph store database has the vector table of an indexed store."""
