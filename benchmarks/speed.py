@@ -50,7 +50,7 @@ from pgvector.asyncpg import register_vector
 
 from prism_memory import InMemoryVectorStore, Memory, MemoryConsent, create_memory
 from prism_memory.lexical import BM25_B, BM25_K1, query_terms, tokenize
-from prism_memory.models import DEFAULT_LEXICAL_WEIGHT
+from prism_memory.models import DEFAULT_CHANCE_MARGIN, DEFAULT_LEXICAL_WEIGHT
 from prism_memory.postgres import create_postgres_memory_stores
 
 SEED = 20261201
@@ -453,9 +453,10 @@ def hand_terms(query: str) -> tuple[list[str], list[str], str]:
 
 def hand_fuse(rows: list[Any], query: np.ndarray, terms: list[str], k: int) -> list[str]:
     """The fusion a hand-roller writes: float64 cosine and BM25 (true term frequencies, the
-    statistics from the statement), each scaled as the library documents it (docs/semantics.md:
-    cosine by the largest |cosine|, BM25 by the better of the best candidate and the ideal match),
-    blended at λ = 0.5; ties by sequence, then id."""
+    statistics from the statement), as the library documents it (docs/semantics.md): cosine by
+    the largest |cosine|; each query term's BM25 gain counted above 3 × its chance gain, the
+    evidence by the best candidate's; λ = 0.5 times the median scaled cosine; ties by sequence,
+    then id."""
     if not rows:
         return []
     matrix = np.stack([r["embedding"].to_numpy() for r in rows]).astype(np.float64)
@@ -464,25 +465,34 @@ def hand_fuse(rows: list[Any], query: np.ndarray, terms: list[str], k: int) -> l
     cos = np.clip(np.divide(matrix @ q, norms, out=np.zeros(len(rows)), where=norms > 0), -1, 1)
     docs, total = int(rows[0]["docs"]), int(rows[0]["len"])
     weights = [
-        (t, math.log(1.0 + (docs - df + 0.5) / (df + 0.5)))
+        (t, math.log(1.0 + (docs - df + 0.5) / (df + 0.5)), df / docs)
         for t, df in zip(terms, rows[0]["df"] or [], strict=True)
         if df > 0
     ]
-    bm25 = np.zeros(len(rows))
+    evidence = np.zeros(len(rows))
     if weights:
         average = total / docs
         for j, r in enumerate(rows):
             counts, length = _profile(r["text"])
             norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / average)
-            bm25[j] = sum(
-                w * counts[t] * (BM25_K1 + 1.0) / (counts[t] + norm)
-                for t, w in weights
+            unit = (BM25_K1 + 1.0) / (1.0 + norm)
+            evidence[j] = sum(
+                max(
+                    0.0,
+                    w * counts[t] * (BM25_K1 + 1.0) / (counts[t] + norm)
+                    - DEFAULT_CHANCE_MARGIN
+                    * w
+                    * (1.0 - (1.0 - share) ** (length / average))
+                    * unit,
+                )
+                for t, w, share in weights
                 if t in counts
             )
     top_cos = float(np.abs(cos).max()) or 1.0
-    top_bm25 = max(float(bm25.max()), sum(w for _, w in weights)) or 1.0
-    lam = DEFAULT_LEXICAL_WEIGHT
-    score = np.clip((1.0 - lam) * (cos / top_cos) + lam * (bm25 / top_bm25), -1.0, 1.0)
+    dense = cos / top_cos
+    lexical = evidence / (float(evidence.max()) or 1.0)
+    lam = DEFAULT_LEXICAL_WEIGHT * min(1.0, max(0.0, float(np.median(dense))))
+    score = np.clip((1.0 - lam) * dense + lam * lexical, -1.0, 1.0)
     order = sorted(range(len(rows)), key=lambda j: (-score[j], rows[j]["sequence"], rows[j]["id"]))
     return [rows[j]["id"] for j in order[:k]]
 

@@ -187,7 +187,9 @@ class RecallScoring(_Input):
     @classmethod
     def _margin(cls, value: float) -> float:
         if not math.isfinite(value) or not 0.0 <= value <= MAX_CHANCE_MARGIN:
-            raise ValidationError(f"chance_margin must be a finite number in [0, {MAX_CHANCE_MARGIN:g}]")
+            raise ValidationError(
+                f"chance_margin must be a finite number in [0, {MAX_CHANCE_MARGIN:g}]"
+            )
         return value
 
     @field_validator("half_life_ms")

@@ -6,30 +6,43 @@ Everything that decides order happens here, in float64, so every backend orders 
 construction. :func:`fuse` is the hybrid fusion (recall and the RAG store's ``hybrid_query`` both
 use it); :func:`rerank` adds the opt-in recency and importance blend and the cut.
 
-Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 by default)::
+Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 by default; m =
+``chance_margin``, 3 by default)::
 
     semantic(d)   = cos(q, d)                               # true cosine, in [−1, 1], never clamped
-    bm25(d)       = BM25 of d for the query's distinct terms (prism_memory.lexical, scope statistics)
-    ideal         = Σ idf(t) over the query terms the scope holds
-                  = the BM25 of an average-length entry that holds each of them once
-    similarity(d) = (1 − λ)·semantic(d) / max_C |semantic|  +  λ·bm25(d) / max(max_C bm25, ideal)
+    dense(d)      = semantic(d) / max_C |semantic|
+    gain(t, d)    = idf(t)·tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avgdl))    # bm25(d) = Σ_t gain
+    chance(t, d)  = idf(t)·(1 − (1 − df(t)/N)^(|d| / avgdl))·(k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
+    evidence(d)   = Σ_{t ∈ q, tf(t, d) > 0} max(0, gain(t, d) − m·chance(t, d))
+    lexical(d)    = evidence(d) / max_C evidence
+    w             = λ · clamp(median_C dense, 0, 1)
+    similarity(d) = (1 − w)·dense(d) + w·lexical(d)
 
-Both signals are brought to a common scale before they are blended, so λ means the same for every
-query (MiniLM cosines of related text sit around 0.3–0.7; BM25 grows with idf and query length):
-
+* ``chance(t, d)`` is what term ``t`` adds to the BM25 of an entry of ``d``'s length that holds it
+  as a random entry of that length would (:func:`prism_memory.lexical.chance_bm25`). A term counts
+  only for what it adds above ``m`` times that: a term a third of the scope holds (a speaker's
+  name, the project's name) is no evidence at m = 3, and a long entry gets no credit for holding a
+  verbose query's common words, which it would by chance. m = 0 is plain BM25.
 * the dense signal is divided by the largest ``|cosine|`` among the candidates — the nearest
   candidate counts 1 and cosine order is kept exactly (a negative cosine stays below a smaller
-  negative one);
-* the lexical signal is divided by the better of the best candidate's BM25 and the *ideal* match's
-  BM25, so it reads "how close to a full match of the query", in [0, 1]. Dividing by the best
-  candidate alone would let a weak best match — a speaker's name, one common word — count as much
-  as the nearest vector; the ideal keeps it weak. A candidate with no query term has lexical 0.
+  negative one); the lexical evidence by the best candidate's, so both are in [0, 1] whatever the
+  query's length or the corpus.
+* the query's lexical weight ``w`` adapts to how sure the dense leg is: when the nearest candidate
+  stands far above the typical (median) one, the dense order is informative and the lexical signal
+  counts less; when the candidates sit close together, the lexical evidence decides more.
 
 An all-zero signal stays zero. The divisors depend on the extreme candidates and the corpus
-statistics only, so adding an entry that is neither the nearest (nor the farthest), nor the best
-lexical match changes no other candidate's score except through the statistics (idf, average
-length) it shifts. Only the candidates — never the whole scope — are scored, so a store never scans
-more than it selects.
+statistics only, and the weight on the candidates' median cosine: adding a candidate that is
+neither the nearest nor the best lexical match changes another candidate's scaled signals only
+through the statistics (idf, average length) it shifts, and its similarity only through those and
+the median. Only the candidates — never the whole scope — are scored, so a store never scans more
+than it selects.
+
+Why (measured on the LoCoMo and BEAM development splits, docs/retrieval.md): with plain BM25 and a
+fixed λ the lexical leg let long assistant messages, holding many of a verbose request's common
+words, crowd out the short message that stated the rule: on BEAM the fusion fell 8 points below
+cosine alone. The chance margin and the adaptive weight keep LoCoMo's gains (names and rare words
+matter there) and put BEAM above cosine.
 
 With normalised weights ``r`` (recency) and ``i`` (importance)::
 
@@ -167,12 +180,6 @@ def _scale(largest: float) -> float:
     return largest if largest > 0.0 else 1.0
 
 
-def _lexical_scale(best: float, ideal: float) -> float:
-    """The divisor of the lexical evidence: the best candidate's (1 when there is none)."""
-    del ideal  # kept by the caller for the explanation only
-    return _scale(best)
-
-
 @dataclass(frozen=True, slots=True)
 class _Scores:
     """The fusion's scores of ``n`` candidates, as float64 arrays in candidate order."""
@@ -208,11 +215,10 @@ def _bm25s(
     stats: CorpusStats,
     margin: float,
     given: Sequence[_Profile | None] | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
-    """:func:`~prism_memory.lexical.bm25` of each of ``texts``, its lexical *evidence*, and
-    :func:`~prism_memory.lexical.ideal_bm25`, vectorised. ``given`` may hold the texts'
-    ``(term counts, length)`` (``None``: tokenize that text); their counts must cover every term
-    of ``terms`` that ``stats`` gives a document frequency.
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`~prism_memory.lexical.bm25` of each of ``texts`` and its lexical *evidence*, vectorised.
+    ``given`` may hold the texts' ``(term counts, length)`` (``None``: tokenize that text); their
+    counts must cover every term of ``terms`` that ``stats`` gives a document frequency.
 
     The evidence is ``Σ_t max(0, gain(t, d) − margin·chance(t, d))`` over the query terms ``d``
     holds: each term's BM25 gain above ``margin`` times what an entry of ``d``'s length gets from it
@@ -223,9 +229,8 @@ def _bm25s(
     weights = term_weights(terms, stats)
     total = np.zeros(len(texts), dtype=np.float64)
     evidence = np.zeros(len(texts), dtype=np.float64)
-    ideal = 0.0
     if not weights:
-        return total, evidence, ideal
+        return total, evidence
     profiles = _profiles(texts, given)
     lengths = np.array([length for _, length in profiles], dtype=np.float64)
     frequencies = np.array(
@@ -242,17 +247,19 @@ def _bm25s(
     # chance[t, d]: what term t would add to a text of d's length holding it as a random one would
     ratio = lengths / average if average > 0.0 else np.zeros(len(texts), dtype=np.float64)
     shares = np.array(
-        [[min(stats.frequency(term), stats.documents) / max(stats.documents, 1)] for term, _ in weights],
+        [
+            [min(stats.frequency(term), stats.documents) / max(stats.documents, 1)]
+            for term, _ in weights
+        ],
         dtype=np.float64,
     )
     unit = (BM25_K1 + 1.0) / (1.0 + norm)
     chance = idfs * (1.0 - np.power(1.0 - shares, ratio)) * unit
     surplus = np.where(frequencies > 0.0, np.maximum(0.0, gains - margin * chance), 0.0)
-    for gain, extra, (_, weight) in zip(gains, surplus, weights, strict=True):  # sorted order
+    for gain, extra in zip(gains, surplus, strict=True):  # in sorted term order
         total += gain
         evidence += extra
-        ideal += weight
-    return total, evidence, ideal
+    return total, evidence
 
 
 def _score(
@@ -273,10 +280,10 @@ def _score(
         stats, profiles = corpus_stats(texts, terms), None
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
     semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
-    raw, evidence, ideal = _bm25s(terms, texts, stats, chance_margin, profiles)
+    raw, evidence = _bm25s(terms, texts, stats, chance_margin, profiles)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     dense = semantic / semantic_scale
-    bm25_scale = _lexical_scale(float(evidence.max()), ideal)
+    bm25_scale = _scale(float(evidence.max()))
     lexical = evidence / bm25_scale
     weight = lexical_weight * min(1.0, max(0.0, float(np.median(dense))))
     blend = (1.0 - weight) * dense + weight * lexical

@@ -137,11 +137,33 @@ async def search_candidates_carry_the_stored_records(kit: ConformanceKit) -> Non
     await memory.aclose()
 
 
+async def recall_counts_a_term_most_entries_hold_as_no_evidence(kit: ConformanceKit) -> None:
+    """A query term a third or more of the scope holds is no lexical evidence (the chance margin):
+    its BM25 is reported and discounted in full, and it cannot lift a long entry above the one that
+    holds the rare term -- the scope statistics must be the store's own for this to hold."""
+    case = _Case(kit)
+    memory = case.memory()
+    long_text = "project " + " ".join(f"note{i}" for i in range(60))  # "project" once, long
+    await memory.remember(
+        [{"id": "rare", "text": "the deadline is friday"}, {"id": "long", "text": long_text}]
+        + [{"id": f"n{i}", "text": f"project update {i}"} for i in range(6)],
+        wait=True,
+    )
+    hits = {h.id: h for h in (await memory.recall("project deadline", top_k=10)).hits}
+    _check({"rare", "long"} <= set(hits), f"both matches recalled: {sorted(hits)}")
+    long, rare = hits["long"], hits["rare"]
+    _check(long.bm25 > 0.0 and long.lexical == 0.0, "a common term is no evidence")
+    _check(long.bm25_chance == long.bm25, "and its BM25 is discounted in full")
+    _check(rare.lexical == 1.0 and rare.bm25_chance < rare.bm25, "the rare term is the evidence")
+    await memory.aclose()
+
+
 RANKING_CHECKS = {
     check.__name__: check
     for check in (
         search_reports_statistics_of_recallable_entries,
         recall_weighs_a_rare_term_above_a_common_one,
+        recall_counts_a_term_most_entries_hold_as_no_evidence,
         search_candidates_carry_the_stored_records,
     )
 }

@@ -208,8 +208,7 @@ def test_the_margin_zero_counts_every_match_in_full():
     cands = [candidate("dense", "nothing", vec(1, 0)), candidate("lexical", "zebra", vec(0.2, 1))]
     default = {f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra")}
     plain = {
-        f.id: f
-        for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra", chance_margin=0.0)
+        f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra", chance_margin=0.0)
     }
     assert default["lexical"].lexical == 0.0
     assert default["lexical"].bm25_chance == default["lexical"].bm25 > 0.0

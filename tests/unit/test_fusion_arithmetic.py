@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from prism_memory.lexical import CorpusStats
+from prism_memory.lexical import CorpusStats, chance_bm25
 from prism_memory.models import Candidate, MemoryRecord, RecallScoring
 from prism_memory.ranking import FusionCandidate, fuse, rerank
 
@@ -144,3 +144,30 @@ def test_equal_scores_with_equal_sequence_and_id_rank_the_more_similar_first():
     )
     assert [(h.score, h.similarity) for h in hits] == [(0.5, 1.0), (0.5, pytest.approx(0.6))]
     assert [h.record.thread_id for h in hits] == ["b", "a"]
+
+
+def test_the_chance_bm25_is_written_out_as_the_formula():
+    # N = 10, avgdl = 4; alpha in 2 documents, beta in 5; a document of the average length:
+    # p = df / N and (k1 + 1) / (1 + k1) = 1, so each term adds idf · df / N
+    stats = CorpusStats(10, 40, {"alpha": 2, "beta": 5})
+    expected = math.log(4.4) * 0.2 + math.log(2.0) * 0.5
+    assert chance_bm25(["alpha", "beta", "absent"], 4, stats) == pytest.approx(expected, rel=1e-12)
+    # a document of 8 terms (twice avgdl): p = 1 − (1 − df/N)^2, norm = 0.9 · (0.6 + 0.8) = 1.26
+    long = (math.log(4.4) * (1 - 0.8**2) + math.log(2.0) * (1 - 0.5**2)) * 1.9 / 2.26
+    assert chance_bm25(["alpha", "beta"], 8, stats) == pytest.approx(long, rel=1e-12)
+    assert chance_bm25(["alpha"], 3, CorpusStats()) == 0.0
+
+
+def test_the_fusion_discounts_the_chance_bm25_times_the_margin():
+    # every term's gain is above 3 × its chance gain: the discount is exactly 3 × chance_bm25
+    stats = CorpusStats(100, 400, {"alpha": 2, "beta": 3})
+    (only,) = fuse(
+        [candidate("both", "alpha beta gamma delta")],
+        query_vector=QUERY,
+        query_text="alpha beta",
+        stats=stats,
+    )
+    assert only.bm25_chance == pytest.approx(3 * chance_bm25(["alpha", "beta"], 4, stats), rel=1e-9)
+    assert only.bm25_chance == pytest.approx(
+        3 * (0.02 * math.log(1 + 98.5 / 2.5) + 0.03 * math.log(1 + 97.5 / 3.5)), rel=1e-12
+    )

@@ -229,6 +229,20 @@ def test_a_weight_outside_the_unit_interval_is_refused_by_name(field: str, value
         RecallScoring(**{field: value, "half_life_ms": 1000.0})
 
 
+@pytest.mark.parametrize("margin", [0.0, 1.0, 3.0, 10.0])
+def test_the_chance_margin_takes_zero_to_ten(margin: float):
+    assert RecallScoring(chance_margin=margin).chance_margin == margin
+    assert RecallScoring().chance_margin == 3.0
+
+
+@pytest.mark.parametrize("margin", [-0.01, 10.01, float("nan"), float("inf"), float("-inf")])
+def test_a_chance_margin_outside_zero_to_ten_is_refused_by_name(margin: float):
+    with pytest.raises(
+        ValidationError, match=r"^chance_margin must be a finite number in \[0, 10\]$"
+    ):
+        RecallScoring(chance_margin=margin)
+
+
 @pytest.mark.parametrize("half_life", [0.001, 0.5, 1.0, 86_400_000.0])
 def test_a_positive_half_life_is_kept(half_life: float):
     assert RecallScoring(half_life_ms=half_life).half_life_ms == half_life
