@@ -172,3 +172,20 @@ async def test_argument_errors_name_where_and_why_only() -> None:
         )
         message = await _error(client, "correct", id="x", text="y", thread_id="z")
         assert message.startswith("correct takes only: id, text;")
+
+
+async def test_the_instructions_and_the_id_argument() -> None:
+    async with Client(_server()) as client:
+        instructions = client.instructions or ""
+        assert instructions.startswith("Long-term memory of the current user and conversation.")
+        assert "no argument selects another" in instructions
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        entry_id = tools["correct"].input_schema["properties"]["id"]
+        assert entry_id["description"] == "a memory id from remember or recall"
+        assert (entry_id["minLength"], entry_id["maxLength"]) == (1, 256)
+        # one character is an id (unknown here); 257 are refused as arguments
+        missing = await _error(client, "revoke_consent", id="a")
+        assert missing.startswith("NotFoundError: ")
+        assert (await _call(client, "forget", ids=["b" * 256])) == {"deleted": 0}
+        too_long = await _error(client, "forget", ids=["b" * 257])
+        assert too_long.startswith("ValidationError: forget arguments rejected: ids.0: ")
