@@ -189,3 +189,19 @@ async def test_the_instructions_and_the_id_argument() -> None:
         assert (await _call(client, "forget", ids=["b" * 256])) == {"deleted": 0}
         too_long = await _error(client, "forget", ids=["b" * 257])
         assert too_long.startswith("ValidationError: forget arguments rejected: ids.0: ")
+
+
+async def test_the_tools_defaults() -> None:
+    """remember returns once its memories are searchable; recall gives 5 hits and export pages of
+    100 unless asked otherwise."""
+    async with Client(_server()) as client:
+        texts = [f"Ada's fact number {n} about violins" for n in range(100)]
+        first = await _call(client, "remember", texts=texts)
+        assert first["pending"] == []
+        assert len(first["ids"]) == 100
+        await _call(client, "remember", texts=["Ada's last fact about violins"])
+        hits = (await _call(client, "recall", query="Ada fact violins"))["hits"]
+        assert len(hits) == 5
+        page = await _call(client, "export_memory")
+        assert len(page["entries"]) == 100
+        assert page["next_cursor"] is not None
