@@ -205,3 +205,14 @@ async def test_the_tools_defaults() -> None:
         page = await _call(client, "export_memory")
         assert len(page["entries"]) == 100
         assert page["next_cursor"] is not None
+
+
+async def test_the_prompt_is_described() -> None:
+    async with Client(_server()) as client:
+        [prompt] = (await client.list_prompts()).prompts
+    assert prompt.name == "memory_context"
+    assert prompt.description == (
+        "The memory block for a system prompt: the working-memory document and the memories "
+        "relevant to `query`, in chronological order."
+    )
+    assert [(a.name, a.required) for a in prompt.arguments or []] == [("query", False)]
