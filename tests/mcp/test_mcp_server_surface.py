@@ -216,3 +216,37 @@ async def test_the_prompt_is_described() -> None:
         "relevant to `query`, in chronological order."
     )
     assert [(a.name, a.required) for a in prompt.arguments or []] == [("query", False)]
+
+
+def _descriptions(schema: dict[str, Any]) -> dict[str, str]:
+    """Every described property of an output schema (``$defs`` included), by name."""
+    found: dict[str, str] = {}
+    for part in [schema, *schema.get("$defs", {}).values()]:
+        for name, prop in part.get("properties", {}).items():
+            if "description" in prop:
+                found[f"{part.get('title')}.{name}"] = prop["description"]
+    return found
+
+
+async def test_what_the_results_say_about_themselves() -> None:
+    async with Client(_server()) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    described: dict[str, str] = {}
+    for tool in tools.values():
+        described.update(_descriptions(tool.output_schema or {}))
+    assert described == {
+        "RememberOutput.ids": "one id per remembered text, in order",
+        "RememberOutput.pending": (
+            "ids not yet searchable (their embedding failed and is being retried)"
+        ),
+        "Hit.id": "the memory's id, for forget / correct / revoke_consent",
+        "Hit.score": "overall rank score (similarity, recency, importance)",
+        "Hit.similarity": "how closely the text matches the query",
+        "Hit.scope": "thread: this conversation only; user/profile: follows the user",
+        "Hit.shared": "true when another conversation of this user owns it",
+        "Hit.visible": "consent in force (always true in recall results)",
+        "RecallOutput.pending": "memories of this conversation not yet searchable",
+        "ConsentResult.visible": "false: revoked, never recalled until restored",
+        "WorkingMemory.version": "0 before the first write; pass it as expected_version",
+        "ExportResult.next_cursor": "pass it back as cursor for the next page; null at the end",
+    }
