@@ -189,6 +189,7 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/postgres/_executor.py": [
         "tests/unit/test_executor_helpers.py",
         "tests/unit/test_replica_readiness.py",
+        "tests/postgres/test_read_retry.py",
         "tests/topology/test_pooler_session_state.py",
         "tests/topology/test_replica_routing.py",
         "tests/topology/test_replica.py",

@@ -172,3 +172,81 @@ async def test_argument_errors_name_where_and_why_only() -> None:
         )
         message = await _error(client, "correct", id="x", text="y", thread_id="z")
         assert message.startswith("correct takes only: id, text;")
+
+
+async def test_the_instructions_and_the_id_argument() -> None:
+    async with Client(_server()) as client:
+        instructions = client.instructions or ""
+        assert instructions.startswith("Long-term memory of the current user and conversation.")
+        assert "no argument selects another" in instructions
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        entry_id = tools["correct"].input_schema["properties"]["id"]
+        assert entry_id["description"] == "a memory id from remember or recall"
+        assert (entry_id["minLength"], entry_id["maxLength"]) == (1, 256)
+        # one character is an id (unknown here); 257 are refused as arguments
+        missing = await _error(client, "revoke_consent", id="a")
+        assert missing.startswith("NotFoundError: ")
+        assert (await _call(client, "forget", ids=["b" * 256])) == {"deleted": 0}
+        too_long = await _error(client, "forget", ids=["b" * 257])
+        assert too_long.startswith("ValidationError: forget arguments rejected: ids.0: ")
+
+
+async def test_the_tools_defaults() -> None:
+    """remember returns once its memories are searchable; recall gives 5 hits and export pages of
+    100 unless asked otherwise."""
+    async with Client(_server()) as client:
+        texts = [f"Ada's fact number {n} about violins" for n in range(100)]
+        first = await _call(client, "remember", texts=texts)
+        assert first["pending"] == []
+        assert len(first["ids"]) == 100
+        await _call(client, "remember", texts=["Ada's last fact about violins"])
+        hits = (await _call(client, "recall", query="Ada fact violins"))["hits"]
+        assert len(hits) == 5
+        page = await _call(client, "export_memory")
+        assert len(page["entries"]) == 100
+        assert page["next_cursor"] is not None
+
+
+async def test_the_prompt_is_described() -> None:
+    async with Client(_server()) as client:
+        [prompt] = (await client.list_prompts()).prompts
+    assert prompt.name == "memory_context"
+    assert prompt.description == (
+        "The memory block for a system prompt: the working-memory document and the memories "
+        "relevant to `query`, in chronological order."
+    )
+    assert [(a.name, a.required) for a in prompt.arguments or []] == [("query", False)]
+
+
+def _descriptions(schema: dict[str, Any]) -> dict[str, str]:
+    """Every described property of an output schema (``$defs`` included), by name."""
+    found: dict[str, str] = {}
+    for part in [schema, *schema.get("$defs", {}).values()]:
+        for name, prop in part.get("properties", {}).items():
+            if "description" in prop:
+                found[f"{part.get('title')}.{name}"] = prop["description"]
+    return found
+
+
+async def test_what_the_results_say_about_themselves() -> None:
+    async with Client(_server()) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    described: dict[str, str] = {}
+    for tool in tools.values():
+        described.update(_descriptions(tool.output_schema or {}))
+    assert described == {
+        "RememberOutput.ids": "one id per remembered text, in order",
+        "RememberOutput.pending": (
+            "ids not yet searchable (their embedding failed and is being retried)"
+        ),
+        "Hit.id": "the memory's id, for forget / correct / revoke_consent",
+        "Hit.score": "overall rank score (similarity, recency, importance)",
+        "Hit.similarity": "how closely the text matches the query",
+        "Hit.scope": "thread: this conversation only; user/profile: follows the user",
+        "Hit.shared": "true when another conversation of this user owns it",
+        "Hit.visible": "consent in force (always true in recall results)",
+        "RecallOutput.pending": "memories of this conversation not yet searchable",
+        "ConsentResult.visible": "false: revoked, never recalled until restored",
+        "WorkingMemory.version": "0 before the first write; pass it as expected_version",
+        "ExportResult.next_cursor": "pass it back as cursor for the next page; null at the end",
+    }

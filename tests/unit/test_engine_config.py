@@ -196,3 +196,46 @@ def test_checkin_marks_when_a_connection_was_last_used() -> None:
     assert kept.info[_engine._LAST_USED] == 12.5
     assert _engine._KEPT_SINCE not in kept.info
     _engine._on_checkin(None, None)  # a connection already detached: nothing to mark
+
+
+class _CapturedError(Exception):
+    """Raised by the connect hook below: the connection parameters, and no network."""
+
+
+async def _connect_parameters(engine: Any) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def capture(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        seen.update(cparams)
+        raise _CapturedError
+
+    event.listen(engine.sync_engine, "do_connect", capture)
+    with pytest.raises(_CapturedError):
+        async with engine.connect():
+            pass
+    return seen
+
+
+async def test_what_each_mode_asks_of_the_server() -> None:
+    session = await _connect_parameters(create_engine(URL, connect_args={"timeout": 7}))
+    assert session["timeout"] == 7  # the caller's own arguments are kept
+    assert session["server_settings"] == _engine.SERVER_SETTINGS
+    assert _engine.SERVER_SETTINGS == {
+        "application_name": "prism_memory",
+        "plan_cache_mode": "auto",
+        "max_parallel_workers_per_gather": "0",
+    }
+    assert "statement_cache_size" not in session
+    pooled = await _connect_parameters(
+        create_engine(
+            URL,
+            pooling="transaction",
+            connect_args={"timeout": 7, "server_settings": {"search_path": "x"}},
+        )
+    )
+    assert pooled["timeout"] == 7
+    # only application_name: a pooler refuses other startup parameters (and the caller's own)
+    assert pooled["server_settings"] == {"application_name": "prism_memory", "search_path": "x"}
+    assert pooled["statement_cache_size"] == 0
+    assert pooled["prepared_statement_cache_size"] == 0
+    assert pooled["prepared_statement_name_func"]() == ""
