@@ -25,6 +25,7 @@ from .errors import (
     LineageCapError,
     NotFoundError,
     PrismMemoryError,
+    RerankerError,
     StorageError,
     ValidationError,
 )
@@ -50,6 +51,7 @@ from .models import (
     ShareGrant,
     WorkingMemoryRecord,
 )
+from .reranking import Reranker, check_reranker
 from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 
@@ -93,6 +95,8 @@ __all__ = [
     "RecallResult",
     "RecallScoring",
     "RememberResult",
+    "Reranker",
+    "RerankerError",
     "RetentionResult",
     "ShareGrant",
     "StorageError",
@@ -104,6 +108,7 @@ __all__ = [
     "approximate_tokens",
     "assert_finite_vector",
     "check_embedder",
+    "check_reranker",
     "create_memory",
     "embed_batched",
     "entry_digest",

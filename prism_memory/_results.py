@@ -225,6 +225,9 @@ class RecallHit:
     """The largest ``|cosine|`` among the candidates, which ``semantic`` was divided by (1 if 0)."""
     bm25_scale: float = 1.0
     """The divisor of ``bm25``: max(best candidate BM25, ideal match BM25), 1 when both are 0."""
+    rerank_score: float | None = None
+    """The reranker's score when a :class:`~prism_memory.reranking.Reranker` ordered this hit
+    (hits are then in this order, not ``score`` order); ``None`` without one."""
 
     @property
     def id(self) -> str:
@@ -257,7 +260,11 @@ class RecallExplanation:
     """λ of the fusion that produced ``similarity``."""
     how: Mapping[str, str] = field(default_factory=dict)
     """How each component was computed, with the numbers used (keys: semantic, lexical,
-    similarity, score)."""
+    similarity, score; and rerank when a reranker ordered the hits)."""
+    reranker: str | None = None
+    """The ``model`` of the reranker that ordered the hits, or ``None`` when none did."""
+    rerank_score: float | None = None
+    """That reranker's score of this hit (the order's key), or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
