@@ -26,10 +26,31 @@ from prism_memory.embedders import RetryPolicy  # noqa: E402
 from prism_memory.embedders.cross_encoder import SentenceTransformerReranker  # noqa: E402
 from prism_memory.errors import ConfigurationError, RerankerError  # noqa: E402
 
-WORDS = (
-    "the a user likes coffee tea garden rocket peanut allergy train leaves at nine "
-    "budget falcon project deploy friday weather report lunch pasta"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "user",
+    "likes",
+    "coffee",
+    "tea",
+    "garden",
+    "rocket",
+    "peanut",
+    "allergy",
+    "train",
+    "leaves",
+    "at",
+    "nine",
+    "budget",
+    "falcon",
+    "project",
+    "deploy",
+    "friday",
+    "weather",
+    "report",
+    "lunch",
+    "pasta",
+]
 TEXTS = [
     "the user likes coffee",
     "peanut allergy",
@@ -84,7 +105,8 @@ def _expected(direct, query: str, texts: list[str]) -> np.ndarray:
 async def test_scores_are_the_cross_encoders_own_one_per_text(tiny_model, direct):
     reranker = SentenceTransformerReranker(tiny_model, model_id="tiny-bert@test")
     scores = await reranker.rerank("coffee allergy", TEXTS)
-    assert isinstance(scores, list) and len(scores) == len(TEXTS)
+    assert isinstance(scores, list)
+    assert len(scores) == len(TEXTS)
     assert all(isinstance(score, float) for score in scores)
     np.testing.assert_allclose(scores, _expected(direct, "coffee allergy", TEXTS), rtol=1e-5)
     assert len(set(scores)) == len(scores)  # distinct: the order below is decided by them
