@@ -26,6 +26,7 @@ from .errors import (
     LineageCapError,
     NotFoundError,
     PrismMemoryError,
+    RerankerError,
     StorageError,
     ValidationError,
 )
@@ -51,6 +52,7 @@ from .models import (
     ShareGrant,
     WorkingMemoryRecord,
 )
+from .reranking import Reranker, check_reranker
 from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 
@@ -96,6 +98,8 @@ __all__ = [
     "RecallResult",
     "RecallScoring",
     "RememberResult",
+    "Reranker",
+    "RerankerError",
     "RetentionResult",
     "ShareGrant",
     "StorageError",
@@ -107,6 +111,7 @@ __all__ = [
     "approximate_tokens",
     "assert_finite_vector",
     "check_embedder",
+    "check_reranker",
     "create_memory",
     "embed_batched",
     "embed_whole",

@@ -255,6 +255,9 @@ class RecallHit:
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
     """The weight the lexical signal got in this recall's fusion (λ times the candidates' median
     normalised cosine): ``similarity = (1 − w)·semantic / semantic_scale + w·lexical``."""
+    rerank_score: float | None = None
+    """The reranker's score when a :class:`~prism_memory.reranking.Reranker` ordered this hit
+    (hits are then in this order, not ``score`` order); ``None`` without one."""
 
     @property
     def id(self) -> str:
@@ -287,7 +290,11 @@ class RecallExplanation:
     """λ of the fusion that produced ``similarity`` (the ceiling; ``how`` gives the weight used)."""
     how: Mapping[str, str] = field(default_factory=dict)
     """How each component was computed, with the numbers used (keys: semantic, lexical,
-    similarity, score)."""
+    similarity, score; and rerank when a reranker ordered the hits)."""
+    reranker: str | None = None
+    """The ``model`` of the reranker that ordered the hits, or ``None`` when none did."""
+    rerank_score: float | None = None
+    """That reranker's score of this hit (the order's key), or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)

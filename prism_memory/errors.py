@@ -22,6 +22,7 @@ __all__ = [
     "NotFoundError",
     "PrismMemoryError",
     "QualityGateError",
+    "RerankerError",
     "StorageError",
     "ValidationError",
 ]
@@ -113,6 +114,12 @@ class EmbedderError(PrismMemoryError):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class RerankerError(EmbedderError):
+    """A recall's reranker failed (its exception is the cause) or did not return one finite
+    score per text. An :class:`EmbedderError`, so one ``except`` covers every model a host
+    supplies; ``transient`` is true for the reranker's own exceptions."""
 
 
 class StorageError(PrismMemoryError):

@@ -21,7 +21,6 @@ from ._memory.core import (
     ModelGuard,
     OnInvalidate,
     check_aware,
-    maybe_await,
 )
 from ._memory.export import ExportService, check_identity
 from ._memory.governance import (
@@ -36,6 +35,7 @@ from ._memory.remember import EntryInput, RememberService
 from ._memory.session import IndexingSession
 from ._memory.sharing import SharingService, check_grant
 from ._memory.working_memory import WorkingService, check_update
+from ._processor import WorkingMemoryProcessor
 from .context import ContextProvider, TokenCounter
 from .embedding import Embedder, check_embedder, embedder_model
 from .entries import entry_digest
@@ -60,6 +60,7 @@ from .models import (
     parse,
 )
 from .redaction import Redactor, Scrubber
+from .reranking import Reranker, check_reranker
 from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 from .working import compile_validator
@@ -71,31 +72,6 @@ __all__ = [
     "create_memory",
     "entry_digest",
 ]
-
-
-class WorkingMemoryProcessor:
-    """Explicit, host-invoked working-memory updater. It never runs by itself.
-
-    ``extract(current_data, *args, **kwargs)`` returns the new document (or ``None`` for "no change");
-    :meth:`process` writes it with optimistic concurrency against the version it read.
-    """
-
-    def __init__(self, memory: Memory, extract: Callable[..., Any]) -> None:
-        if not callable(extract):
-            raise ConfigurationError("extract must be callable")
-        self._memory = memory
-        self._extract = extract
-
-    async def process(self, *args: Any, **kwargs: Any) -> WorkingMemoryRecord | None:
-        """Run ``extract`` over the current document and write its result, if any."""
-        current = await self._memory.get_working()
-        data = dict(current.data) if current is not None else {}
-        proposed = await maybe_await(self._extract(data, *args, **kwargs))
-        if proposed is None:
-            return current
-        return await self._memory.update_working(
-            proposed, expected_version=current.version if current is not None else 0
-        )
 
 
 class Memory:
@@ -126,6 +102,7 @@ class Memory:
         indexing: IndexingPolicy,
         clock: Callable[[], datetime],
         next_embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.resource_id = resource_id
@@ -163,6 +140,7 @@ class Memory:
             else NextModelWriter(
                 vector_store, next_embedder, batch_size=limits.embed_batch, clock=clock
             ),
+            reranker=reranker,
         )
         self._session = session = IndexingSession(ctx)
         self._models = models = ModelGuard(ctx)
@@ -269,6 +247,7 @@ class Memory:
         share_from_parent_thread_id: str | None = None,
         include_pending: bool | float = False,
         scope: Literal["thread", "resource"] = "thread",
+        reranker: Reranker | None = None,
     ) -> RecallResult:
         """Recall the entries most similar to ``query`` (similarity + lexical; see :mod:`prism_memory.ranking`).
 
@@ -287,6 +266,10 @@ class Memory:
         across conversations); ``"thread"`` entries never leave their thread. Every exclusion rule
         applies to them unchanged, and such hits come back with ``shared=True`` (they stay owned,
         forgotten and exported by their own thread). ``pending`` still counts this thread only.
+
+        ``reranker`` (default: the memory's own, if any) reorders the best fused candidates before
+        the cut to ``top_k``; it is only shown entries that passed every rule above
+        (:mod:`prism_memory.reranking`, docs/reranking.md).
         """
         checked = RecallQuery.check(
             self._ctx,
@@ -299,6 +282,7 @@ class Memory:
             share_from_parent_thread_id=share_from_parent_thread_id,
             include_pending=include_pending,
             scope=scope,
+            reranker=reranker,
         )
         return await self._recall.recall(checked)
 
@@ -527,6 +511,7 @@ def create_memory(
     indexing: IndexingPolicy | None = None,
     clock: Callable[[], datetime] | None = None,
     next_embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
 ) -> Memory:
     """Create the memory of one scope. Stores default to fresh in-memory reference adapters.
 
@@ -540,6 +525,9 @@ def create_memory(
     switches, recall embeds its queries with it. Its ``model`` must be set and differ from
     ``embedder``'s; its width must be the shadow generation's
     (:class:`~prism_memory.errors.DimensionMismatchError` before any write).
+
+    ``reranker`` (a :class:`~prism_memory.reranking.Reranker`) reorders every recall's best fused
+    candidates before the cut to ``top_k`` (docs/reranking.md); ``None`` keeps the fusion's order.
     """
     tenant = check_key(tenant_id, "tenant_id")
     resource = check_key(resource_id, "resource_id")
@@ -591,4 +579,5 @@ def create_memory(
         indexing=indexing or IndexingPolicy(),
         clock=clock or utcnow,
         next_embedder=next_embedder,
+        reranker=None if reranker is None else check_reranker(reranker),
     )

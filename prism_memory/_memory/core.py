@@ -24,6 +24,7 @@ from ..indexing.generations import NextModelWriter
 from ..limits import Limits
 from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
+from ..reranking import Reranker
 from ..stores.base import RecallFilter, VectorGenerations, VectorStore, WorkingStore
 from ..windows import embed_whole
 
@@ -60,8 +61,8 @@ def check_aware(value: object, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
-    """One memory's scope, stores, embedder (and a migration's next one), limits, scrubber,
-    clock, policy and hooks."""
+    """One memory's scope, stores, embedder (and a migration's next one), reranker, limits,
+    scrubber, clock, policy and hooks."""
 
     tenant_id: str
     resource_id: str
@@ -86,6 +87,8 @@ class MemoryContext:
     """The model of a migration in progress (``create_memory(next_embedder=...)``)."""
     next_writer: NextModelWriter | None = None
     """Writes ``next_embedder``'s vectors into the store's shadow generation of its model."""
+    reranker: Reranker | None = None
+    """Reorders recall's best fused candidates (``create_memory(reranker=...)``), or ``None``."""
     scope: MemoryIdentity | None = field(init=False)
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ from ..models import (
 )
 from ..ranking import chronological, rerank
 from ..ranking import explain as explain_hits
+from ..reranking import Reranker, check_reranker, explain_reranked, rerank_count, rerank_hits
 from ..stores.base import SearchRequest
 from .core import MemoryContext, ModelGuard
 from .generations import MAX_MODEL_ROUNDS, ActiveModel
@@ -133,6 +134,8 @@ class RecallQuery:
     wait: float
     """How long to wait first for this memory's own pending writes (0: not at all)."""
     resource_wide: bool
+    reranker: Reranker | None = None
+    """The call's reranker, else the memory's (``None``: the fusion's order alone)."""
 
     @classmethod
     def check(
@@ -148,6 +151,7 @@ class RecallQuery:
         share_from_parent_thread_id: str | None,
         include_pending: bool | float,
         scope: str,
+        reranker: Reranker | None = None,
     ) -> RecallQuery:
         """The arguments of :meth:`Memory.recall <prism_memory.memory.Memory.recall>`, checked
         against ``ctx``'s scope and limits (typed errors that never repeat the query)."""
@@ -184,6 +188,7 @@ class RecallQuery:
             shared_thread=shared_thread,
             wait=pending_wait(include_pending),
             resource_wide=resource_wide,
+            reranker=ctx.reranker if reranker is None else check_reranker(reranker),
         )
 
 
@@ -229,11 +234,17 @@ class RecallService:
                 break
         self._models.check_candidates(found.candidates, model)
         await profile_candidates(found.candidates)
+        reranker = query.reranker  # shown the fused best (rerank_count of them), then the cut
+        cut = (
+            query.top_k
+            if reranker is None
+            else rerank_count(reranker, query.top_k, 4 * query.top_k)
+        )
         hits = rerank(
             found.candidates,
             query_vector=vector,
             query_text=query.text,
-            top_k=query.top_k,
+            top_k=cut,
             now=now,
             stats=found.stats,
             scoring=query.scoring,
@@ -246,6 +257,10 @@ class RecallService:
             ]
         if ctx.scrubber.active:
             hits = [replace(hit, record=ctx.scrubbed(hit.record)) for hit in hits]
+        reranked = None
+        if reranker is not None:  # the texts as they would leave the memory: scrubbed
+            reranked = await rerank_hits(reranker, query.text, hits, query.top_k)
+            hits = reranked.hits
         adjacent: tuple[MemoryRecord, ...] = ()
         own = [hit.record for hit in hits if not hit.shared]
         window = query.window
@@ -259,9 +274,12 @@ class RecallService:
         pending = found.pending  # counted by the search itself when the store can (one round trip)
         if pending is None:
             pending = await store.count_pending(identity)
+        explanations = explain_hits(hits, query.scoring) if query.explain else None
+        if explanations is not None and reranked is not None:
+            explanations = explain_reranked(explanations, reranked)
         return RecallResult(
             hits=tuple(hits),
             adjacent=adjacent,
-            explanations=explain_hits(hits, query.scoring) if query.explain else None,
+            explanations=explanations,
             pending=pending,
         )

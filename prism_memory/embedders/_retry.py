@@ -6,6 +6,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from ..limits import CEILINGS
 from ..models import Vector
 
 __all__ = ["RetryPolicy", "check_batch_size", "check_vectors", "retrying"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +85,7 @@ class Transient(Exception):  # noqa: N818 - an internal signal, never raised to 
         self.retry_after = retry_after
 
 
-async def retrying(
-    attempt: Callable[[], Awaitable[Vector]], policy: RetryPolicy, what: str
-) -> Vector:
+async def retrying(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, what: str) -> T:
     """Run ``attempt`` under the policy's timeout, retrying :class:`Transient` failures and
     timeouts with backoff. Exhausted retries raise :class:`EmbedderError` (``transient=True``);
     every other error passes through; cancellation is never swallowed."""

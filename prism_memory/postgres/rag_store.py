@@ -502,6 +502,9 @@ class RagSession(RagOperations):
 
 _NO_TEXT: Final = object()
 """A read without a lexical text (``query``)."""
+_NO_TOP_K: Final = object()
+"""A read without a cut (``lexical_stats``): ``query`` and ``lexical_query`` always pass theirs,
+so a ``top_k`` of ``None`` is checked (and refused) like any other bad value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,11 +526,11 @@ class _Read:
         filter: Mapping[str, JsonScalar] | None,
         authorization: Authorization,
         *,
-        top_k: int | None = None,
+        top_k: object = _NO_TOP_K,
         text: object = _NO_TEXT,
     ) -> _Read:
         scope = resolve_scope(scope)
-        if top_k is not None:
+        if top_k is not _NO_TOP_K:
             check_top_k(top_k)
         terms = lexical_terms(text) if text is not _NO_TEXT else ()
         auth = check_authorization(authorization)

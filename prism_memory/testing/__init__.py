@@ -34,6 +34,7 @@ from ._rag_conformance import (
     run_rag_conformance,
     run_rag_conformance_check,
 )
+from ._reranking import RecordingReranker
 
 __all__ = [
     "CONFORMANCE_CHECKS",
@@ -51,6 +52,7 @@ __all__ = [
     "NonFiniteEmbedder",
     "RagConformanceKit",
     "RagKitFactory",
+    "RecordingReranker",
     "check_roles",
     "checks_for_roles",
     "run_conformance_check",

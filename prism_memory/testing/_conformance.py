@@ -26,6 +26,7 @@ from ._long_entries import LONG_ENTRY_CHECKS
 from ._prompt import PROMPT_CHECKS
 from ._ranking import RANKING_CHECKS
 from ._recall import RECALL_CHECKS
+from ._reranking import RERANK_CHECKS
 from ._roles import CORE_ROLES, MEMORY_ROLES, ROLE_CHECKS, check_roles, checks_for_roles
 from ._scopes import SCOPE_CHECKS
 from ._support import ConformanceError, ConformanceKit, KitFactory, _run_each
@@ -57,6 +58,8 @@ CONFORMANCE_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     # the governance invariants, one check per defect class
     **GOVERNANCE_CHECKS,
     **RANKING_CHECKS,
+    # the optional reranking stage: what it sees, how it orders, how it fails
+    **RERANK_CHECKS,
     # shared indexing: one task per store and embedder, members, turns, the many-thread claim
     **INDEXING_CHECKS,
     # the agent-facing checks (embedding model, read-after-write, resource-wide recall)

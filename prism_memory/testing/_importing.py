@@ -21,7 +21,15 @@ from ..importing import ImportLineError, import_entries
 from ..models import MemoryConsent, MemoryIdentity
 from ._conformance_agents import _NamedEmbedder
 from ._importing_sources import IMPORT_SOURCE_CHECKS
-from ._support import ConformanceKit, _Case, _check, _ids, _raises, _write_refused_or_done
+from ._support import (
+    ConformanceKit,
+    _Case,
+    _check,
+    _forget_threads,
+    _ids,
+    _raises,
+    _write_refused_or_done,
+)
 
 __all__ = ["IMPORT_CHECKS", "IMPORT_RACES", "race_import_against_forget"]
 
@@ -380,6 +388,7 @@ async def import_checks_the_threads_model(kit: ConformanceKit) -> None:
     _check(report.inserted == 2, f"the thread's own model imports: {report}")
     records = await store.get_entries(t1, ["d2"])
     _check(records[0].embedding_model == "model-a@1", "its model is recorded")
+    await _forget_threads(case, "t-1", "t-2")  # model-a@1's vectors: leave the store as found
 
 
 IMPORT_RACES = 24

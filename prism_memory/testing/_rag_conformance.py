@@ -214,6 +214,20 @@ async def id_collections_and_bad_arguments_raise_alike(kit: RagConformanceKit) -
     ]
     for error, call, label in bad_calls:
         await _raises(error, call(), label)
+    # top_k on both legs: an integer in [1, 32]; None is no "every match" on any store
+    q0 = _unit(case.width, 0)
+    wrong_k: list[tuple[Any, type[BaseException]]] = [
+        (None, ValidationError),
+        ("3", ValidationError),
+        (True, ValidationError),
+        (1.5, ValidationError),
+        (0, ValidationError),
+        (33, CapExceededError),
+    ]
+    for top_k, error in wrong_k:
+        await _raises(error, store.query(scope, embedding=q0, top_k=top_k), f"query {top_k!r}")
+        lexical = store.lexical_query(scope, text="salaries", top_k=top_k)
+        await _raises(error, lexical, f"lexical_query {top_k!r}")
     grants = await store.get_source_access(scope, "hr")
     _check(
         grants is not None and grants.principal_ids == ("bob",) and not grants.group_ids,

@@ -54,11 +54,13 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "generation_vectors_go_with_their_entry",
         "next_embedder_writes_keep_the_generation_complete",
         "a_corrected_long_entry_is_searchable_past_its_window",
+        "reranker_sees_only_recallable_entries",
     ),
     # ShareGrants: Memory.share and recall over a parent's shared entries
     "shares": (
         "sharing_is_parent_to_child_only",
         "resource_recall_keeps_every_exclusion_rule",
+        "reranker_sees_only_recallable_entries",
     ),
     # the WorkingStore: working memory and the prompt built from it
     "working": (

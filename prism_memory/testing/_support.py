@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..embedding import Embedder
-from ..errors import ValidationError
+from ..errors import ConfigurationError, ValidationError
 from ..indexing import IndexingPolicy
 from ..memory import Memory, create_memory
 from ..stores.base import VectorStore, WorkingStore
@@ -83,6 +83,21 @@ class _Case:
             working_store=self.kit.working_store,
             **options,
         )
+
+
+async def _forget_threads(case: _Case, *threads: str) -> None:
+    """Delete every entry of ``threads`` (of the check's tenant): a check that stored vectors of
+    another model than the kit's embedder leaves the store as it found it, so a later check on
+    the same stores -- the store-wide generations ones -- never meets them. A store that keeps no
+    governance (so cannot delete) keeps them."""
+    for thread in threads:
+        memory = case.memory(thread=thread)
+        try:
+            await memory.forget()
+        except ConfigurationError:  # an adapter without the governance role
+            pass
+        finally:
+            await memory.aclose()
 
 
 def _check(condition: bool, message: str) -> None:

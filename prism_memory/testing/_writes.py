@@ -19,7 +19,7 @@ from ..errors import DimensionMismatchError, EmbedderError, IndexingError, Inval
 from ..models import MemoryConsent, MemoryIdentity
 from ..stores.base import GovernanceChange, MetadataPatch, NewEntry
 from ._fixtures import FlakyEmbedder
-from ._support import ConformanceKit, _Case, _check, _ids, _raises
+from ._support import ConformanceKit, _Case, _check, _forget_threads, _ids, _raises
 
 __all__ = ["WRITE_CHECKS"]
 
@@ -102,6 +102,7 @@ async def put_entries_with_vectors_stores_rows_indexed(kit: ConformanceKit) -> N
     _check(await store.known_ids(scope, ["e"]) == set(), "a rejected write stored nothing")
     _check(await store.count_by_thread(scope) == 4, "four rows in all")
     await memory.aclose()
+    await _forget_threads(case, "thread-1")  # "d" holds another model's vector: store-wide
 
 
 async def a_batch_of_stored_and_new_ids_numbers_the_new_ones_without_a_gap(

@@ -13,7 +13,7 @@ from mcp import Client
 from prism_memory import HashEmbedder
 from prism_memory.errors import ConfigurationError
 from prism_memory.integrations.mcp import McpIdentity, PrismMcpServer
-from prism_memory.integrations.mcp._server import INSTRUCTIONS, _one_line
+from prism_memory.integrations.mcp._server import _one_line
 from prism_memory.limits import Limits
 
 ADA = McpIdentity("tenant-a", "ada", "chat-1")
@@ -75,7 +75,11 @@ async def test_without_an_identity_a_stdio_call_is_refused() -> None:
 
 async def test_the_tools_hints_and_the_instructions() -> None:
     async with Client(_server()) as client:
-        assert client.instructions == INSTRUCTIONS
+        # working memory is the user's by default (create_memory's working_scope="resource")
+        assert client.instructions is not None
+        assert "Call `recall` before answering" in client.instructions
+        assert "one document shared by all their conversations" in client.instructions
+        assert "no argument selects another" in client.instructions
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
     assert read_only == {"recall", "get_working_memory", "export_memory"}

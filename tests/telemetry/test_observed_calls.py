@@ -25,7 +25,7 @@ from .conftest import Telemetry
 COUNT = "gen_ai.memory.record.count"
 TOP_K = "gen_ai.request.top_k"
 RECORDS = "gen_ai.memory.records"
-QUERY = "gen_ai.retrieval.query.text"
+QUERY = "gen_ai.memory.query.text"
 FUNCTION = "code.function.name"
 OPERATION = "gen_ai.operation.name"
 REFUSALS = "prism_memory.refusals"
@@ -96,8 +96,8 @@ async def test_the_record_count_of_each_kind_of_result(otel: Telemetry) -> None:
     assert _span(otel, "Memory.index_status").attributes[COUNT] == 2  # a mapping: its length
     assert _span(otel, "Memory.recall").attributes[COUNT] == len(hits.hits) == 1
     assert _span(otel, "Memory.forget").attributes[COUNT] == 1  # an int: itself
-    for function in ("Memory.get", "Memory.update_working"):  # a record: no count
-        assert COUNT not in _span(otel, function).attributes
+    for function in ("Memory.get", "Memory.update_working"):  # one record: counts 1
+        assert _span(otel, function).attributes[COUNT] == 1
     assert _span(otel, "Memory.export_memory").attributes[COUNT] == 1  # its entries
     assert _span(otel, "Memory.rebuild_index").attributes[COUNT] == 1  # rebuilt
     assert _span(otel, "Memory.apply_retention").attributes[COUNT] == 1  # deleted
