@@ -248,7 +248,7 @@ def _bm25s(
     ratio = lengths / average if average > 0.0 else np.zeros(len(texts), dtype=np.float64)
     shares = np.array(
         [
-            [min(stats.frequency(term), stats.documents) / max(stats.documents, 1)]
+            [max(0, min(stats.frequency(term), stats.documents) - 1) / max(stats.documents - 1, 1)]
             for term, _ in weights
         ],
         dtype=np.float64,

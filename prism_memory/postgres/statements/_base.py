@@ -91,11 +91,14 @@ class TableSql:
             where = f"e.tenant_id = {tenant} AND ROW({rest}) >= ROW({', '.join(key[1:])})"
         return f"(SELECT {columns} FROM {self.entries} e WHERE {where} ORDER BY {mine} LIMIT 1)"
 
-    def stored_key(self, key: str, *, tenant: str | None = None) -> str:
-        """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`, ``tenant`` too) is
-        stored."""
+    def stored_key(
+        self, key: str | tuple[str, str, str, str], *, tenant: str | None = None
+    ) -> str:
+        """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`, ``tenant`` too, with the
+        key then in its four parts) is stored."""
         found = self.first_stored(key, self.key_of("e"), tenant=tenant)
-        return f"EXISTS (SELECT 1 FROM {found} AS e WHERE {self.is_key('e', key)})"
+        whole = key if isinstance(key, str) else ", ".join(key)
+        return f"EXISTS (SELECT 1 FROM {found} AS e WHERE {self.is_key('e', whole)})"
 
     def stored_of_ids(self, columns: str) -> str:
         """``FROM ... WHERE ...``: the stored entries of the thread's ``:ids`` (``:tenant``,

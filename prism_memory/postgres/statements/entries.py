@@ -93,7 +93,7 @@ class RowSql(TableSql):
             # the ids that exist: one descent of the primary key per row (stored_key)
             existing = (
                 "existing AS (SELECT i.id FROM unnest(CAST(:ids AS text[])) AS i(id) "
-                f"WHERE {self.stored_key(self.thread_key('i.id'), tenant=':tenant')}), "
+                f"WHERE {self.stored_key(self.thread_key_parts('i.id'), tenant=':tenant')}), "
             )
             new_only = "WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.id = i.id) "
             # no ON CONFLICT: under the lock ``existing`` is exact, and a speculative insertion

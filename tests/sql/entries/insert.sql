@@ -10,7 +10,7 @@ existing AS (SELECT i.id
         FROM (SELECT e.tenant_id, e.resource_id, e.thread_id, e.id
             FROM "prism_memory"."semantic_memory" e
             WHERE e.tenant_id = :tenant
-            AND ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), i.id)
+            AND ROW(e.resource_id, e.thread_id, e.id) >= ROW(CAST(:resource AS text), CAST(:thread AS text), i.id)
             ORDER BY e.tenant_id, e.resource_id, e.thread_id, e.id
             LIMIT 1) AS e
         WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) = ROW(CAST(:tenant AS text), CAST(:resource AS text), CAST(:thread AS text), i.id))),
