@@ -102,6 +102,7 @@ class Candidate:
         "text",
         "thread_id",
         "vector",
+        "windows",
     )
 
     vector: Vector
@@ -112,11 +113,14 @@ class Candidate:
     occurred_at: datetime
     importance: float
     embedding_model: str | None
+    windows: Vector | None
+    """The later windows' vectors of an entry longer than its embedder's window, as a
+    ``(k, width)`` matrix (:mod:`prism_memory.windows`); ``None`` for an entry within it."""
 
-    def __init__(self, record: MemoryRecord, vector: Vector) -> None:
+    def __init__(self, record: MemoryRecord, vector: Vector, windows: Vector | None = None) -> None:
         self._record: MemoryRecord | None = record
         self._build: Callable[[], MemoryRecord] | None = None
-        self.vector = vector
+        self.vector, self.windows = vector, windows
         self.thread_id, self.id, self.text = record.thread_id, record.id, record.text
         self.sequence, self.occurred_at = record.sequence, record.occurred_at
         self.importance, self.embedding_model = record.importance, record.embedding_model
@@ -134,10 +138,20 @@ class Candidate:
         importance: float,
         embedding_model: str | None,
         build: Callable[[], MemoryRecord],
+        windows: Vector | None = None,
     ) -> Candidate:
         """A candidate whose record ``build`` makes on first use; the fields must be the record's."""
         return deferred_candidate(
-            vector, thread_id, id, text, sequence, occurred_at, importance, embedding_model, build
+            vector,
+            thread_id,
+            id,
+            text,
+            sequence,
+            occurred_at,
+            importance,
+            embedding_model,
+            build,
+            windows,
         )
 
     @property
@@ -162,11 +176,13 @@ def deferred_candidate(
     importance: float,
     embedding_model: str | None,
     build: Callable[[], MemoryRecord],
+    windows: Vector | None = None,
 ) -> Candidate:
     """:meth:`Candidate.deferred`, positionally: a store decoding many rows calls it per row (no
     keyword parsing, no classmethod lookup)."""
     candidate = _new_candidate(Candidate)
     candidate._record, candidate._build, candidate.vector = None, build, vector
+    candidate.windows = windows
     candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
     candidate.sequence, candidate.occurred_at = sequence, occurred_at
     candidate.importance, candidate.embedding_model = importance, embedding_model

@@ -9,6 +9,8 @@ use it); :func:`rerank` adds the opt-in recency and importance blend and the cut
 Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 by default)::
 
     semantic(d)   = cos(q, d)                               # true cosine, in [−1, 1], never clamped
+                    # (an entry with later windows: max(cos(q, d), max_j cos(q, w_j) − δ),
+                    #  δ = prism_memory.windows.WINDOW_MARGIN)
     bm25(d)       = BM25 of d for the query's distinct terms (prism_memory.lexical, scope statistics)
     ideal         = Σ idf(t) over the query terms the scope holds
                   = the BM25 of an average-length entry that holds each of them once
@@ -50,6 +52,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ._windowed import WINDOW_MARGIN
 from .lexical import (
     BM25_B,
     BM25_K1,
@@ -100,6 +103,27 @@ def _cosines(query: Vector, matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.f
     values = np.where(denominators > 0.0, dots / safe, 0.0)
     clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(-1.0, values))
     return clamped
+
+
+def _effective(
+    semantic: npt.NDArray[np.float64], query: Vector, windows: Sequence[Vector | None]
+) -> npt.NDArray[np.float64]:
+    """Each candidate's ``effective_cos`` (:mod:`prism_memory.windows`): its first window's
+    cosine ``semantic``, or a later window's cosine less :data:`WINDOW_MARGIN` when that is
+    higher; candidates without windows keep ``semantic`` as it is (float64 throughout)."""
+    held = [(at, w) for at, w in enumerate(windows) if w is not None and len(w)]
+    if not held:
+        return semantic
+    stacked = np.concatenate([np.asarray(w, dtype=np.float64) for _, w in held])
+    cosines = _cosines(query, stacked)
+    effective = semantic.copy()
+    start = 0
+    for at, w in held:
+        best = float(cosines[start : start + len(w)].max()) - WINDOW_MARGIN
+        start += len(w)
+        if best > effective[at]:
+            effective[at] = best
+    return effective
 
 
 def cosine(query: Vector, vector: Vector) -> float:
@@ -212,13 +236,17 @@ def _score(
     query_text: str,
     stats: CorpusStats | None,
     lexical_weight: float,
+    windows: Sequence[Vector | None] = (),
 ) -> _Scores:
-    """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product)."""
+    """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product);
+    ``windows``, when given, the later windows' vectors of each candidate (``None``: none)."""
     terms = query_terms(query_text)
     if stats is None:
         stats = corpus_stats(texts, terms)
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
     semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
+    if windows:
+        semantic = _effective(semantic, query_vector, windows)
     raw, ideal = _bm25s(terms, texts, stats)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     bm25_scale = _scale(max(float(raw.max()), ideal))
@@ -332,6 +360,7 @@ def rerank(
         query_text=query_text,
         stats=stats,
         lexical_weight=rules.lexical_weight,
+        windows=[c.windows for c in chosen],
     )
     half_life = rules.half_life_ms
     alone = w_recency == 0.0 and w_importance == 0.0
@@ -412,7 +441,11 @@ def explain(
             bm25=hit.bm25,
             lexical_weight=lam,
             how={
-                "semantic": "cosine(query vector, entry vector) in float64, in [-1, 1]",
+                "semantic": (
+                    "cosine(query vector, entry vector) in float64, in [-1, 1]; an entry longer "
+                    "than the embedder's window: max(that, best later window's cosine - "
+                    f"{WINDOW_MARGIN:g})"
+                ),
                 "lexical": (
                     f"bm25 / max(best candidate bm25, ideal match bm25) = {hit.bm25:.6g} / "
                     f"{hit.bm25_scale:.6g} (BM25 k1={BM25_K1:g} b={BM25_B:g}, recall scope's statistics)"

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._windowed import OwnVector
 from ..embedding import assert_finite_vector
 from ..errors import DimensionMismatchError, NotFoundError
 from ..models import MemoryIdentity, MemoryRecord, Vector
@@ -176,7 +177,7 @@ class EntryWriter:
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
@@ -296,7 +297,7 @@ class EntryWriter:
         if not rows:
             return 0, 0
         sql = EntrySql.for_tables(self._tables)
-        widths = {row.vector.shape[0] for row in rows if row.vector is not None}
+        widths = {own_parts(row.vector)[0].shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
             raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
         if widths:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._windowed import WINDOW_MARGIN, checked_own
 from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import tokenize
@@ -55,6 +56,10 @@ def _frozen_vector(vector: Vector) -> Vector:
     return stored
 
 
+_Own = tuple[Vector, Vector | None]
+"""An own vector as a row keeps it: the main vector and its later windows (``None``: none)."""
+
+
 @dataclass(slots=True)
 class _Row:
     """One stored entry plus the ledger fields the record does not expose."""
@@ -64,6 +69,15 @@ class _Row:
     claimed_by: str | None = None
     claimed_until: datetime | None = None
     next_attempt_at: datetime | None = None
+    windows: Vector | None = None
+    """The later windows' vectors of the own vector (:mod:`prism_memory.windows`), read-only."""
+
+    @classmethod
+    def of(cls, record: MemoryRecord, own: _Own | None) -> _Row:
+        """A row of ``record`` and its checked own vector and windows (``None``: no vector)."""
+        if own is None:
+            return cls(record)
+        return cls(record, own[0], windows=own[1])
 
 
 class _SearchIndex:
@@ -92,6 +106,10 @@ class _SearchIndex:
         "unit",
         "vectors",
         "width",
+        "window_owner",
+        "window_unit",
+        "windows",
+        "windows_held",
     )
 
     def __init__(self, width: int | None = None) -> None:
@@ -101,6 +119,14 @@ class _SearchIndex:
         promotion to a model of another width runs, and ranks those by model)."""
         self.records: list[MemoryRecord] = []
         self.vectors: list[Vector] = []
+        self.windows: list[Vector | None] = []
+        """Each slot's later windows (``None``: none), as stored."""
+        self.window_unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        """The L2-normalised later windows of every slot that has some, one row per window."""
+        self.window_owner: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)
+        """The slot of each row of ``window_unit``."""
+        self.windows_held = 0
+        """How many rows of ``window_unit`` are in use."""
         self.positions: dict[str, int] = {}
         """Entry id -> its live slot."""
         self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
@@ -143,9 +169,9 @@ class _SearchIndex:
             grown[: self.size] = old[: self.size]
             setattr(self, name, grown)
 
-    def add(self, record: MemoryRecord, vector: Vector) -> None:
-        """Append ``record`` (which passes the static rules) and its vector (left out when it is
-        not of the index's width)."""
+    def add(self, record: MemoryRecord, vector: Vector, windows: Vector | None = None) -> None:
+        """Append ``record`` (which passes the static rules), its vector and its later windows'
+        (left out when it is not of the index's width)."""
         if self.width is None:
             self.width = vector.shape[0]
         elif vector.shape[0] != self.width:
@@ -165,6 +191,9 @@ class _SearchIndex:
         self.travels[at] = travels(record)
         self.records.append(record)
         self.vectors.append(vector)
+        self.windows.append(windows)
+        if windows is not None:
+            self._add_windows(at, windows)
         self.positions[record.id] = at
         for term in dict.fromkeys(terms):
             slots = self.postings.get(term)
@@ -174,6 +203,33 @@ class _SearchIndex:
         self.size += 1
         self.live_length += len(terms)
         self.live = None
+
+    def _add_windows(self, at: int, windows: Vector) -> None:
+        count, width = windows.shape
+        held = self.windows_held
+        if held + count > self.window_unit.shape[0] or self.window_unit.shape[1] != width:
+            capacity = max(16, 2 * (held + count))
+            unit = np.zeros((capacity, width), dtype=np.float32)
+            owner = np.zeros(capacity, dtype=np.intp)
+            unit[:held], owner[:held] = self.window_unit[:held], self.window_owner[:held]
+            self.window_unit, self.window_owner = unit, owner
+        rows = windows.astype(np.float64)
+        norms = np.sqrt(np.add.reduce(rows * rows, axis=1))
+        safe = np.where(norms > 0.0, norms, 1.0)[:, None]
+        self.window_unit[held : held + count] = rows / safe
+        self.window_owner[held : held + count] = at
+        self.windows_held = held + count
+
+    def similarities(self, unit_query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Every slot's dense similarity to the L2-normalised query: its vector's cosine, or a
+        later window's less :data:`~prism_memory.windows.WINDOW_MARGIN` when that is higher
+        (float32, for selection; the re-rank recomputes it in float64)."""
+        scores = self.unit[: self.size] @ unit_query
+        held = self.windows_held
+        if held:
+            later = self.window_unit[:held] @ unit_query - np.float32(WINDOW_MARGIN)
+            np.maximum.at(scores, self.window_owner[:held], later)
+        return scores
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -312,7 +368,7 @@ class _Thread:
             and row.vector is not None
             and self.recallable(row.record, _STATIC_FILTER)
         ):
-            index.add(row.record, row.vector)
+            index.add(row.record, row.vector, row.windows)
         if index.dead > max(64, index.size // 2):
             self.index = None  # mostly dead slots: rebuild compactly on the next search
 
@@ -387,8 +443,9 @@ class _Thread:
             and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda item: (item[0].record.sequence, item[0].record.id))
-        for row, vector in rows:
-            index.add(replace(row.record, embedding_model=model), vector)
+        for row, vector in rows:  # the windows go with the own vector only
+            windows = row.windows if vector is row.vector else None
+            index.add(replace(row.record, embedding_model=model), vector, windows)
         return index
 
     def missing(self, model: str, primary: str | None) -> int:
@@ -409,7 +466,7 @@ class _Thread:
         rows.sort(key=lambda row: (row.record.sequence, row.record.id))
         for row in rows:
             assert row.vector is not None
-            index.add(row.record, row.vector)
+            index.add(row.record, row.vector, row.windows)
         return index
 
 
@@ -481,30 +538,38 @@ class _InMemoryState:
 
     def check_vectors(
         self, vectors: Iterable[tuple[object, str]], model: str | None = None
-    ) -> tuple[list[Vector], int | None]:
-        """Validate every vector (all of ``model``) against its width; store nothing (see
+    ) -> tuple[list[_Own], int | None]:
+        """Validate every own vector (all of ``model``) against its width; store nothing (see
         :meth:`check_model_vectors`)."""
         return self.check_model_vectors((vector, label, model) for vector, label in vectors)
 
     def check_model_vectors(
         self, vectors: Iterable[tuple[object, str, str | None]]
-    ) -> tuple[list[Vector], int | None]:
-        """Validate every vector against its model's width and return them with the store's
+    ) -> tuple[list[_Own], int | None]:
+        """Validate every own vector (and its later windows, :class:`~prism_memory.windows.
+        WindowedVector`) against its model's width and return them, frozen, with the store's
         width after the write; store nothing.
 
         A registered generation's model is held to its registered width (the store's width is
         left as it is); another model, or none, to the store's width (or the first such
         vector's, which becomes the store's)."""
         width = self.width
-        checked: list[Vector] = []
+        checked: list[_Own] = []
         for vector, label, model in vectors:
             generation = None if model is None else self.generations.get(model)
-            if generation is not None:
-                ok = assert_finite_vector(vector, label, expected_length=generation.width)
-            else:
-                ok = assert_finite_vector(vector, label, expected_length=width)
-                width = ok.shape[0]
-            checked.append(_frozen_vector(ok))
+            expected = generation.width if generation is not None else width
+
+            def check(
+                value: object, name: str, at: int | None, expected: int | None = expected
+            ) -> Vector:
+                return assert_finite_vector(value, name, expected_length=at or expected)
+
+            main, windows = checked_own(vector, label, check)
+            if generation is None:
+                width = main.shape[0]
+            checked.append(
+                (_frozen_vector(main), None if windows is None else _frozen_vector(windows))
+            )
         return checked, width
 
     def row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .._windowed import OwnVector
 from ..lexical import CorpusStats
 from ..models import (
     Candidate,
@@ -89,7 +90,7 @@ class ImportRow:
 
     scope: MemoryIdentity
     entry: NewEntry
-    vector: Vector | None
+    vector: OwnVector | None
     model: str | None
     """The vector's model (``None`` exactly when :attr:`vector` is)."""
     terms: tuple[str, ...] | None = None

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from .._windowed import OwnVector
 from ..errors import ConflictError
 from ..models import (
     IndexStatus,
@@ -108,7 +109,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (see :meth:`EntryStore.put_entries`)."""
@@ -151,7 +152,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
         scope: MemoryIdentity,
         entry_id: str,
         text: str,
-        vector: Vector,
+        vector: OwnVector,
         *,
         now: datetime,
         model: str | None = None,
@@ -173,7 +174,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
             embedding_model=model,
         )
         self._state.width = width
-        self._state.set_row(key, thread, _Row(record, checked))
+        self._state.set_row(key, thread, _Row.of(record, checked))
         return _export(record)
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
@@ -336,7 +337,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
 
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -378,7 +379,7 @@ class InMemoryVectorStore(GovernancePrimitives, VectorGenerations):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,

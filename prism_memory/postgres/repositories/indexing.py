@@ -8,7 +8,8 @@ from datetime import datetime
 
 from sqlalchemy import update
 
-from ...models import IndexStatus, MemoryIdentity, Vector
+from ..._windowed import OwnVector
+from ...models import IndexStatus, MemoryIdentity
 from ...stores.base import ClaimedEntry
 from .._engine import encode_vector
 from ..rows import claimed_entries, scope_params
@@ -90,7 +91,7 @@ class IndexingRepository(_Repository):
 
     async def complete(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -175,7 +176,7 @@ class IndexingRepository(_Repository):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         model: str | None = None,
     ) -> int:
         """Set vectors where the revision matches (one statement); count them."""

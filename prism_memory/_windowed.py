@@ -1,0 +1,77 @@
+"""The values of long entries that ranking and the stores share (a leaf: :mod:`prism_memory.windows`
+re-exports them with the embedding side)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from ._results import Vector
+from .errors import InvalidVectorError
+
+__all__ = [
+    "WINDOW_MARGIN",
+    "OwnVector",
+    "WindowedVector",
+    "checked_own",
+    "effective_cosine",
+    "own_parts",
+]
+
+WINDOW_MARGIN: Final = 0.15
+"""δ: what a later window's cosine gives up against the entry's first window's
+(:mod:`prism_memory.windows`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowedVector:
+    """The vectors of an entry longer than its embedder's window: ``vector``, its first window's
+    (the entry's main vector, 1-D float32), and ``windows``, the later windows' vectors as a
+    ``(k, width)`` float32 matrix, ``k >= 1``, in text order.
+
+    Stores take it wherever they take an entry's own vector (a plain vector: an entry within the
+    window) and keep the windows with the entry's own vector: replaced with it, gone with it."""
+
+    vector: Vector
+    windows: Vector
+
+
+def own_parts(vector: object) -> tuple[object, object | None]:
+    """An entry's own vector as given to a store -- a vector, or a :class:`WindowedVector` --
+    as its main vector and its later windows (``None``: none); nothing is checked here."""
+    if isinstance(vector, WindowedVector):
+        return vector.vector, vector.windows
+    return vector, None
+
+
+def effective_cosine(first: float, later: Sequence[float]) -> float:
+    """``max(first, max(later) - WINDOW_MARGIN)``: an entry's dense similarity from the cosine of
+    its first window and those of its later windows (none: ``first`` as it is)."""
+    if not later:
+        return first
+    return max(first, max(later) - WINDOW_MARGIN)
+
+
+OwnVector = Vector | WindowedVector
+"""An entry's own vector as the stores take it: a vector, or a :class:`WindowedVector`."""
+
+
+def checked_own(
+    vector: object, label: str, check: Callable[[object, str, int | None], Vector]
+) -> tuple[Vector, Vector | None]:
+    """An entry's own vector as given to a store, checked: its main vector by ``check(vector,
+    label, None)`` (a store's width check, e.g. :func:`~prism_memory.embedding.
+    assert_finite_vector` at the store's width) and each later window by ``check`` at the main
+    vector's width; the windows as one ``(k, width)`` float32 matrix, or ``None``."""
+    main, later = own_parts(vector)
+    first = check(main, label, None)
+    if later is None:
+        return first, None
+    if not isinstance(later, np.ndarray) or later.ndim != 2 or later.shape[0] == 0:
+        raise InvalidVectorError(f"{label}: the later windows must be a non-empty matrix")
+    width = first.shape[0]
+    rows = [check(row, f"{label}'s window {at + 1}", width) for at, row in enumerate(later)]
+    return first, np.stack(rows).astype(np.float32, copy=False)
