@@ -39,7 +39,11 @@ class WindowedVector:
     windows: Vector
 
 
-def own_parts(vector: object) -> tuple[object, object | None]:
+OwnVector = Vector | WindowedVector
+"""An entry's own vector as the stores take it: a vector, or a :class:`WindowedVector`."""
+
+
+def own_parts(vector: OwnVector) -> tuple[Vector, Vector | None]:
     """An entry's own vector as given to a store -- a vector, or a :class:`WindowedVector` --
     as its main vector and its later windows (``None``: none); nothing is checked here."""
     if isinstance(vector, WindowedVector):
@@ -55,10 +59,6 @@ def effective_cosine(first: float, later: Sequence[float]) -> float:
     return max(first, max(later) - WINDOW_MARGIN)
 
 
-OwnVector = Vector | WindowedVector
-"""An entry's own vector as the stores take it: a vector, or a :class:`WindowedVector`."""
-
-
 def checked_own(
     vector: object, label: str, check: Callable[[object, str, int | None], Vector]
 ) -> tuple[Vector, Vector | None]:
@@ -66,7 +66,9 @@ def checked_own(
     label, None)`` (a store's width check, e.g. :func:`~prism_memory.embedding.
     assert_finite_vector` at the store's width) and each later window by ``check`` at the main
     vector's width; the windows as one ``(k, width)`` float32 matrix, or ``None``."""
-    main, later = own_parts(vector)
+    main, later = (
+        (vector.vector, vector.windows) if isinstance(vector, WindowedVector) else (vector, None)
+    )
     first = check(main, label, None)
     if later is None:
         return first, None

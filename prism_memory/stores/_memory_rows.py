@@ -211,7 +211,8 @@ class _SearchIndex:
             capacity = max(16, 2 * (held + count))
             unit = np.zeros((capacity, width), dtype=np.float32)
             owner = np.zeros(capacity, dtype=np.intp)
-            unit[:held], owner[:held] = self.window_unit[:held], self.window_owner[:held]
+            if held:
+                unit[:held], owner[:held] = self.window_unit[:held], self.window_owner[:held]
             self.window_unit, self.window_owner = unit, owner
         rows = windows.astype(np.float64)
         norms = np.sqrt(np.add.reduce(rows * rows, axis=1))

@@ -148,6 +148,18 @@ class TableSql:
 
 
 @functools.lru_cache(maxsize=256)
+def windows_of(ordinal: str) -> str:
+    """The ``vector[]`` of the later windows bound for the row of ordinal ``ordinal`` (SQL): the
+    statement's ``:windows`` (every later window of the batch, in order) whose ``:window_rows``
+    entry is that ordinal; NULL for a row without any (an empty batch of windows costs one empty
+    scan per row)."""
+    return (
+        "(SELECT array_agg(w.v ORDER BY w.n) FROM unnest(CAST(:windows AS vector[]), "
+        "CAST(:window_rows AS bigint[])) WITH ORDINALITY AS w(v, owner, n) "
+        f"WHERE w.owner = {ordinal})"
+    )
+
+
 def _render(family: type[TableSql], names: Names) -> Any:
     schema = quote(names.schema)
     return family(
