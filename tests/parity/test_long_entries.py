@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
+from prism_memory import InMemoryVectorStore, InMemoryWorkingStore, create_memory
 from prism_memory import windows as windows_module
 from prism_memory._clock import utcnow
-from prism_memory.generations import backfill_generation
+from prism_memory.generations import backfill_generation, promote_to_primary
 from prism_memory.importing import import_entries
 from prism_memory.memory import Memory
 from prism_memory.stores.base import VectorGenerations, VectorStore, WorkingStore
@@ -82,18 +82,21 @@ async def test_an_imported_long_entry_without_a_vector_is_embedded_whole(stores)
     await memory.aclose()
 
 
-async def test_a_model_change_embeds_long_entries_whole(stores) -> None:
-    """The old model is the hash embedder; the next, FirstWordsEmbedder. The entry remembered
-    before the generation starts gets its next vector from ``backfill_generation``, the one
-    remembered after from ``next_embedder``'s dual write; after the switch both are found by
-    their last paragraph."""
+async def test_a_model_change_gives_long_entries_their_windows_back_on_rebuild(stores) -> None:
+    """Windows belong to the entry's own vector: the next model's vectors (``backfill_generation``
+    and ``next_embedder``'s dual write) are first windows only, so after the switch the last
+    paragraph is out of the dense leg's reach; ``promote_to_primary`` drops the old model's
+    windows with its vector (both models read alike here: kept, they would still find the fact),
+    and ``rebuild_index`` by the new model embeds the entries in windows again."""
     store = stores[0]
     assert isinstance(store, VectorGenerations)
-    old, new = HashEmbedder(32), FirstWordsEmbedder(32)
+    old, new = FirstWordsEmbedder(32), FirstWordsEmbedder(32)
+    new.model = "first-words-next-32"
     before = _memory(stores, "before", embedder=old)
     await before.remember(
         [*({"text": t} for t in OTHERS), {"id": "long", "text": long_text(FACT)}], wait=True
     )
+    assert await _top(before) == ["long"]  # the old model's own vector, with its windows
     await before.aclose()
     await store.start_generation(
         primary=old.model, primary_width=32, model=new.model, width=32, now=utcnow()
@@ -107,7 +110,16 @@ async def test_a_model_change_embeds_long_entries_whole(stores) -> None:
     assert report.remaining == 0
     await store.switch_generation(new.model, force=False, now=utcnow())
     for thread in ("before", "during"):
-        reader = _memory(stores, thread, embedder=FirstWordsEmbedder(32))
+        reader = _memory(stores, thread, embedder=new)
+        assert await _top(reader) != ["long"], thread  # the next model's first window only
+        await reader.aclose()
+    promoted = await promote_to_primary(store, new.model)
+    assert promoted.promoted
+    for thread in ("before", "during"):
+        reader = _memory(stores, thread, embedder=new)
+        assert await _top(reader) != ["long"], thread  # the old model's windows are gone
+        page = await reader.rebuild_index()
+        assert page.rebuilt == 4, thread
         assert await _top(reader) == ["long"], thread
         await reader.aclose()
 
@@ -127,7 +139,7 @@ def cut(monkeypatch: pytest.MonkeyPatch) -> None:
     "check",
     [
         test_an_imported_long_entry_without_a_vector_is_embedded_whole,
-        test_a_model_change_embeds_long_entries_whole,
+        test_a_model_change_gives_long_entries_their_windows_back_on_rebuild,
     ],
 )
 async def test_without_windows_these_tests_fail(stores, check) -> None:
