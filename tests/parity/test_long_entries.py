@@ -21,9 +21,11 @@ from prism_memory._clock import utcnow
 from prism_memory.generations import backfill_generation, promote_to_primary
 from prism_memory.importing import import_entries
 from prism_memory.memory import Memory
+from prism_memory.ranking import cosine
 from prism_memory.stores.base import VectorGenerations, VectorStore, WorkingStore
 from prism_memory.testing import FirstWordsEmbedder
 from prism_memory.testing._long_entries import long_text
+from prism_memory.windows import embed_whole
 
 TENANT, RESOURCE = "t-long", "r"
 FACT = "Before you leave, your passport and visa are in the embassy envelope in the luggage."
@@ -145,3 +147,39 @@ def cut(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_without_windows_these_tests_fail(stores, check) -> None:
     with pytest.raises(AssertionError):
         await check(stores)
+
+
+async def test_both_backends_score_long_entries_identically(make_postgres_stores) -> None:
+    """The re-rank scores a long entry by its first window and its later windows with the margin,
+    from the vectors each store hands back: the same hits and scores, bit for bit, on both
+    backends -- also for the entries whose later window decides their semantic score."""
+    made = await make_postgres_stores()
+    backends = {
+        "memory": (InMemoryVectorStore(), InMemoryWorkingStore()),
+        "postgres": (made.vector_store, made.working_store),
+    }
+    music = "The cello rehearsal for the symphony concert moved to Thursday with the orchestra."
+    entries = [
+        *({"id": f"short-{at}", "text": text} for at, text in enumerate(OTHERS)),
+        {"id": "travel", "text": long_text(FACT)},
+        {"id": "music", "text": long_text(music, words=800)},
+        {"id": "garden", "text": long_text("We sow the beans in the garden next week.")},
+    ]
+    queries = [QUERY, "When is the cello concert?", "compost and seeds in the garden", "bread"]
+    found: dict[str, list[list[tuple[str, float, float, float]]]] = {}
+    for name, pair in backends.items():
+        memory = _memory(pair, "scores", embedder=FirstWordsEmbedder(32))
+        await memory.remember(entries, wait=True)
+        found[name] = []
+        for query in queries:
+            for scoring in (DENSE, None):
+                result = await memory.recall(query, top_k=6, scoring=scoring)
+                found[name].append([(h.id, h.semantic, h.similarity, h.score) for h in result.hits])
+        await memory.aclose()
+    assert found["memory"] == found["postgres"]
+    # the windows decided: the travel entry's score is its last window's, above its first's
+    (travel,) = [hit for hit in found["memory"][0] if hit[0] == "travel"]
+    assert found["memory"][0][0][0] == "travel"
+    embedder = FirstWordsEmbedder(32)
+    query, first = await embed_whole(embedder, [QUERY, long_text(FACT)])
+    assert travel[1] > cosine(query, first) + 0.05
