@@ -3,13 +3,14 @@ re-exports them with the embedding side)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
 from ._results import Vector
+from .embedding import assert_finite_vector
 from .errors import InvalidVectorError
 
 __all__ = [
@@ -59,21 +60,22 @@ def effective_cosine(first: float, later: Sequence[float]) -> float:
     return max(first, max(later) - WINDOW_MARGIN)
 
 
-def checked_own(
-    vector: object, label: str, check: Callable[[object, str, int | None], Vector]
-) -> tuple[Vector, Vector | None]:
-    """An entry's own vector as given to a store, checked: its main vector by ``check(vector,
-    label, None)`` (a store's width check, e.g. :func:`~prism_memory.embedding.
-    assert_finite_vector` at the store's width) and each later window by ``check`` at the main
-    vector's width; the windows as one ``(k, width)`` float32 matrix, or ``None``."""
+def checked_own(vector: object, label: str, width: int | None) -> tuple[Vector, Vector | None]:
+    """An entry's own vector as given to a store, checked: its main vector finite and of
+    ``width`` (any width when ``None``; :func:`~prism_memory.embedding.assert_finite_vector`),
+    each later window finite and of the main vector's width; the windows as one ``(k, width)``
+    float32 matrix, or ``None``."""
     main, later = (
         (vector.vector, vector.windows) if isinstance(vector, WindowedVector) else (vector, None)
     )
-    first = check(main, label, None)
+    first = assert_finite_vector(main, label, expected_length=width)
     if later is None:
         return first, None
     if not isinstance(later, np.ndarray) or later.ndim != 2 or later.shape[0] == 0:
         raise InvalidVectorError(f"{label}: the later windows must be a non-empty matrix")
-    width = first.shape[0]
-    rows = [check(row, f"{label}'s window {at + 1}", width) for at, row in enumerate(later)]
+    size = first.shape[0]
+    rows = [
+        assert_finite_vector(row, f"{label}'s window {at + 1}", expected_length=size)
+        for at, row in enumerate(later)
+    ]
     return first, np.stack(rows).astype(np.float32, copy=False)

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from .._windowed import OwnVector, WindowedVector, checked_own, own_parts
-from ..embedding import assert_finite_vector
 from ..errors import DimensionMismatchError, NotFoundError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
@@ -81,13 +80,7 @@ class VectorWidth:
         error; the checked vectors and their width."""
         checked: list[OwnVector] = []
         for vector, label in vectors:
-
-            def check(
-                value: object, name: str, at: int | None, width: int | None = width
-            ) -> Vector:
-                return assert_finite_vector(value, name, expected_length=at or width)
-
-            main, windows = checked_own(vector, label, check)
+            main, windows = checked_own(vector, label, width)
             width = main.shape[0]
             checked.append(main if windows is None else WindowedVector(main, windows))
         return checked, width

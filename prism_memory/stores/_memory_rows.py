@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 
 from .._windowed import WINDOW_MARGIN, checked_own
-from ..embedding import assert_finite_vector
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import tokenize
 from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
@@ -559,13 +558,7 @@ class _InMemoryState:
         for vector, label, model in vectors:
             generation = None if model is None else self.generations.get(model)
             expected = generation.width if generation is not None else width
-
-            def check(
-                value: object, name: str, at: int | None, expected: int | None = expected
-            ) -> Vector:
-                return assert_finite_vector(value, name, expected_length=at or expected)
-
-            main, windows = checked_own(vector, label, check)
+            main, windows = checked_own(vector, label, expected)
             if generation is None:
                 width = main.shape[0]
             checked.append(
