@@ -109,6 +109,7 @@ class Candidate:
         "text",
         "thread_id",
         "vector",
+        "windows",
     )
 
     vector: Vector
@@ -120,16 +121,20 @@ class Candidate:
     importance: float
     embedding_model: str | None
     profile: tuple[Mapping[str, int], int] | None
+    windows: Vector | None
+    """The later windows' vectors of an entry longer than its embedder's window, as a
+    ``(k, width)`` matrix (:mod:`prism_memory.windows`); ``None`` for an entry within it."""
 
     def __init__(
         self,
         record: MemoryRecord,
         vector: Vector,
         profile: tuple[Mapping[str, int], int] | None = None,
+        windows: Vector | None = None,
     ) -> None:
         self._record: MemoryRecord | None = record
         self._build: Callable[[], MemoryRecord] | None = None
-        self.vector, self.profile = vector, profile
+        self.vector, self.profile, self.windows = vector, profile, windows
         self.thread_id, self.id, self.text = record.thread_id, record.id, record.text
         self.sequence, self.occurred_at = record.sequence, record.occurred_at
         self.importance, self.embedding_model = record.importance, record.embedding_model
@@ -148,6 +153,7 @@ class Candidate:
         embedding_model: str | None,
         build: Callable[[], MemoryRecord],
         profile: tuple[Mapping[str, int], int] | None = None,
+        windows: Vector | None = None,
     ) -> Candidate:
         """A candidate whose record ``build`` makes on first use; the fields must be the record's."""
         return deferred_candidate(
@@ -161,6 +167,7 @@ class Candidate:
             embedding_model,
             build,
             profile,
+            windows,
         )
 
     @property
@@ -186,12 +193,14 @@ def deferred_candidate(
     embedding_model: str | None,
     build: Callable[[], MemoryRecord],
     profile: tuple[Mapping[str, int], int] | None = None,
+    windows: Vector | None = None,
 ) -> Candidate:
     """:meth:`Candidate.deferred`, positionally: a store decoding many rows calls it per row (no
     keyword parsing, no classmethod lookup)."""
     candidate = _new_candidate(Candidate)
     candidate._record, candidate._build, candidate.vector = None, build, vector
     candidate.profile = profile
+    candidate.windows = windows
     candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
     candidate.sequence, candidate.occurred_at = sequence, occurred_at
     candidate.importance, candidate.embedding_model = importance, embedding_model

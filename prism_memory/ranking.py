@@ -11,6 +11,8 @@ Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 b
 
     semantic(d)   = cos(q, d)                               # true cosine, in [−1, 1], never clamped
     dense(d)      = semantic(d) / max_C |semantic|
+                    # (an entry with later windows: semantic(d) = max(cos(q, d),
+                    #  max_j cos(q, w_j) − δ), δ = prism_memory.windows.WINDOW_MARGIN)
     gain(t, d)    = idf(t)·tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avgdl))    # bm25(d) = Σ_t gain
     chance(t, d)  = idf(t)·(1 − (1 − df(t)/N)^(|d| / avgdl))·(k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
     evidence(d)   = Σ_{t ∈ q, tf(t, d) > 0} max(0, gain(t, d) − m·chance(t, d))
@@ -63,6 +65,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ._windowed import WINDOW_MARGIN
 from .lexical import (
     BM25_B,
     BM25_K1,
@@ -115,6 +118,27 @@ def _cosines(query: Vector, matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.f
     values = np.where(denominators > 0.0, dots / safe, 0.0)
     clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(-1.0, values))
     return clamped
+
+
+def _effective(
+    semantic: npt.NDArray[np.float64], query: Vector, windows: Sequence[Vector | None]
+) -> npt.NDArray[np.float64]:
+    """Each candidate's ``effective_cos`` (:mod:`prism_memory.windows`): its first window's
+    cosine ``semantic``, or a later window's cosine less :data:`WINDOW_MARGIN` when that is
+    higher; candidates without windows keep ``semantic`` as it is (float64 throughout)."""
+    held = [(at, w) for at, w in enumerate(windows) if w is not None and len(w)]
+    if not held:
+        return semantic
+    stacked = np.concatenate([np.asarray(w, dtype=np.float64) for _, w in held])
+    cosines = _cosines(query, stacked)
+    effective = semantic.copy()
+    start = 0
+    for at, w in held:
+        best = float(cosines[start : start + len(w)].max()) - WINDOW_MARGIN
+        start += len(w)
+        if best > effective[at]:
+            effective[at] = best
+    return effective
 
 
 def cosine(query: Vector, vector: Vector) -> float:
@@ -272,14 +296,18 @@ def _score(
     lexical_weight: float,
     chance_margin: float,
     profiles: Sequence[_Profile | None] | None = None,
+    windows: Sequence[Vector | None] = (),
 ) -> _Scores:
     """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product).
-    ``profiles`` (candidates' kept term counts) are read only with the store's ``stats``."""
+    ``profiles`` (candidates' kept term counts) are read only with the store's ``stats``;
+    ``windows``, when given, the later windows' vectors of each candidate (``None``: none)."""
     terms = query_terms(query_text)
     if stats is None:
         stats, profiles = corpus_stats(texts, terms), None
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
     semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
+    if windows:
+        semantic = _effective(semantic, query_vector, windows)
     raw, evidence = _bm25s(terms, texts, stats, chance_margin, profiles)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     dense = semantic / semantic_scale
@@ -403,6 +431,7 @@ def rerank(
         lexical_weight=rules.lexical_weight,
         chance_margin=rules.chance_margin,
         profiles=[c.profile for c in chosen],
+        windows=[c.windows for c in chosen],
     )
     half_life = rules.half_life_ms
     alone = w_recency == 0.0 and w_importance == 0.0
@@ -486,7 +515,11 @@ def explain(
             bm25=hit.bm25,
             lexical_weight=lam,
             how={
-                "semantic": "cosine(query vector, entry vector) in float64, in [-1, 1]",
+                "semantic": (
+                    "cosine(query vector, entry vector) in float64, in [-1, 1]; an entry longer "
+                    "than the embedder's window: max(that, best later window's cosine - "
+                    f"{WINDOW_MARGIN:g})"
+                ),
                 "lexical": (
                     f"(bm25 - chance) / best candidate's = ({hit.bm25:.6g} - "
                     f"{hit.bm25_chance:.6g}) / {hit.bm25_scale:.6g} (BM25 k1={BM25_K1:g} "

@@ -26,7 +26,7 @@ from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
 from ..reranking import Reranker
 from ..stores.base import RecallFilter, VectorGenerations, VectorStore, WorkingStore
-from ..windows import embed_whole
+from ..windows import WindowedVector, embed_entries, embed_whole
 
 __all__ = [
     "ImportanceFrom",
@@ -132,11 +132,28 @@ class MemoryContext:
         )
 
     async def embed_one(self, text: str, label: str, embedder: Embedder | None = None) -> Vector:
-        """One vector for ``text`` (by ``embedder``, default this memory's);
-        :class:`ValidationError` (named ``label``) if none came, and :class:`EmbedderError` (the
-        embedder's own error as its cause) if the embedder failed."""
+        """One vector for ``text`` (by ``embedder``, default this memory's: its first window's,
+        :func:`~prism_memory.windows.embed_whole`); :class:`ValidationError` (named ``label``) if
+        none came, and :class:`EmbedderError` (the embedder's own error as its cause) if the
+        embedder failed."""
+        vectors = await self._embedding(embed_whole(embedder or self.embedder, [text]), label)
+        if vectors.shape[0] != 1:
+            raise ValidationError(f"{label}: embedder returned no vector")
+        return cast("Vector", vectors[0])
+
+    async def embed_entry(self, text: str, label: str) -> Vector | WindowedVector:
+        """An entry's own vectors for ``text`` by this memory's embedder (its later windows' too
+        when it is longer than the embedder's window: :func:`~prism_memory.windows.
+        embed_entries`); errors as :meth:`embed_one`'s."""
+        made = await self._embedding(embed_entries(self.embedder, [text]), label)
+        if len(made) != 1:
+            raise ValidationError(f"{label}: embedder returned no vector")
+        return made[0]
+
+    @staticmethod
+    async def _embedding(pending: Awaitable[T], label: str) -> T:
         try:
-            vectors = await embed_whole(embedder or self.embedder, [text], batch_size=1)
+            return await pending
         except PrismMemoryError:
             raise
         except Exception as exc:
@@ -145,9 +162,6 @@ class MemoryContext:
                 f"{label}: the embedder failed ({type(exc).__name__}); its error is the cause",
                 transient=True,
             ) from exc
-        if vectors.shape[0] != 1:
-            raise ValidationError(f"{label}: embedder returned no vector")
-        return cast("Vector", vectors[0])
 
 
 class ModelGuard:

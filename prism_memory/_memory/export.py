@@ -9,7 +9,7 @@ from typing import Any
 from .._cursor import encode_cursor
 from ..errors import AccessDeniedError, CapExceededError
 from ..models import ExportPage, MemoryIdentity, RebuildPage, parse
-from ..windows import embed_whole
+from ..windows import embed_entries
 from ..working import canonical_json
 from .core import MemoryContext, ModelGuard
 
@@ -95,7 +95,7 @@ class ExportService:
         step = ctx.limits.embed_batch
         for start in range(0, len(page), step):
             chunk = page[start : start + step]
-            vectors = await embed_whole(ctx.embedder, [r.text for r in chunk], batch_size=step)
+            vectors = await embed_entries(ctx.embedder, [r.text for r in chunk], batch_size=step)
             rebuilt += await ctx.vector_store.store_vectors(
                 scope,
                 [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],

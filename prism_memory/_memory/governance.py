@@ -103,7 +103,7 @@ class GovernanceService:
         if payload > ctx.limits.payload_bytes:
             raise CapExceededError(f"entry payload is {payload} bytes, over the cap")
         await self._models.check_write(identity)
-        vector = await ctx.embed_one(clean, "corrected embedding")  # fails before any write
+        vector = await ctx.embed_entry(clean, "corrected embedding")  # fails before any write
         now = ctx.clock()
         change = GovernanceChange(
             walk=self._walk([record.id], "corrected"),

@@ -30,7 +30,7 @@ from ..models import (
     parse,
 )
 from ..stores.base import ClaimedEntry, NewEntry, StoredEntries
-from ..windows import embed_whole
+from ..windows import embed_entries
 from .core import MemoryContext, ModelGuard, maybe_await
 from .session import IndexingSession
 
@@ -185,7 +185,7 @@ class RememberService:
         stores them pending and the queue retries, records and reports the failure as usual."""
         ctx = self._ctx
         try:
-            vectors = await embed_whole(
+            vectors = await embed_entries(
                 ctx.embedder,
                 [entry.text for entry in entries],
                 batch_size=ctx.limits.embed_batch,

@@ -16,6 +16,7 @@ from typing import Any
 from .. import _telemetry as otel
 from .._clock import utcnow
 from .._offload import tokens_of_texts
+from .._windowed import OwnVector
 from ..embedding import Embedder, check_embedder
 from ..entries import prepare_entry
 from ..errors import (
@@ -29,7 +30,7 @@ from ..limits import Limits
 from ..models import MemoryIdentity, Vector, parse
 from ..redaction import Redactor, Scrubber
 from ..stores.base import EntryStore, ImportRow
-from ..windows import embed_whole
+from ..windows import embed_entries
 from ._checkpoint import ImportCheckpoint, import_target
 from ._entry import ImportEntry, Located, askable, source_items
 from ._vectors import checked_vectors
@@ -282,11 +283,11 @@ class _Importer:
             return _Prepared(batch, [], 0)
         supplied = self.vectors(batch, rows)
         await self._check_models(batch, rows)
-        vectors: dict[int, Vector] = {}
+        vectors: dict[int, OwnVector] = {}
         missing = [at for at in range(len(rows)) if at not in supplied]
         if missing and self.embedder is not None:
             try:
-                made = await embed_whole(
+                made = await embed_entries(
                     self.embedder,
                     [rows[at].entry.text for at in missing],
                     batch_size=self.limits.embed_batch,

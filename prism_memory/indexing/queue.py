@@ -19,9 +19,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from .. import _telemetry as otel
+from .._windowed import OwnVector
 from ..embedding import Embedder, embedder_model
 from ..errors import InvalidVectorError, PrismMemoryError
-from ..models import IndexingReport, MemoryIdentity, Vector
+from ..models import IndexingReport, MemoryIdentity
 from ..stores.base import ClaimedEntry, EntryLease, IndexingLedger
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
 from .generations import NextModelWriter
@@ -414,7 +415,7 @@ class IndexingQueue:
 
     async def _embed_and_store(self, claimed: Sequence[ClaimedEntry]) -> int:
         try:
-            done: list[tuple[ClaimedEntry, Vector]] = []
+            done: list[tuple[ClaimedEntry, OwnVector]] = []
             for start in range(0, len(claimed), self._batch_size):
                 done.extend(await self._rows.embed(claimed[start : start + self._batch_size]))
             indexed = 0
@@ -452,7 +453,7 @@ class IndexingQueue:
             self._lanes.release()
             self.wake()  # a lane is free, and watchers may wait on what just landed
 
-    def _count(self, done: Sequence[tuple[ClaimedEntry, Vector]], indexed: int) -> None:
+    def _count(self, done: Sequence[tuple[ClaimedEntry, OwnVector]], indexed: int) -> None:
         self.indexed_total += indexed
         meters = otel.instruments()
         if meters is not None and indexed:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .. import _telemetry as otel
+from .._windowed import OwnVector
 from ..embedding import Embedder
 from ..errors import EmbedderError, InvalidVectorError
-from ..models import Vector
 from ..stores.base import ClaimedEntry, IndexingLedger
-from ..windows import embed_whole
+from ..windows import embed_entries
 from .policy import IndexingPolicy
 from .threads import Threads
 
@@ -63,7 +63,7 @@ class RowEmbedder:
     failures: int = 0
     """Failures recorded since the queue was created."""
 
-    async def embed(self, items: Sequence[ClaimedEntry]) -> list[tuple[ClaimedEntry, Vector]]:
+    async def embed(self, items: Sequence[ClaimedEntry]) -> list[tuple[ClaimedEntry, OwnVector]]:
         """Embed one embedder batch; if it fails, isolate the poisoned rows one at a time."""
         try:
             vectors = await self._embed([item.text for item in items])
@@ -72,7 +72,7 @@ class RowEmbedder:
             if len(items) == 1:
                 await self._fail(items[0], exc)
                 return []
-        done: list[tuple[ClaimedEntry, Vector]] = []
+        done: list[tuple[ClaimedEntry, OwnVector]] = []
         for item in items:
             try:
                 done.append((item, (await self._embed([item.text]))[0]))
@@ -85,8 +85,8 @@ class RowEmbedder:
         for item in items:
             await self._fail(item, exc)
 
-    async def _embed(self, texts: list[str]) -> Vector:
-        return await embed_whole(
+    async def _embed(self, texts: list[str]) -> list[OwnVector]:
+        return await embed_entries(
             self.embedder, texts, batch_size=self.batch_size, dimensions=self.embedder.dimensions
         )
 

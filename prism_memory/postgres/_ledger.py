@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
+from .._windowed import OwnVector
+from ..models import IndexStatus, MemoryIdentity, check_id_collection
 from ..stores.base import ClaimedEntry, check_claim
 from ._executor import Executor
 from ._writes import VectorWidth
@@ -64,7 +65,7 @@ class IndexingLedger:
 
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -120,7 +121,7 @@ class IndexingLedger:
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embedding import assert_finite_vector
+from .._windowed import OwnVector, WindowedVector, checked_own, own_parts
 from ..errors import DimensionMismatchError, NotFoundError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
@@ -31,7 +31,7 @@ from ..stores.base import (
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
 from .repositories import EntryRepository, TombstoneRepository
-from .rows import insert_params, inserted_record, stage_records
+from .rows import insert_params, inserted_record, stage_records, window_params
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
 from .tables import PrismTables
 
@@ -74,14 +74,15 @@ class VectorWidth:
     @staticmethod
     def check(
         vectors: Iterable[tuple[object, str]], width: int | None
-    ) -> tuple[list[Vector], int | None]:
-        """Every vector finite and of ``width`` (the first one's when ``None``), each named by its
-        label in an error; the checked vectors and their width."""
-        checked: list[Vector] = []
+    ) -> tuple[list[OwnVector], int | None]:
+        """Every own vector (and its later windows, :class:`~prism_memory.windows.WindowedVector`)
+        finite and of ``width`` (the first one's when ``None``), each named by its label in an
+        error; the checked vectors and their width."""
+        checked: list[OwnVector] = []
         for vector, label in vectors:
-            ok = assert_finite_vector(vector, label, expected_length=width)
-            width = ok.shape[0]
-            checked.append(ok)
+            main, windows = checked_own(vector, label, width)
+            width = main.shape[0]
+            checked.append(main if windows is None else WindowedVector(main, windows))
         return checked, width
 
 
@@ -176,7 +177,7 @@ class EntryWriter:
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (see :meth:`VectorStore.put_entries`).
@@ -198,7 +199,7 @@ class EntryWriter:
         for at, entry in enumerate(entries):
             first.setdefault(entry.id, at)
         unique = [entries[at] for at in first.values()]
-        checked: list[Vector] | None = None
+        checked: Sequence[OwnVector] | None = None
         width = self._width.value
         if vectors is not None:
             width = await self._width.known(self._entries, model)
@@ -296,7 +297,7 @@ class EntryWriter:
         if not rows:
             return 0, 0
         sql = EntrySql.for_tables(self._tables)
-        widths = {row.vector.shape[0] for row in rows if row.vector is not None}
+        widths = {own_parts(row.vector)[0].shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
             raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")
         if widths:
@@ -313,7 +314,9 @@ class EntryWriter:
             await entries.lock_threads(keys)
             inherited = await _import_lineage(entries, rows, now)
             await entries.stage(records)
-            (row,) = await entries.insert(sql.import_insert, {"now": now})
+            # the stage's ``ord`` is the row's place in the batch, from 0
+            _, windows = window_params([row.vector for row in rows], first=0)
+            (row,) = await entries.insert(sql.import_insert, {"now": now, **windows})
             # after the insert, which cleared what a forgotten entry of the same id left
             for scope, tombstones in inherited.items():
                 await entries.inherit(scope, tombstones)

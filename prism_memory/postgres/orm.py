@@ -105,6 +105,9 @@ class EntryRow(_Row):
     claimed_until: Mapped[datetime | None]
     embedding: Mapped[Vector | None]
     embedding_model: Mapped[str | None]
+    window_embeddings: Mapped[list[Vector] | None]
+    """The vectors of the entry's windows after the first (revision ``prism_memory_0013``;
+    ``None``: the entry fits its embedder's window)."""
     text_tsv: Mapped[str | None]
     """The distinct terms of ``text`` (:func:`prism_memory.lexical.tokenize`), written with it."""
     term_count: Mapped[int]

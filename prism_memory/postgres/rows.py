@@ -13,9 +13,12 @@ import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from .._results import deferred_candidate
+from .._windowed import OwnVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
     Lineage,
@@ -205,13 +208,35 @@ column, type, uniform)``; a ``uniform`` column may come as one value (``:all_<pa
 every row instead of an array."""
 
 
+def window_params(
+    vectors: Sequence[OwnVector | None], *, first: int = 1
+) -> tuple[list[Vector | None], dict[str, Any]]:
+    """The main vectors of ``vectors`` (``None`` stays ``None``) and the bound values of
+    :func:`~prism_memory.postgres.statements._base.windows_of`: ``windows``, every later window
+    of the batch pre-encoded, in order, and ``window_rows``, the ordinal of the vector each
+    belongs to (the first vector's is ``first``)."""
+    mains: list[Vector | None] = []
+    windows: list[Vector] = []
+    owners: list[int] = []
+    for at, vector in enumerate(vectors, start=first):
+        if vector is None:
+            mains.append(None)
+            continue
+        main, later = own_parts(vector)
+        mains.append(main)
+        if later is not None:
+            windows.extend(later)
+            owners.extend([at] * later.shape[0])
+    return mains, {"windows": encode_vectors(windows), "window_rows": owners}
+
+
 def insert_params(
     scope: MemoryIdentity,
     entries: Sequence[NewEntry],
     *,
     now: datetime,
     lease: EntryLease | None,
-    vectors: Sequence[Vector] | None,
+    vectors: Sequence[OwnVector] | None,
     model: str | None,
 ) -> dict[str, Any]:
     """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
@@ -241,9 +266,11 @@ def insert_params(
             vectors is None and lease is not None and lease.covers(entry.id) for entry in entries
         ],
     }
+    mains, windows = window_params(vectors or [])
     params: dict[str, Any] = {
         **scope_params(scope),
-        "embeddings": None if vectors is None else encode_vectors(vectors),
+        **windows,
+        "embeddings": None if vectors is None else encode_vectors(mains),
         "now": now,
         "worker": None if lease is None else lease.worker_id,
         "until": None if lease is None else lease.until,
@@ -280,7 +307,7 @@ def stage_records(rows: Sequence[ImportRow]) -> list[tuple[Any, ...]]:
     """The staging rows of a bulk import batch, for a binary ``COPY`` (:data:`STAGE_COLUMNS`):
     ``metadata`` as JSON text with its ``_lineage``, the consent columns (the default consent's
     when none is given), the distinct lexical terms and their count, the vector pre-encoded."""
-    vectors = [row.vector for row in rows if row.vector is not None]
+    vectors = [own_parts(row.vector)[0] for row in rows if row.vector is not None]
     encoded = iter(encode_vectors(vectors))
     records: list[tuple[Any, ...]] = []
     for ord_, row in enumerate(rows):
@@ -370,6 +397,11 @@ def inserted_record(
     )
 
 
+def _windows(sent: Sequence[bytes]) -> Vector:
+    """An entry's later windows, sent as ``vector_send`` bytes, as one ``(k, width)`` matrix."""
+    return cast("Vector", np.stack(decode_vectors(sent)))
+
+
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
     the active generation's model from rows of :meth:`EntrySql.search` (an empty corpus is one
@@ -398,6 +430,8 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
             r["importance"],
             r["embedding_model"],
             build(record_from_row, r),
+            None,  # the profile: ranking's memo (prism_memory._offload) makes it once per text
+            None if r["windows"] is None else _windows(r["windows"]),
         )
         for r, vector in zip(found, vectors, strict=True)
     ]

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .._windowed import OwnVector
 from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats
 from ..models import (
@@ -179,7 +180,7 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (:meth:`EntryWriter.put_entries`)."""
@@ -332,7 +333,7 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
 
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -374,7 +375,7 @@ class PostgresVectorStore(VectorStore, VectorGenerations, RagStoreByCall):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,

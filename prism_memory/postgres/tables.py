@@ -318,6 +318,9 @@ def build_metadata(
         _timestamp("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
         Column("embedding_model", Text, nullable=True),
+        # Revision prism_memory_0013: the vectors of an entry's windows after the first (NULL:
+        # none, the entry fits its embedder's window), written with ``embedding``.
+        Column("window_embeddings", ARRAY(BinaryVector(None)), nullable=True),
         # The lexical leg's terms: ``array_to_tsvector`` of prism_memory.lexical.tokenize(text)
         # (distinct terms, no positions) and the number of terms, written by the library with the
         # text, so both backends share one tokenizer (revision prism_memory_0004).

@@ -8,12 +8,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from .._windowed import OwnVector
 from ..errors import CapExceededError, NotFoundError
 from ..models import (
     MemoryConsent,
     MemoryRecord,
     TombstoneReason,
-    Vector,
     check_id_collection,
     parse,
 )
@@ -93,7 +93,7 @@ class GovernanceChange:
     consent_update: ConsentUpdate | None = None
     """A consent change :func:`expand_walk` resolves into ``consent``, and ``walk`` or
     ``untombstone``, against the entry as the unit of work reads it."""
-    text: tuple[str, str, Vector] | None = None
+    text: tuple[str, str, OwnVector] | None = None
     """``(entry_id, text, vector)``: set new text and its vector at once (revision + 1,
     ``indexed``, ``written_at = now``), as :meth:`GovernancePrimitives.replace_text
     <prism_memory.stores.primitives.GovernancePrimitives.replace_text>`."""

@@ -34,7 +34,7 @@ async def build_index(thread: _Thread, width: int | None = None) -> None:
     for row in rows:
         assert row.vector is not None
         terms = thread.terms_of(row.record)
-        at = built.add(row.record, row.vector, terms, post=False)
+        at = built.add(row.record, row.vector, terms, row.windows, post=False)
         distinct = terms.distinct if at is not None else []
         for start in range(0, len(distinct), BUILD_SLICE):
             assert at is not None

@@ -277,7 +277,7 @@ class _InMemoryGenerations(VectorGenerations):
                     thread.shadow.setdefault(had, {})[entry_id] = (record.revision, row.vector)
                 thread.shadow.get(model, {}).pop(entry_id, None)
                 moved_row = replace(row, record=replace(record, embedding_model=model))
-                moved_row.vector = vector
+                moved_row.vector, moved_row.windows = vector, None  # the old model's windows go
                 state.set_row(key, thread, moved_row)
                 moved += 1
         if moved >= limit:

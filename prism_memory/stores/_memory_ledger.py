@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..models import IndexStatus, MemoryIdentity, Vector, check_id_collection
+from .._windowed import OwnVector
+from ..models import IndexStatus, MemoryIdentity, check_id_collection
 from ._memory_rows import _InMemoryState, _key, _Row, _ScopeKey
 from .base import ClaimedEntry, IndexingLedger, check_claim
 
@@ -122,7 +123,7 @@ class _InMemoryLedger(IndexingLedger):
 
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -143,7 +144,7 @@ class _InMemoryLedger(IndexingLedger):
                 continue
             key = _key(item.scope)
             record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
-            self._state.set_row(key, self._state.threads[key], _Row(record, vector))
+            self._state.set_row(key, self._state.threads[key], _Row.of(record, vector))
             done += 1
         if done:
             self._state.width = width
@@ -227,7 +228,7 @@ class _InMemoryLedger(IndexingLedger):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,
@@ -250,7 +251,7 @@ class _InMemoryLedger(IndexingLedger):
             if row is None or row.record.revision != revision:
                 continue
             record = replace(row.record, status="indexed", last_error=None, embedding_model=model)
-            self._state.set_row(key, thread, _Row(record, vector))
+            self._state.set_row(key, thread, _Row.of(record, vector))
             stored += 1
         if stored:
             self._state.width = width

@@ -66,7 +66,8 @@ class _EntryReads:
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
 
-        Nearest ``limit`` by cosine (ties: sequence, then id) plus up to ``limit`` lexical matches
+        Nearest ``limit`` by cosine -- an entry with later windows by its best window with the
+        margin (:meth:`~._memory_rows._SearchIndex.similarities`) -- (ties: sequence, then id) plus up to ``limit`` lexical matches
         by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
         the statistics of every eligible record of the pools. While the store has two
         generations, a registered :attr:`~SearchRequest.model` (``None``: the primary's) searches
@@ -118,7 +119,9 @@ class _EntryReads:
                     frequency[term] = frequency.get(term, 0) + int(found.shape[0])
                     holding.append((term, found))
             present.append(holding)
-            if positions.shape[0] == index.size:
+            if index.windows_held:  # entries with later windows: their best window counts
+                scores = index.similarities(unit_query)[positions]
+            elif positions.shape[0] == index.size:
                 scores = index.unit[: index.size] @ unit_query
             elif 2 * positions.shape[0] >= index.size:
                 scores = (index.unit[: index.size] @ unit_query)[positions]
@@ -143,9 +146,9 @@ class _EntryReads:
                     every[found] += weights[term]
                 matched = np.flatnonzero(every)  # idf > 0: a slot's sum is positive iff it matched
                 sums = every[matched]
-            scores = leg_scores(sums, index.lengths[matched], stats)
-            best = index.top(-scores, matched, request.limit)  # ties: (sequence, id)
-            lexical.append((number, scores[best].tolist(), matched[best].tolist()))
+            found_scores = leg_scores(sums, index.lengths[matched], stats)
+            best = index.top(-found_scores, matched, request.limit)  # ties: (sequence, id)
+            lexical.append((number, found_scores[best].tolist(), matched[best].tolist()))
 
         chosen: dict[tuple[int, int], None] = {}
         for leg in (nearest, lexical):
@@ -153,11 +156,13 @@ class _EntryReads:
         records = [pool.index.records for pool in pools]
         vectors = [pool.index.vectors for pool in pools]
         profiles = _profiles(list(chosen), pools, present)
+        windows = [pool.index.windows for pool in pools]
         candidates = [
             Candidate(
                 _export(records[number][position]),
                 vectors[number][position].copy(),
                 profile,
+                None if (held := windows[number][position]) is None else held.copy(),
             )
             for (number, position), profile in zip(chosen, profiles, strict=True)
         ]

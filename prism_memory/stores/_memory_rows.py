@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._offload import OFFLOAD_CHARS
-from ..embedding import assert_finite_vector
+from .._windowed import WINDOW_MARGIN, checked_own
 from ..errors import ConfigurationError, NotFoundError
 from ..lexical import TextTerms, text_terms
 from ..models import MemoryIdentity, MemoryRecord, ShareGrant, TombstoneReason, Vector
@@ -58,6 +58,10 @@ def _frozen_vector(vector: Vector) -> Vector:
     return stored
 
 
+_Own = tuple[Vector, Vector | None]
+"""An own vector as a row keeps it: the main vector and its later windows (``None``: none)."""
+
+
 @dataclass(slots=True)
 class _Row:
     """One stored entry plus the ledger fields the record does not expose."""
@@ -67,6 +71,15 @@ class _Row:
     claimed_by: str | None = None
     claimed_until: datetime | None = None
     next_attempt_at: datetime | None = None
+    windows: Vector | None = None
+    """The later windows' vectors of the own vector (:mod:`prism_memory.windows`), read-only."""
+
+    @classmethod
+    def of(cls, record: MemoryRecord, own: _Own | None) -> _Row:
+        """A row of ``record`` and its checked own vector and windows (``None``: no vector)."""
+        if own is None:
+            return cls(record)
+        return cls(record, own[0], windows=own[1])
 
 
 class _SearchIndex:
@@ -97,6 +110,10 @@ class _SearchIndex:
         "unit",
         "vectors",
         "width",
+        "window_owner",
+        "window_unit",
+        "windows",
+        "windows_held",
     )
 
     def __init__(self, width: int | None = None) -> None:
@@ -109,6 +126,14 @@ class _SearchIndex:
         self.repeats: list[Mapping[str, int]] = []
         """Each slot's :attr:`TextTerms.repeats <prism_memory.lexical.TextTerms.repeats>` (with
         the postings (:meth:`slots`) and :attr:`lengths`, the term counts the re-rank reads)."""
+        self.windows: list[Vector | None] = []
+        """Each slot's later windows (``None``: none), as stored."""
+        self.window_unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        """The L2-normalised later windows of every slot that has some, one row per window."""
+        self.window_owner: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)
+        """The slot of each row of ``window_unit``."""
+        self.windows_held = 0
+        """How many rows of ``window_unit`` are in use."""
         self.positions: dict[str, int] = {}
         """Entry id -> its live slot."""
         self.unit: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
@@ -158,11 +183,17 @@ class _SearchIndex:
             setattr(self, name, grown)
 
     def add(
-        self, record: MemoryRecord, vector: Vector, terms: TextTerms, *, post: bool = True
+        self,
+        record: MemoryRecord,
+        vector: Vector,
+        terms: TextTerms,
+        windows: Vector | None = None,
+        *,
+        post: bool = True,
     ) -> int | None:
-        """Append ``record`` (which passes the static rules), its vector (left out when it is
-        not of the index's width) and its text's ``terms``; return its slot. ``post=False``
-        leaves its postings to the caller (:meth:`post`, in slot order)."""
+        """Append ``record`` (which passes the static rules), its vector and its later windows'
+        (left out when it is not of the index's width) and its text's ``terms``; return its
+        slot. ``post=False`` leaves its postings to the caller (:meth:`post`, in slot order)."""
         if self.width is None:
             self.width = vector.shape[0]
         elif vector.shape[0] != self.width:
@@ -182,6 +213,9 @@ class _SearchIndex:
         self.records.append(record)
         self.vectors.append(vector)
         self.repeats.append(terms.repeats)
+        self.windows.append(windows)
+        if windows is not None:
+            self._add_windows(at, windows)
         self.positions[record.id] = at
         if post:
             self.post(at, terms.distinct)
@@ -211,6 +245,34 @@ class _SearchIndex:
                 shard[term] = at
             else:
                 multi[term] = array("q", (first, at))
+
+    def _add_windows(self, at: int, windows: Vector) -> None:
+        count, width = windows.shape
+        held = self.windows_held
+        if held + count > self.window_unit.shape[0] or self.window_unit.shape[1] != width:
+            capacity = max(16, 2 * (held + count))
+            unit = np.zeros((capacity, width), dtype=np.float32)
+            owner = np.zeros(capacity, dtype=np.intp)
+            if held:
+                unit[:held], owner[:held] = self.window_unit[:held], self.window_owner[:held]
+            self.window_unit, self.window_owner = unit, owner
+        rows = windows.astype(np.float64)
+        norms = np.sqrt(np.add.reduce(rows * rows, axis=1))
+        safe = np.where(norms > 0.0, norms, 1.0)[:, None]
+        self.window_unit[held : held + count] = rows / safe
+        self.window_owner[held : held + count] = at
+        self.windows_held = held + count
+
+    def similarities(self, unit_query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Every slot's dense similarity to the L2-normalised query: its vector's cosine, or a
+        later window's less :data:`~prism_memory.windows.WINDOW_MARGIN` when that is higher
+        (float32, for selection; the re-rank recomputes it in float64)."""
+        scores = self.unit[: self.size] @ unit_query
+        held = self.windows_held
+        if held:
+            later = self.window_unit[:held] @ unit_query - np.float32(WINDOW_MARGIN)
+            np.maximum.at(scores, self.window_owner[:held], later)
+        return scores
 
     def remove(self, entry_id: str) -> None:
         """Mark ``entry_id``'s slot dead, if it has one."""
@@ -375,7 +437,7 @@ class _Thread:
             and row.vector is not None
             and self.recallable(row.record, _STATIC_FILTER)
         ):
-            index.add(row.record, row.vector, self.terms_of(row.record))
+            index.add(row.record, row.vector, self.terms_of(row.record), row.windows)
         if index.dead > max(64, index.size // 2):
             self.index = None  # mostly dead slots: rebuild compactly on the next search
 
@@ -450,8 +512,14 @@ class _Thread:
             and self.recallable(row.record, _STATIC_FILTER)
         ]
         rows.sort(key=lambda item: (item[0].record.sequence, item[0].record.id))
-        for row, vector in rows:
-            index.add(replace(row.record, embedding_model=model), vector, self.terms_of(row.record))
+        for row, vector in rows:  # the windows go with the own vector only
+            windows = row.windows if vector is row.vector else None
+            index.add(
+                replace(row.record, embedding_model=model),
+                vector,
+                self.terms_of(row.record),
+                windows,
+            )
         return index
 
     def missing(self, model: str, primary: str | None) -> int:
@@ -488,7 +556,7 @@ class _Thread:
         index = _SearchIndex(width)
         for row in self.indexed_rows():
             assert row.vector is not None
-            index.add(row.record, row.vector, self.terms_of(row.record))
+            index.add(row.record, row.vector, self.terms_of(row.record), row.windows)
         return index
 
 
@@ -560,30 +628,32 @@ class _InMemoryState:
 
     def check_vectors(
         self, vectors: Iterable[tuple[object, str]], model: str | None = None
-    ) -> tuple[list[Vector], int | None]:
-        """Validate every vector (all of ``model``) against its width; store nothing (see
+    ) -> tuple[list[_Own], int | None]:
+        """Validate every own vector (all of ``model``) against its width; store nothing (see
         :meth:`check_model_vectors`)."""
         return self.check_model_vectors((vector, label, model) for vector, label in vectors)
 
     def check_model_vectors(
         self, vectors: Iterable[tuple[object, str, str | None]]
-    ) -> tuple[list[Vector], int | None]:
-        """Validate every vector against its model's width and return them with the store's
+    ) -> tuple[list[_Own], int | None]:
+        """Validate every own vector (and its later windows, :class:`~prism_memory.windows.
+        WindowedVector`) against its model's width and return them, frozen, with the store's
         width after the write; store nothing.
 
         A registered generation's model is held to its registered width (the store's width is
         left as it is); another model, or none, to the store's width (or the first such
         vector's, which becomes the store's)."""
         width = self.width
-        checked: list[Vector] = []
+        checked: list[_Own] = []
         for vector, label, model in vectors:
             generation = None if model is None else self.generations.get(model)
-            if generation is not None:
-                ok = assert_finite_vector(vector, label, expected_length=generation.width)
-            else:
-                ok = assert_finite_vector(vector, label, expected_length=width)
-                width = ok.shape[0]
-            checked.append(_frozen_vector(ok))
+            expected = generation.width if generation is not None else width
+            main, windows = checked_own(vector, label, expected)
+            if generation is None:
+                width = main.shape[0]
+            checked.append(
+                (_frozen_vector(main), None if windows is None else _frozen_vector(windows))
+            )
         return checked, width
 
     def row(self, scope: MemoryIdentity, entry_id: str) -> tuple[_ScopeKey, _Thread, _Row]:

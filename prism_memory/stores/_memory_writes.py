@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from .._windowed import OwnVector
 from ..lexical import terms_of_tokens
 from ..models import MemoryIdentity, Vector, check_id_collection
-from ._memory_rows import _export, _InMemoryState, _key, _Row, _ScopeKey
+from ._memory_rows import _export, _InMemoryState, _key, _Own, _Row, _ScopeKey
 from .base import (
     EntryLease,
     ImportRow,
@@ -43,7 +44,7 @@ class _EntryWrites:
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically; return the stored records in input order
@@ -55,7 +56,7 @@ class _EntryWrites:
         existing id is left as stored (see :meth:`EntryStore.put_entries`).
         """
         check_entry_vectors(entries, vectors)
-        checked: list[Vector | None] = [None] * len(entries)
+        checked: list[_Own | None] = [None] * len(entries)
         width = self._state.width
         if vectors is not None:
             valid, width = self._state.check_vectors(
@@ -73,7 +74,7 @@ class _EntryWrites:
             current = staged.get(entry.id) or existing.get(entry.id)
             if current is None:
                 sequence = top + 1 if entry.sequence is None else entry.sequence
-                row = _Row(
+                row = _Row.of(
                     entry.stored(
                         scope,
                         sequence=sequence,
@@ -134,7 +135,7 @@ class _EntryWrites:
             if row.vector is not None
         )
         vectors = iter(valid)
-        by_scope: dict[_ScopeKey, tuple[MemoryIdentity, list[tuple[ImportRow, Vector | None]]]] = {}
+        by_scope: dict[_ScopeKey, tuple[MemoryIdentity, list[tuple[ImportRow, _Own | None]]]] = {}
         for row in rows:
             vector = None if row.vector is None else next(vectors)
             by_scope.setdefault(_key(row.scope), (row.scope, []))[1].append((row, vector))
@@ -162,7 +163,7 @@ class _EntryWrites:
                     model=row.model,
                     indexed=vector is not None,
                 )
-                new[entry.id] = _Row(record, vector)
+                new[entry.id] = _Row.of(record, vector)
                 if row.terms is not None:
                     tokens[(key, entry.id)] = row.terms
             if new:

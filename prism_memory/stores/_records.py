@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .._windowed import OwnVector
 from ..lexical import CorpusStats, TextTerms
 from ..models import (
     Candidate,
@@ -93,7 +94,7 @@ class ImportRow:
 
     scope: MemoryIdentity
     entry: NewEntry
-    vector: Vector | None
+    vector: OwnVector | None
     model: str | None
     """The vector's model (``None`` exactly when :attr:`vector` is)."""
     terms: tuple[str, ...] | None = None
@@ -139,7 +140,10 @@ class SearchRequest:
     two legs over the corpus and its statistics.
 
     * **Dense leg**: the ``limit`` records nearest to ``vector`` by cosine distance (a zero vector is
-      at distance 1), ties by sequence then id.
+      at distance 1), ties by sequence then id. A record whose own vector came with later windows
+      (:class:`~prism_memory.windows.WindowedVector`) is as near as its best window with the
+      margin: ``min(distance of its vector, distance of its nearest later window + δ)``,
+      ``δ =`` :data:`~prism_memory.windows.WINDOW_MARGIN`; its candidate carries those windows.
     * **Lexical leg**: up to ``limit`` records containing at least one of ``terms`` (terms of
       :func:`prism_memory.lexical.tokenize`), best first by :func:`prism_memory.lexical.leg_score`
       — BM25 with every term frequency taken as 1, since stores index term *sets* — then sequence,

@@ -11,6 +11,7 @@ import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 
+from .._windowed import OwnVector
 from ..errors import ConfigurationError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ._records import (
@@ -61,7 +62,7 @@ class EntryStore(abc.ABC):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the ``entries`` whose id is new, atomically; return the stored records in input

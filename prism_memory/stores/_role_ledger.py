@@ -11,7 +11,8 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..models import IndexStatus, MemoryIdentity, Vector
+from .._windowed import OwnVector
+from ..models import IndexStatus, MemoryIdentity
 from ._checks import check_claim
 from ._records import ClaimedEntry
 
@@ -76,7 +77,7 @@ class IndexingLedger(abc.ABC):
     @abc.abstractmethod
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -123,7 +124,7 @@ class IndexingLedger(abc.ABC):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,

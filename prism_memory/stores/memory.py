@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from .._windowed import OwnVector
 from ..errors import ConflictError
 from ..models import (
     IndexStatus,
@@ -104,7 +105,7 @@ class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
         *,
         now: datetime,
         lease: EntryLease | None = None,
-        vectors: Sequence[Vector] | Vector | None = None,
+        vectors: Sequence[OwnVector] | Vector | None = None,
         model: str | None = None,
     ) -> StoredEntries:
         """Insert the entries whose id is new, atomically (see :meth:`EntryStore.put_entries`)."""
@@ -147,7 +148,7 @@ class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
         scope: MemoryIdentity,
         entry_id: str,
         text: str,
-        vector: Vector,
+        vector: OwnVector,
         *,
         now: datetime,
         model: str | None = None,
@@ -169,7 +170,7 @@ class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
             embedding_model=model,
         )
         self._state.width = width
-        self._state.set_row(key, thread, _Row(record, checked))
+        self._state.set_row(key, thread, _Row.of(record, checked))
         return _export(record)
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str], hold: bool) -> int:
@@ -332,7 +333,7 @@ class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
 
     async def complete_indexing(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -374,7 +375,7 @@ class InMemoryVectorStore(GovernancePrimitives, _DelegatedGenerations):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         *,
         now: datetime,
         model: str | None = None,

@@ -14,7 +14,8 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..models import MemoryConsent, MemoryIdentity, MemoryRecord, TombstoneReason, Vector
+from .._windowed import OwnVector
+from ..models import MemoryConsent, MemoryIdentity, MemoryRecord, TombstoneReason
 from .base import GovernanceChange, GovernanceResult, Tombstone, VectorStore, expand_walk
 
 __all__ = ["GovernancePrimitives"]
@@ -35,7 +36,7 @@ class GovernancePrimitives(VectorStore):
         scope: MemoryIdentity,
         entry_id: str,
         text: str,
-        vector: Vector,
+        vector: OwnVector,
         *,
         now: datetime,
         model: str | None = None,

@@ -10,9 +10,15 @@ through :data:`~prism_memory.testing.CONFORMANCE_CHECKS`.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
+from ..models import Candidate, MemoryIdentity, Vector
+from ..stores.base import NewEntry, RecallFilter, SearchRequest
+from ..windows import WindowedVector
 from ._fixtures import FirstWordsEmbedder
 from ._support import ConformanceKit, _Case, _check, _ids
 
@@ -101,11 +107,85 @@ async def a_corrected_long_entry_is_searchable_past_its_window(kit: ConformanceK
     await memory.aclose()
 
 
+async def the_dense_leg_selects_a_long_entry_by_its_best_window(kit: ConformanceKit) -> None:
+    """The store's dense leg (``search`` with no query term) picks its nearest candidates by
+    ``effective_cos`` -- the first window's cosine, or a later window's less
+    :data:`~prism_memory.windows.WINDOW_MARGIN` -- and hands each its later windows.
+
+    Entries written with vectors made by hand (cosines to the query in brackets): ``long``
+    (first window 0, a later one 0.9: effective 0.75), ``near`` (0.6), ``decoy`` (first 0.5, a
+    later one 0.7: effective 0.55, below ``near``), ``far`` (0.3). The nearest one is ``long``,
+    which its first window alone would leave last; the nearest two are ``long`` and ``near``,
+    where a plain max over windows would take ``decoy``."""
+    case = _Case(kit)
+    width = kit.embedder.dimensions
+    scope = MemoryIdentity(tenant_id=case.tenant, resource_id="user-ada", thread_id="thread-1")
+
+    def at(*cosines: float) -> Vector:
+        """A unit vector with these cosines to the query (axis 0) -- one more axis each."""
+        rows = []
+        for axis, value in enumerate(cosines, start=1):
+            row = np.zeros(width, dtype=np.float32)
+            row[0], row[axis] = value, math.sqrt(1.0 - value * value)
+            rows.append(row)
+        return np.stack(rows)
+
+    vectors = {
+        "long": WindowedVector(at(0.0)[0], at(0.1, 0.9)),
+        "near": at(0.6)[0],
+        "decoy": WindowedVector(at(0.5)[0], at(0.7)),
+        "far": at(0.3)[0],
+    }
+    entries = [
+        NewEntry(
+            id=entry_id,
+            text=f"entry {entry_id}",
+            role="user",
+            metadata={},
+            consent=None,
+            sequence=None,
+            occurred_at=case.clock(),
+            importance=0.0,
+            lineage=None,
+        )
+        for entry_id in vectors
+    ]
+    await kit.vector_store.put_entries(
+        scope, entries, now=case.clock(), vectors=list(vectors.values()), model="m-windows"
+    )
+    query = at(1.0)[0]
+
+    async def nearest(limit: int) -> list[Candidate]:
+        request = SearchRequest(
+            vector=query,
+            terms=frozenset(),
+            limit=limit,
+            filter=RecallFilter(now=case.clock()),
+            model="m-windows",
+        )
+        found = (await kit.vector_store.search(scope, request)).candidates
+        return sorted(found, key=lambda c: c.id)
+
+    found = await nearest(1)
+    _check([c.id for c in found] == ["long"], f"the best window selects: {[c.id for c in found]}")
+    windows = found[0].windows
+    _check(
+        windows is not None and np.array_equal(windows, vectors["long"].windows),
+        "the candidate carries its later windows, as stored",
+    )
+    found = await nearest(2)
+    _check([c.id for c in found] == ["long", "near"], f"the margin: {[c.id for c in found]}")
+    found = await nearest(4)
+    short = [c for c in found if c.id in ("near", "far")]
+    _check(len(short) == 2 and all(c.windows is None for c in short), "short entries: no windows")
+
+
 LONG_ENTRY_CHECKS: dict[str, Callable[[ConformanceKit], Awaitable[None]]] = {
     check.__name__: check
     for check in (
         a_long_entry_is_searchable_past_its_window,
         a_corrected_long_entry_is_searchable_past_its_window,
+        the_dense_leg_selects_a_long_entry_by_its_best_window,
     )
 }
 """The checks of this module by name, in :data:`~prism_memory.testing.CONFORMANCE_CHECKS` order."""

@@ -48,8 +48,9 @@ async def test_0012_adds_the_chunk_model_and_reverses(engine, schema):
             },
         )
 
-    await migrate.upgrade(engine, schema=schema, dimension=4)
+    await migrate.upgrade(engine, schema=schema, dimension=4, revision="prism_memory_0012")
     assert await migrate.current_revision(engine, schema=schema) == "prism_memory_0012"
+    await migrate.upgrade(engine, schema=schema, dimension=4)
     assert await _has_column(engine, schema)
     store = await create_postgres_vector_store(engine=engine, schema=schema)
     (old,) = await store.get_by_source(RagScope("t", "docs"), "old")

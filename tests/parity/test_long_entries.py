@@ -15,15 +15,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
+from prism_memory import InMemoryVectorStore, InMemoryWorkingStore, create_memory
 from prism_memory import windows as windows_module
 from prism_memory._clock import utcnow
-from prism_memory.generations import backfill_generation
+from prism_memory.generations import backfill_generation, promote_to_primary
 from prism_memory.importing import import_entries
 from prism_memory.memory import Memory
+from prism_memory.ranking import cosine
 from prism_memory.stores.base import VectorGenerations, VectorStore, WorkingStore
 from prism_memory.testing import FirstWordsEmbedder
 from prism_memory.testing._long_entries import long_text
+from prism_memory.windows import embed_whole
 
 TENANT, RESOURCE = "t-long", "r"
 FACT = "Before you leave, your passport and visa are in the embassy envelope in the luggage."
@@ -82,18 +84,21 @@ async def test_an_imported_long_entry_without_a_vector_is_embedded_whole(stores)
     await memory.aclose()
 
 
-async def test_a_model_change_embeds_long_entries_whole(stores) -> None:
-    """The old model is the hash embedder; the next, FirstWordsEmbedder. The entry remembered
-    before the generation starts gets its next vector from ``backfill_generation``, the one
-    remembered after from ``next_embedder``'s dual write; after the switch both are found by
-    their last paragraph."""
+async def test_a_model_change_gives_long_entries_their_windows_back_on_rebuild(stores) -> None:
+    """Windows belong to the entry's own vector: the next model's vectors (``backfill_generation``
+    and ``next_embedder``'s dual write) are first windows only, so after the switch the last
+    paragraph is out of the dense leg's reach; ``promote_to_primary`` drops the old model's
+    windows with its vector (both models read alike here: kept, they would still find the fact),
+    and ``rebuild_index`` by the new model embeds the entries in windows again."""
     store = stores[0]
     assert isinstance(store, VectorGenerations)
-    old, new = HashEmbedder(32), FirstWordsEmbedder(32)
+    old, new = FirstWordsEmbedder(32), FirstWordsEmbedder(32)
+    new.model = "first-words-next-32"
     before = _memory(stores, "before", embedder=old)
     await before.remember(
         [*({"text": t} for t in OTHERS), {"id": "long", "text": long_text(FACT)}], wait=True
     )
+    assert await _top(before) == ["long"]  # the old model's own vector, with its windows
     await before.aclose()
     await store.start_generation(
         primary=old.model, primary_width=32, model=new.model, width=32, now=utcnow()
@@ -107,7 +112,16 @@ async def test_a_model_change_embeds_long_entries_whole(stores) -> None:
     assert report.remaining == 0
     await store.switch_generation(new.model, force=False, now=utcnow())
     for thread in ("before", "during"):
-        reader = _memory(stores, thread, embedder=FirstWordsEmbedder(32))
+        reader = _memory(stores, thread, embedder=new)
+        assert await _top(reader) != ["long"], thread  # the next model's first window only
+        await reader.aclose()
+    promoted = await promote_to_primary(store, new.model)
+    assert promoted.promoted
+    for thread in ("before", "during"):
+        reader = _memory(stores, thread, embedder=new)
+        assert await _top(reader) != ["long"], thread  # the old model's windows are gone
+        page = await reader.rebuild_index()
+        assert page.rebuilt == 4, thread
         assert await _top(reader) == ["long"], thread
         await reader.aclose()
 
@@ -127,9 +141,45 @@ def cut(monkeypatch: pytest.MonkeyPatch) -> None:
     "check",
     [
         test_an_imported_long_entry_without_a_vector_is_embedded_whole,
-        test_a_model_change_embeds_long_entries_whole,
+        test_a_model_change_gives_long_entries_their_windows_back_on_rebuild,
     ],
 )
 async def test_without_windows_these_tests_fail(stores, check) -> None:
     with pytest.raises(AssertionError):
         await check(stores)
+
+
+async def test_both_backends_score_long_entries_identically(make_postgres_stores) -> None:
+    """The re-rank scores a long entry by its first window and its later windows with the margin,
+    from the vectors each store hands back: the same hits and scores, bit for bit, on both
+    backends -- also for the entries whose later window decides their semantic score."""
+    made = await make_postgres_stores()
+    backends = {
+        "memory": (InMemoryVectorStore(), InMemoryWorkingStore()),
+        "postgres": (made.vector_store, made.working_store),
+    }
+    music = "The cello rehearsal for the symphony concert moved to Thursday with the orchestra."
+    entries = [
+        *({"id": f"short-{at}", "text": text} for at, text in enumerate(OTHERS)),
+        {"id": "travel", "text": long_text(FACT)},
+        {"id": "music", "text": long_text(music, words=800)},
+        {"id": "garden", "text": long_text("We sow the beans in the garden next week.")},
+    ]
+    queries = [QUERY, "When is the cello concert?", "compost and seeds in the garden", "bread"]
+    found: dict[str, list[list[tuple[str, float, float, float]]]] = {}
+    for name, pair in backends.items():
+        memory = _memory(pair, "scores", embedder=FirstWordsEmbedder(32))
+        await memory.remember(entries, wait=True)
+        found[name] = []
+        for query in queries:
+            for scoring in (DENSE, None):
+                result = await memory.recall(query, top_k=6, scoring=scoring)
+                found[name].append([(h.id, h.semantic, h.similarity, h.score) for h in result.hits])
+        await memory.aclose()
+    assert found["memory"] == found["postgres"]
+    # the windows decided: the travel entry's score is its last window's, above its first's
+    (travel,) = [hit for hit in found["memory"][0] if hit[0] == "travel"]
+    assert found["memory"][0][0][0] == "travel"
+    embedder = FirstWordsEmbedder(32)
+    query, first = await embed_whole(embedder, [QUERY, long_text(FACT)])
+    assert travel[1] > cosine(query, first) + 0.05

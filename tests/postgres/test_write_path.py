@@ -224,7 +224,8 @@ async def test_the_import_insert_descends_the_primary_key_once_per_staged_row(
                 columns=STAGE_COLUMNS,
             )
             plan = await driver.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {insert}", *({"now": NOW}[n] for n in order)
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {insert}",
+                *({"now": NOW, "windows": [], "window_rows": []}[n] for n in order),
             )
             added = await driver.fetch(
                 f"SELECT id, sequence FROM {entries} WHERE sequence >= {ROWS} ORDER BY sequence"

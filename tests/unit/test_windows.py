@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -18,8 +19,17 @@ from prism_memory.embedding import (
     embedder_window,
 )
 from prism_memory.errors import CapExceededError, ConfigurationError, InvalidVectorError
+from prism_memory.models import Candidate, MemoryRecord
+from prism_memory.ranking import rerank
 from prism_memory.testing import FirstWordsEmbedder
-from prism_memory.windows import combine_windows, embed_whole, split_windows
+from prism_memory.windows import (
+    WINDOW_MARGIN,
+    WindowedVector,
+    effective_cosine,
+    embed_entries,
+    embed_whole,
+    split_windows,
+)
 
 WORD = re.compile(r"\S+")
 
@@ -155,35 +165,78 @@ async def test_texts_within_the_window_get_exactly_todays_vectors() -> None:
     assert embedder.batches == [texts[:2], texts[2:]]  # as they were given
 
 
-async def test_a_long_text_is_the_normalised_mean_of_its_windows() -> None:
+async def test_a_long_entry_keeps_its_first_window_as_its_vector_and_its_later_windows() -> None:
     embedder = Declared(max_chars=300)
     long, short = prose(400), "Ada keeps bees"
-    vectors = await embed_whole(embedder, [short, long], batch_size=4)
+    made = await embed_entries(embedder, [short, long], batch_size=4)
     windows = split_windows(long, 300)
     assert len(windows) > 3
     sent = [text for batch in embedder.batches for text in batch]
     assert sent == [short, *windows]
     assert all(len(batch) <= 4 for batch in embedder.batches)
     parts = await HashEmbedder(8).embed(windows)
-    mean = parts.astype(np.float64).mean(axis=0)
-    np.testing.assert_allclose(vectors[1], mean / np.linalg.norm(mean), rtol=1e-6)
-    np.testing.assert_array_equal(vectors[0], (await HashEmbedder(8).embed([short]))[0])
-    assert vectors.dtype == np.float32
-    assert vectors.shape == (2, 8)
+    np.testing.assert_array_equal(made[0], (await HashEmbedder(8).embed([short]))[0])
+    entry = made[1]
+    assert isinstance(entry, WindowedVector)
+    np.testing.assert_array_equal(entry.vector, parts[0])  # what the model saw of it before
+    np.testing.assert_array_equal(entry.windows, parts[1:])
+    assert entry.vector.dtype == entry.windows.dtype == np.float32
+    # a query (or another model's vector) is the first window's alone; only it is embedded
+    queried = Declared(max_chars=300)
+    vectors = await embed_whole(queried, [short, long], batch_size=4)
+    np.testing.assert_array_equal(vectors[1], parts[0])
+    assert [t for batch in queried.batches for t in batch] == [short, windows[0]]
 
 
-def test_windows_that_cancel_out_are_an_error_not_a_zero_vector() -> None:
-    with pytest.raises(InvalidVectorError):
-        combine_windows(np.array([[1.0, 0.0], [-1.0, 0.0]], dtype=np.float32))
-    one = np.array([[3.0, 4.0]], dtype=np.float32)
-    assert combine_windows(one).tolist() == [3.0, 4.0]  # one window: as the embedder gave it
+async def test_entries_within_the_window_get_exactly_todays_vectors() -> None:
+    texts = ["Ada keeps bees", "x " * 499]
+    made = await embed_entries(Declared(), texts, batch_size=2)
+    plain = await embed_batched(Declared(), texts, batch_size=2)
+    assert all(isinstance(vector, np.ndarray) for vector in made)
+    assert np.stack(made).tobytes() == plain.tobytes()
+
+
+def test_the_effective_cosine_gives_later_windows_the_margin() -> None:
+    assert WINDOW_MARGIN == 0.15
+    assert effective_cosine(0.4, []) == 0.4  # a short entry: its cosine as it is
+    assert effective_cosine(0.4, [0.5]) == 0.4  # a later window must beat the first by δ
+    assert effective_cosine(0.4, [0.2, 0.9]) == pytest.approx(0.75)  # the last paragraph's fact
+    assert effective_cosine(-0.3, [-0.1]) == pytest.approx(-0.25)  # only later windows pay δ
+
+
+def test_the_rerank_scores_an_entry_by_its_best_window_with_the_margin() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def record(entry_id: str, sequence: int) -> MemoryRecord:
+        return MemoryRecord(
+            tenant_id="t", resource_id="r", thread_id="th", id=entry_id, text="x",
+            role="user", metadata={}, consent=None, sequence=sequence, occurred_at=now,
+            created_at=now, written_at=now, importance=0.0,
+        )  # fmt: skip
+
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    first = np.array([0.6, 0.8, 0.0], dtype=np.float32)  # cosine 0.6
+    later = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], dtype=np.float32)  # cosines 0, 1
+
+    def semantic(*candidates: Candidate) -> dict[str, float]:
+        hits = rerank(candidates, query_vector=query, query_text="x", top_k=5, now=now)
+        return {hit.id: hit.semantic for hit in hits}
+
+    short = Candidate(record("short", 0), first)
+    long = Candidate(record("long", 1), first, later)
+    close = Candidate(record("close", 2), first, later[:1].copy())
+    found = semantic(short, long, close)
+    assert found["short"] == pytest.approx(0.6)  # unchanged without windows
+    assert found["long"] == pytest.approx(1.0 - WINDOW_MARGIN)  # 1 − δ > 0.6
+    assert found["close"] == pytest.approx(0.6)  # a later window below the first counts nothing
+    assert semantic(short) == {"short": pytest.approx(0.6)}  # the no-window path
 
 
 async def test_an_embedder_that_counts_tokens_gets_windows_that_fit() -> None:
     embedder = FirstWordsEmbedder(8, window=50)
     fits = " ".join(["longword"] * 50)  # 449 characters, 50 tokens: one window
     over = prose(1500)
-    await embed_whole(embedder, [fits, over])
+    await embed_entries(embedder, [fits, over])
     assert embedder.seen[0] == fits
     pieces = embedder.seen[1:]
     assert len(pieces) > 1
@@ -200,7 +253,7 @@ async def test_windows_over_the_count_are_split_again_until_they_fit() -> None:
 
     embedder = Dense(8, window=40)
     text = prose(300)
-    await embed_whole(embedder, [text])
+    await embed_entries(embedder, [text])
     assert len(embedder.seen) > 1
     assert all(len(piece) <= 40 for piece in embedder.seen)
 
@@ -211,7 +264,7 @@ async def test_a_counter_that_answers_nonsense_is_an_error() -> None:
             return [1]
 
     with pytest.raises(InvalidVectorError, match="count_tokens"):
-        await embed_whole(Broken(8, window=10), [prose(100), prose(50)])
+        await embed_entries(Broken(8, window=10), [prose(100), prose(50)])
 
 
 async def test_the_double_reads_only_its_window_like_a_transformer() -> None:
@@ -231,6 +284,6 @@ async def test_a_declared_max_chars_holds_for_an_embedder_that_counts_too() -> N
     embedder = Both(8, window=1000)  # 1,000 words fit its tokens, not its 100 characters
     text = prose(60)
     assert len(text) > 100
-    await embed_whole(embedder, [text])
+    await embed_entries(embedder, [text])
     assert len(embedder.seen) > 1
     assert all(len(piece) <= 100 for piece in embedder.seen)

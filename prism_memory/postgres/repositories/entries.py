@@ -21,15 +21,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from ..._windowed import OwnVector, own_parts
 from ...models import (
     IndexStatus,
     MemoryConsent,
     MemoryIdentity,
     MemoryRecord,
     TombstoneReason,
-    Vector,
 )
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
+from .._codec import encode_vectors
 from .._executor import DriverUnit, Executor
 from ..rows import (
     RECORD_COLUMNS,
@@ -176,16 +177,19 @@ class EntryRepository(_Repository):
         scope: MemoryIdentity,
         entry_id: str,
         new_text: str,
-        vector: Vector,
+        vector: OwnVector,
         now: datetime,
         model: str | None = None,
     ) -> MemoryRecord | None:
-        """New text and vector at once; ``None`` if the entry does not exist."""
+        """New text and vector at once (and its later windows'); ``None`` if the entry does not
+        exist."""
+        later = own_parts(vector)[1]
         params: dict[str, Any] = {
             **scope_params(scope),
             "id": entry_id,
             "text": new_text,
-            "embedding": vector,
+            "embedding": own_parts(vector)[0],
+            "window_embeddings": None if later is None else encode_vectors(list(later)),
             "now": now,
             "model": model,
             **lexical_values(new_text),

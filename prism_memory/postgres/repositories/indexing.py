@@ -8,10 +8,11 @@ from datetime import datetime
 
 from sqlalchemy import update
 
-from ...models import IndexStatus, MemoryIdentity, Vector
+from ..._windowed import OwnVector
+from ...models import IndexStatus, MemoryIdentity
 from ...stores.base import ClaimedEntry
 from .._engine import encode_vector
-from ..rows import claimed_entries, scope_params
+from ..rows import claimed_entries, scope_params, window_params
 from ..statements import claim_in_statement, claim_statement
 from ._base import _in_array, _Repository, _rowcount
 
@@ -90,7 +91,7 @@ class IndexingRepository(_Repository):
 
     async def complete(
         self,
-        items: Sequence[tuple[ClaimedEntry, Vector]],
+        items: Sequence[tuple[ClaimedEntry, OwnVector]],
         *,
         worker_id: str,
         now: datetime,
@@ -99,13 +100,15 @@ class IndexingRepository(_Repository):
         """Store vectors where lease and revision match (one statement); count them."""
         if not items:
             return 0
+        mains, windows = window_params([vector for _, vector in items])
         params = {
+            **windows,
             "tenants": [item.scope.tenant_id for item, _ in items],
             "resources": [item.scope.resource_id for item, _ in items],
             "threads": [item.scope.thread_id for item, _ in items],
             "ids": [item.id for item, _ in items],
             "revisions": [item.revision for item, _ in items],
-            "embeddings": [encode_vector(vector) for _, vector in items],
+            "embeddings": [encode_vector(vector) for vector in mains],
             "leases": [item.lease_until for item, _ in items],
             "worker": worker_id,
             "now": now,
@@ -178,17 +181,19 @@ class IndexingRepository(_Repository):
     async def store_vectors(
         self,
         scope: MemoryIdentity,
-        items: Sequence[tuple[str, int, Vector]],
+        items: Sequence[tuple[str, int, OwnVector]],
         model: str | None = None,
     ) -> int:
         """Set vectors where the revision matches (one statement); count them."""
         if not items:
             return 0
+        mains, windows = window_params([vector for _, _, vector in items])
         params = {
             **scope_params(scope),
+            **windows,
             "ids": [entry_id for entry_id, _, _ in items],
             "revisions": [int(revision) for _, revision, _ in items],
-            "embeddings": [encode_vector(vector) for _, _, vector in items],
+            "embeddings": [encode_vector(vector) for vector in mains],
             "model": model,
         }
         return await self._changed("store_vectors", self.sql.store_vectors, params)

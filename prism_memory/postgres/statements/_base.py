@@ -91,9 +91,7 @@ class TableSql:
             where = f"e.tenant_id = {tenant} AND ROW({rest}) >= ROW({', '.join(key[1:])})"
         return f"(SELECT {columns} FROM {self.entries} e WHERE {where} ORDER BY {mine} LIMIT 1)"
 
-    def stored_key(
-        self, key: str | tuple[str, str, str, str], *, tenant: str | None = None
-    ) -> str:
+    def stored_key(self, key: str | tuple[str, str, str, str], *, tenant: str | None = None) -> str:
         """``EXISTS``: the entry of ``key`` (as in :meth:`first_stored`, ``tenant`` too, with the
         key then in its four parts) is stored."""
         found = self.first_stored(key, self.key_of("e"), tenant=tenant)
@@ -175,6 +173,18 @@ class TableSql:
 
 
 @functools.lru_cache(maxsize=256)
+def windows_of(ordinal: str) -> str:
+    """The ``vector[]`` of the later windows bound for the row of ordinal ``ordinal`` (SQL): the
+    statement's ``:windows`` (every later window of the batch, in order) whose ``:window_rows``
+    entry is that ordinal; NULL for a row without any (an empty batch of windows costs one empty
+    scan per row)."""
+    return (
+        "(SELECT array_agg(w.v ORDER BY w.n) FROM unnest(CAST(:windows AS vector[]), "
+        "CAST(:window_rows AS bigint[])) WITH ORDINALITY AS w(v, owner, n) "
+        f"WHERE w.owner = {ordinal})"
+    )
+
+
 def _render(family: type[TableSql], names: Names) -> Any:
     schema = quote(names.schema)
     return family(

@@ -11,7 +11,7 @@ from typing import Any
 from ...models import MemoryIdentity
 from ..rows import INSERT_COLUMNS, scope_params
 from ..tables import PrismTables
-from ._base import TableSql
+from ._base import TableSql, windows_of
 
 __all__ = [
     "RowSql",
@@ -141,7 +141,8 @@ class RowSql(TableSql):
             "text, role, metadata, consent_explicit, consent_source, consent_scope, "
             "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
             "created_at, written_at, importance, legal_hold, status, revision, attempts, "
-            "claimed_by, claimed_until, embedding, embedding_model, text_tsv, term_count) "
+            "claimed_by, claimed_until, embedding, embedding_model, window_embeddings, "
+            "text_tsv, term_count) "
             "SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, "
             "n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, "
             "n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, "
@@ -150,6 +151,7 @@ class RowSql(TableSql):
             "CASE WHEN n.leased THEN CAST(:worker AS text) END, "
             "CASE WHEN n.leased THEN CAST(:until AS timestamptz) END, n.embedding, "
             "CASE WHEN n.embedding IS NOT NULL THEN CAST(:model AS text) END, "
+            f"{windows_of('n.ord')}, "
             "array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count "
             f"FROM numbered n ORDER BY n.ord {conflict}RETURNING id, sequence), "
             f"cleared AS (DELETE FROM {self.invalidation} WHERE {scope} "
@@ -186,6 +188,7 @@ class RowSql(TableSql):
         return (
             f"UPDATE {self.entries} e SET text = :text, embedding = :embedding, "
             "embedding_model = CAST(:model AS text), "
+            "window_embeddings = CAST(:window_embeddings AS vector[]), "
             "text_tsv = array_to_tsvector(CAST(:lexical_terms AS text[])), "
             "term_count = :term_count, "
             "revision = e.revision + 1, status = 'indexed', attempts = 0, last_error = NULL, "

@@ -211,7 +211,8 @@ class GenerationSql(TableSql):
             "revision = excluded.revision, embedding = excluded.embedding, "
             "claimed_by = NULL, claimed_until = NULL RETURNING 1), "
             f"moved AS (UPDATE {self.entries} e SET embedding = m.promoted, "
-            "embedding_model = CAST(:model AS text) FROM moving m "
+            # the own vector's later windows are of the old model: they go with it
+            "embedding_model = CAST(:model AS text), window_embeddings = NULL FROM moving m "
             "WHERE e.tenant_id = m.tenant_id AND e.resource_id = m.resource_id "
             "AND e.thread_id = m.thread_id AND e.id = m.id RETURNING 1), "
             f"cleared AS (DELETE FROM {self.vectors} v USING moving m "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from ._base import TableSql, quote
+from ._base import TableSql, quote, windows_of
 
 __all__ = ["ImportSql"]
 
@@ -81,13 +81,14 @@ class ImportSql(TableSql):
             "text, role, metadata, consent_explicit, consent_source, consent_scope, "
             "consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, "
             "created_at, written_at, importance, legal_hold, status, revision, attempts, "
-            "embedding, embedding_model, text_tsv, term_count) "
+            "embedding, embedding_model, window_embeddings, text_tsv, term_count) "
             "SELECT n.tenant_id, n.resource_id, n.thread_id, n.id, n.text, n.role, n.metadata, "
             "n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, "
             "n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, "
             "CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, "
             "CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, "
             "n.embedding, CASE WHEN n.embedding IS NOT NULL THEN n.embedding_model END, "
+            f"{windows_of('n.ord')}, "
             "array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count "
             "FROM numbered n ORDER BY n.ord "
             "RETURNING tenant_id, resource_id, thread_id, id, status), "

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...models import MemoryIdentity
 from ..rows import scope_params
-from ._base import TableSql
+from ._base import TableSql, windows_of
 
 __all__ = ["IndexingSql", "claim_in_statement", "claim_statement"]
 
@@ -86,12 +86,12 @@ class IndexingSql(TableSql):
         set when it names one) and revision still match (one primary-key probe per row)."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
-            "embedding_model = CAST(:model AS text), "
+            f"embedding_model = CAST(:model AS text), window_embeddings = {windows_of('v.ord')}, "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:tenants AS text[]), CAST(:resources AS text[]), "
             "CAST(:threads AS text[]), CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
-            "CAST(:embeddings AS vector[]), CAST(:leases AS timestamptz[])) "
-            "AS v(tenant_id, resource_id, thread_id, id, revision, embedding, lease_until) "
+            "CAST(:embeddings AS vector[]), CAST(:leases AS timestamptz[])) WITH ORDINALITY "
+            "AS v(tenant_id, resource_id, thread_id, id, revision, embedding, lease_until, ord) "
             "WHERE e.tenant_id = v.tenant_id AND e.resource_id = v.resource_id "
             "AND e.thread_id = v.thread_id AND e.id = v.id AND e.revision = v.revision "
             "AND e.status = 'pending' AND e.claimed_by = :worker AND e.claimed_until > :now "
@@ -120,10 +120,10 @@ class IndexingSql(TableSql):
         """Re-index: store vectors where the revision matches, drop leases."""
         return (
             f"UPDATE {self.entries} e SET embedding = v.embedding, status = 'indexed', "
-            "embedding_model = CAST(:model AS text), "
+            f"embedding_model = CAST(:model AS text), window_embeddings = {windows_of('v.ord')}, "
             "last_error = NULL, next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(CAST(:ids AS text[]), CAST(:revisions AS integer[]), "
-            "CAST(:embeddings AS vector[])) AS v(id, revision, embedding) "
+            "CAST(:embeddings AS vector[])) WITH ORDINALITY AS v(id, revision, embedding, ord) "
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
             "AND e.id = v.id AND e.revision = v.revision"
         )

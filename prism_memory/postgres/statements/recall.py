@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..._windowed import WINDOW_MARGIN
 from ...lexical import BM25_B, BM25_K1, MAX_TERM_CHARS
 from ...models import MemoryIdentity
 from ...stores.base import RecallFilter, SearchRequest
@@ -139,7 +140,15 @@ class RecallSql(TableSql):
                 "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
             ]
         )
-        distance = "COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0)"
+        # an entry with later windows is as near as its best window with the margin
+        # (prism_memory.windows): LEAST(first window, nearest later window + δ) in distance
+        # (1 − cosine); a row without windows reads only its own vector, as before
+        own_distance = (
+            "CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query "
+            "ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query) "
+            f"FROM unnest(e.window_embeddings) AS w(v)) + CAST({WINDOW_MARGIN!r} AS float8)) END"
+        )
+        distance = f"COALESCE(NULLIF({own_distance}, 'NaN'::float8), 1.0)"
         own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
         parent = (
             "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
@@ -192,7 +201,7 @@ class RecallSql(TableSql):
             scanned = " UNION ALL ".join(
                 f"SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count{matched}, "
                 f"{'true' if index == 0 else 'false'} AS own, "
-                f"CASE WHEN {own_vector} THEN e.embedding <=> :query "
+                f"CASE WHEN {own_vector} THEN {own_distance} "
                 f"ELSE (SELECT v.embedding <=> :query FROM {self.vectors} v WHERE {of_row} "
                 f"AND v.embedding IS NOT NULL) END AS raw_distance FROM {source} WHERE {pool}"
                 for index, (source, pool) in enumerate(pools)
@@ -249,7 +258,14 @@ class RecallSql(TableSql):
             f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
             "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread)"
         )
-        columns = f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding"
+        send_windows = (
+            "ARRAY(SELECT vector_send(w.v) FROM unnest(e.window_embeddings) "
+            "WITH ORDINALITY AS w(v, n) ORDER BY w.n)"
+        )
+        columns = (
+            f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
+            f"CASE WHEN e.window_embeddings IS NOT NULL THEN {send_windows} END AS windows"
+        )
         if by_model:
             pending += " + (SELECT count(*) FROM scanned WHERE own AND raw_distance IS NULL)"
             columns = self.columns(json_as_text=True).replace(
@@ -257,6 +273,9 @@ class RecallSql(TableSql):
             ) + (
                 f", CASE WHEN {own_vector} THEN vector_send(e.embedding) ELSE (SELECT "
                 f"vector_send(v.embedding) FROM {self.vectors} v WHERE {of_row}) END AS embedding"
+                # the windows go with the entry's own vector only (of its own model)
+                f", CASE WHEN e.window_embeddings IS NOT NULL AND {own_vector} "
+                f"THEN {send_windows} END AS windows"
             )
         active = f"(SELECT g.model FROM {self.generations} g WHERE g.active) AS active_model"
         # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is

@@ -30,8 +30,11 @@ numbered AS (SELECT f.*, coalesce(f.sequence, f.autos + 1 + greatest(top.v, max(
     FROM fresh f, top
     WINDOW w AS (ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING
         AND 1 PRECEDING)),
-inserted AS (INSERT INTO "prism_memory"."semantic_memory" (tenant_id, resource_id, thread_id, id, text, role, metadata, consent_explicit, consent_source, consent_scope, consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, created_at, written_at, importance, legal_hold, status, revision, attempts, claimed_by, claimed_until, embedding, embedding_model, text_tsv, term_count)
-    SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, CASE WHEN n.leased THEN CAST(:worker AS text) END, CASE WHEN n.leased THEN CAST(:until AS timestamptz) END, n.embedding, CASE WHEN n.embedding IS NOT NULL THEN CAST(:model AS text) END, array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count
+inserted AS (INSERT INTO "prism_memory"."semantic_memory" (tenant_id, resource_id, thread_id, id, text, role, metadata, consent_explicit, consent_source, consent_scope, consent_visible, consent_granted_at, consent_revoked_at, sequence, occurred_at, created_at, written_at, importance, legal_hold, status, revision, attempts, claimed_by, claimed_until, embedding, embedding_model, window_embeddings, text_tsv, term_count)
+    SELECT :tenant, :resource, :thread, n.id, n.text, n.role, n.metadata, n.consent_explicit, n.consent_source, n.consent_scope, n.consent_visible, n.consent_granted_at, n.consent_revoked_at, n.seq, n.occurred_at, CAST(:now AS timestamptz), CAST(:now AS timestamptz), n.importance, false, CASE WHEN n.embedding IS NULL THEN 'pending' ELSE 'indexed' END, 1, 0, CASE WHEN n.leased THEN CAST(:worker AS text) END, CASE WHEN n.leased THEN CAST(:until AS timestamptz) END, n.embedding, CASE WHEN n.embedding IS NOT NULL THEN CAST(:model AS text) END, (SELECT array_agg(w.v
+            ORDER BY w.n)
+        FROM unnest(CAST(:windows AS vector[]), CAST(:window_rows AS bigint[])) WITH ORDINALITY AS w(v, owner, n)
+        WHERE w.owner = n.ord), array_to_tsvector(string_to_array(n.terms, ' ')), n.term_count
     FROM numbered n
     ORDER BY n.ord
     RETURNING id, sequence),

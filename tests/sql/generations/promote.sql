@@ -35,7 +35,7 @@ kept AS (INSERT INTO "prism_memory"."semantic_memory_vectors" AS w (tenant_id, r
     SET revision = excluded.revision, embedding = excluded.embedding, claimed_by = NULL, claimed_until = NULL
     RETURNING 1),
 moved AS (UPDATE "prism_memory"."semantic_memory" e
-    SET embedding = m.promoted, embedding_model = CAST(:model AS text)
+    SET embedding = m.promoted, embedding_model = CAST(:model AS text), window_embeddings = NULL
     FROM moving m
     WHERE e.tenant_id = m.tenant_id
     AND e.resource_id = m.resource_id

@@ -272,4 +272,10 @@ ALTER TABLE prism_memory.semantic_memory_rag_chunks ADD COLUMN embedding_model T
 
 UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0012' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0011';
 
+-- Running upgrade prism_memory_0012 -> prism_memory_0013
+
+ALTER TABLE prism_memory.semantic_memory ADD COLUMN window_embeddings VECTOR[];
+
+UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0013' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0012';
+
 COMMIT;

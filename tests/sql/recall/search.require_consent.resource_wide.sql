@@ -9,7 +9,8 @@ WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
         AND resource_id = (SELECT CAST(:resource AS text))
         AND thread_id = (SELECT CAST(:thread AS text))
         GROUP BY entry_id) AS k),
-eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count
+eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query)
+                    FROM unnest(e.window_embeddings) AS w(v)) + CAST(0.15 AS float8)) END, 'NaN'::float8), 1.0) AS distance, e.term_count
     FROM dead d
     CROSS JOIN "prism_memory"."semantic_memory" e
     WHERE e.tenant_id = :tenant
@@ -28,7 +29,8 @@ eligible AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(
                     WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))
     AND e.embedding IS NOT NULL
     UNION ALL
-    SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(e.embedding <=> :query, 'NaN'::float8), 1.0) AS distance, e.term_count
+    SELECT e.ctid AS row_ctid, e.id, e.sequence, COALESCE(NULLIF(CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query)
+                    FROM unnest(e.window_embeddings) AS w(v)) + CAST(0.15 AS float8)) END, 'NaN'::float8), 1.0) AS distance, e.term_count
     FROM "prism_memory"."semantic_memory" e
     WHERE e.tenant_id = :tenant
     AND e.resource_id = (SELECT CAST(:resource AS text))
@@ -63,7 +65,9 @@ nearest_top AS (SELECT row_ctid
     FROM eligible
     ORDER BY distance, sequence, id
     LIMIT :limit)
-SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model", vector_send(e.embedding) AS embedding, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
+SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model", vector_send(e.embedding) AS embedding, CASE WHEN e.window_embeddings IS NOT NULL THEN ARRAY(SELECT vector_send(w.v)
+    FROM unnest(e.window_embeddings) WITH ORDINALITY AS w(v, n)
+    ORDER BY w.n) END AS windows, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" p
     WHERE p.status = 'pending'
     AND p.tenant_id = :tenant

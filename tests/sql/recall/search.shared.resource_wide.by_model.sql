@@ -12,7 +12,8 @@ WITH dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills
 scanned AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, true AS own, CASE WHEN COALESCE(e.embedding IS NOT NULL
         AND COALESCE(e.embedding_model, (SELECT g.model
                 FROM "prism_memory"."semantic_memory_generations" g
-                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN e.embedding <=> :query ELSE (SELECT v.embedding <=> :query
+                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query)
+            FROM unnest(e.window_embeddings) AS w(v)) + CAST(0.15 AS float8)) END ELSE (SELECT v.embedding <=> :query
         FROM "prism_memory"."semantic_memory_vectors" v
         WHERE v.tenant_id = e.tenant_id
         AND v.resource_id = e.resource_id
@@ -40,7 +41,8 @@ scanned AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_cou
     SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, false AS own, CASE WHEN COALESCE(e.embedding IS NOT NULL
         AND COALESCE(e.embedding_model, (SELECT g.model
                 FROM "prism_memory"."semantic_memory_generations" g
-                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN e.embedding <=> :query ELSE (SELECT v.embedding <=> :query
+                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query)
+            FROM unnest(e.window_embeddings) AS w(v)) + CAST(0.15 AS float8)) END ELSE (SELECT v.embedding <=> :query
         FROM "prism_memory"."semantic_memory_vectors" v
         WHERE v.tenant_id = e.tenant_id
         AND v.resource_id = e.resource_id
@@ -80,7 +82,8 @@ scanned AS MATERIALIZED (SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_cou
     SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count, false AS own, CASE WHEN COALESCE(e.embedding IS NOT NULL
         AND COALESCE(e.embedding_model, (SELECT g.model
                 FROM "prism_memory"."semantic_memory_generations" g
-                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN e.embedding <=> :query ELSE (SELECT v.embedding <=> :query
+                WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query)
+            FROM unnest(e.window_embeddings) AS w(v)) + CAST(0.15 AS float8)) END ELSE (SELECT v.embedding <=> :query
         FROM "prism_memory"."semantic_memory_vectors" v
         WHERE v.tenant_id = e.tenant_id
         AND v.resource_id = e.resource_id
@@ -134,7 +137,13 @@ SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role"
     AND v.thread_id = e.thread_id
     AND v.entry_id = e.id
     AND v.model = CAST(:model AS text)
-    AND v.revision = e.revision) END AS embedding, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
+    AND v.revision = e.revision) END AS embedding, CASE WHEN e.window_embeddings IS NOT NULL
+AND COALESCE(e.embedding IS NOT NULL
+    AND COALESCE(e.embedding_model, (SELECT g.model
+            FROM "prism_memory"."semantic_memory_generations" g
+            WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN ARRAY(SELECT vector_send(w.v)
+    FROM unnest(e.window_embeddings) WITH ORDINALITY AS w(v, n)
+    ORDER BY w.n) END AS windows, s.documents, s.total_length, NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts, (SELECT count(*)
     FROM "prism_memory"."semantic_memory" p
     WHERE p.status = 'pending'
     AND p.tenant_id = :tenant
