@@ -27,7 +27,9 @@ parameter defaults of the Anserini toolkit (k1 = 0.9, b = 0.4), not fitted to an
 
 BM25 by chance (:func:`chance_bm25`): what an entry of ``|d|`` terms scores on the query's terms
 when it holds each of them as often as a random entry of its length would — term ``t`` with
-probability ``p(t, d) = 1 − (1 − df(t)/N)^(|d| / avgdl)``, once::
+probability ``p(t, d) = 1 − (1 − (df(t) − 1)/(N − 1))^(|d| / avgdl)``, once. The share is taken
+among the *other* entries (``d`` is one of the ``df(t)`` that hold ``t``), so a term only ``d``
+holds is never chance, however small the scope (0 when ``N ≤ 1``)::
 
     chance(d, q) = Σ_t  idf(t) · p(t, d) · (k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
 
@@ -499,8 +501,9 @@ def chance_bm25(
     """The BM25 a document of ``length`` terms scores for the distinct query ``terms`` by chance.
 
     ``Σ idf(t) · p(t) · (k1 + 1) / (1 + k1·(1 − b + b·length / avgdl))`` over the terms the corpus
-    holds (sorted order), where ``p(t) = 1 − (1 − df(t) / N) ** (length / avgdl)`` is the chance that
-    a random document of that length holds ``t`` (see the module doc). 0 for an empty corpus.
+    holds (sorted order), where ``p(t) = 1 − (1 − (df(t) − 1) / (N − 1)) ** (length / avgdl)`` is the
+    chance that a random *other* document of that length holds ``t`` (the document scored is one of
+    the ``df(t)``; see the module doc). 0 for an empty corpus.
     """
     average = stats.average_length
     if average <= 0.0 or stats.documents <= 0:
@@ -509,7 +512,9 @@ def chance_bm25(
     unit = (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b * ratio))
     total = 0.0
     for term, weight in term_weights(terms, stats) if weights is None else weights:
-        share = min(stats.frequency(term), stats.documents) / stats.documents
+        share = max(0, min(stats.frequency(term), stats.documents) - 1) / max(
+            stats.documents - 1, 1
+        )
         total += weight * (1.0 - (1.0 - share) ** ratio) * unit
     return total
 

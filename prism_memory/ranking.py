@@ -14,7 +14,7 @@ Fusion over the candidate set ``C`` of one query (λ = ``lexical_weight``, 0.5 b
                     # (an entry with later windows: semantic(d) = max(cos(q, d),
                     #  max_j cos(q, w_j) − δ), δ = prism_memory.windows.WINDOW_MARGIN)
     gain(t, d)    = idf(t)·tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avgdl))    # bm25(d) = Σ_t gain
-    chance(t, d)  = idf(t)·(1 − (1 − df(t)/N)^(|d| / avgdl))·(k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
+    chance(t, d)  = idf(t)·(1 − (1 − (df(t) − 1)/(N − 1))^(|d| / avgdl))·(k1 + 1) / (1 + k1·(1 − b + b·|d| / avgdl))
     evidence(d)   = Σ_{t ∈ q, tf(t, d) > 0} max(0, gain(t, d) − m·chance(t, d))
     lexical(d)    = evidence(d) / max_C evidence
     w             = λ · clamp(median_C dense, 0, 1)

@@ -49,11 +49,12 @@ def test_bm25_of_each_candidate_follows_the_formula_term_by_term():
     assert scores["one-beta"].bm25 == pytest.approx(one_beta, rel=1e-12)
     assert scores["none"].bm25 == 0.0
     # evidence: each term's gain above 3 × its chance gain, idf · p · (k1 + 1) / (1 + norm) with
-    # p = 1 − (1 − df/N)^(|d|/avgdl). two-alpha (|d|/avgdl = 1, (k1 + 1) / (1 + k1) = 1): alpha
-    # p = 0.2, so 3 · 0.2 · ln 4.4 is discounted; beta p = 0.5, 1.5 · ln 2 > its gain ln 2: nothing
-    two_alpha_evidence = math.log(4.4) * (2 * 1.9 / 2.9 - 3 * 0.2)
-    # one-beta (|d|/avgdl = 0.25): p = 1 − 0.5^0.25
-    one_beta_evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - 0.5**0.25))
+    # p = 1 − (1 − (df − 1)/(N − 1))^(|d|/avgdl) (the share among the other documents).
+    # two-alpha (|d|/avgdl = 1, (k1 + 1) / (1 + k1) = 1): alpha p = 1/9, so 3 · ln 4.4 / 9 is
+    # discounted; beta p = 4/9, 4/3 · ln 2 > its gain ln 2: nothing
+    two_alpha_evidence = math.log(4.4) * (2 * 1.9 / 2.9 - 3 / 9)
+    # one-beta (|d|/avgdl = 0.25): p = 1 − (5/9)^0.25
+    one_beta_evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - (5 / 9) ** 0.25))
     assert scores["two-alpha"].bm25_chance == pytest.approx(
         two_alpha - two_alpha_evidence, rel=1e-12
     )
@@ -74,7 +75,7 @@ def test_the_best_evidence_is_the_lexical_scale_whatever_its_size():
         stats=stats,
     )
     scores = by_id(fused)
-    evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - 0.5**0.25))
+    evidence = math.log(2.0) * 1.9 / 1.63 * (1 - 3 * (1 - (5 / 9) ** 0.25))
     assert scores["one-beta"].bm25_scale == pytest.approx(evidence, rel=1e-12)
     assert scores["one-beta"].lexical == 1.0
 
@@ -148,14 +149,18 @@ def test_equal_scores_with_equal_sequence_and_id_rank_the_more_similar_first():
 
 def test_the_chance_bm25_is_written_out_as_the_formula():
     # N = 10, avgdl = 4; alpha in 2 documents, beta in 5; a document of the average length:
-    # p = df / N and (k1 + 1) / (1 + k1) = 1, so each term adds idf · df / N
+    # p = (df − 1) / (N − 1), the share among the other documents, and (k1 + 1) / (1 + k1) = 1,
+    # so each term adds idf · (df − 1) / (N − 1)
     stats = CorpusStats(10, 40, {"alpha": 2, "beta": 5})
-    expected = math.log(4.4) * 0.2 + math.log(2.0) * 0.5
+    expected = math.log(4.4) * (1 / 9) + math.log(2.0) * (4 / 9)
     assert chance_bm25(["alpha", "beta", "absent"], 4, stats) == pytest.approx(expected, rel=1e-12)
-    # a document of 8 terms (twice avgdl): p = 1 − (1 − df/N)^2, norm = 0.9 · (0.6 + 0.8) = 1.26
-    long = (math.log(4.4) * (1 - 0.8**2) + math.log(2.0) * (1 - 0.5**2)) * 1.9 / 2.26
+    # a document of 8 terms (twice avgdl): p = 1 − (1 − (df − 1)/(N − 1))^2, norm = 0.9 · 1.4
+    long = (math.log(4.4) * (1 - (8 / 9) ** 2) + math.log(2.0) * (1 - (5 / 9) ** 2)) * 1.9 / 2.26
     assert chance_bm25(["alpha", "beta"], 8, stats) == pytest.approx(long, rel=1e-12)
     assert chance_bm25(["alpha"], 3, CorpusStats()) == 0.0
+    # a term only the scored document holds is never chance, even in a scope of two
+    assert chance_bm25(["alpha"], 4, CorpusStats(2, 8, {"alpha": 1})) == 0.0
+    assert chance_bm25(["alpha"], 4, CorpusStats(1, 4, {"alpha": 1})) == 0.0
 
 
 def test_the_fusion_discounts_the_chance_bm25_times_the_margin():
@@ -169,5 +174,5 @@ def test_the_fusion_discounts_the_chance_bm25_times_the_margin():
     )
     assert only.bm25_chance == pytest.approx(3 * chance_bm25(["alpha", "beta"], 4, stats), rel=1e-9)
     assert only.bm25_chance == pytest.approx(
-        3 * (0.02 * math.log(1 + 98.5 / 2.5) + 0.03 * math.log(1 + 97.5 / 3.5)), rel=1e-12
+        3 * ((1 / 99) * math.log(1 + 98.5 / 2.5) + (2 / 99) * math.log(1 + 97.5 / 3.5)), rel=1e-12
     )
