@@ -26,7 +26,7 @@ from prism_memory.errors import (
     InvalidVectorError,
 )
 from prism_memory.indexing import IndexingPolicy
-from prism_memory.windows import embed_whole
+from prism_memory.windows import WindowedVector, embed_entries
 
 WIDTH = 8
 FAST = RetryPolicy(
@@ -278,10 +278,11 @@ async def test_it_declares_the_window_it_is_given_and_sends_long_texts_in_window
     declared = make(server, max_tokens=20)
     assert (embedder_window(declared).chars, embedder_window(declared).tokens) == (60, 20)
     long = " ".join(f"Sentence {i} of a long entry." for i in range(40))  # 1,149 characters
-    vectors = await embed_whole(declared, [long])
-    assert vectors.shape == (1, WIDTH)
+    (made,) = await embed_entries(declared, [long])  # an entry: every window is embedded
+    assert isinstance(made, WindowedVector)
+    assert made.vector.shape == (WIDTH,)
     sent = [text for body in server.requests for text in body["input"]]
-    assert len(sent) > 1
+    assert len(sent) == 1 + len(made.windows) > 1
     assert all(len(text) <= 60 for text in sent)  # no request over its window
 
 
