@@ -8,7 +8,8 @@ One class per backend runs the suite's sync and its async tests together: a clas
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 from langchain_core.vectorstores import VectorStore
@@ -32,9 +33,13 @@ class TestPrismVectorStorePostgres(VectorStoreIntegrationTests):
     engine without a pool, so the sync methods' private loops each open their own connection)."""
 
     @pytest.fixture
-    def vectorstore(self, make_postgres_stores) -> Iterator[VectorStore]:
-        stores = run_sync(make_postgres_stores())
+    async def vectorstore(self, make_postgres_stores) -> AsyncIterator[VectorStore]:
+        # opened and closed on a private loop (the sync methods' own), in a worker thread, so the
+        # session loop keeps running meanwhile: a transaction a background task of an earlier test
+        # left open on the session loop would otherwise never end, and the migrations' CREATE
+        # INDEX CONCURRENTLY waits for every open transaction (a hang seen in the full suite)
+        stores = await asyncio.to_thread(run_sync, make_postgres_stores())
         try:
             yield PrismVectorStore(self.get_embeddings(), store=stores.vector_store)
         finally:
-            run_sync(stores.close())
+            await asyncio.to_thread(run_sync, stores.close())
