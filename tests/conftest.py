@@ -82,12 +82,42 @@ def postgres_url() -> Iterator[str]:
         _unavailable(str(exc))
         return
     try:
+        _run_in_thread(_bound_idle_transactions(server.url))
         yield server.url
     finally:
         server.close()
 
 
 MakeStores = Callable[..., Awaitable[PostgresMemoryStores]]
+
+
+IDLE_TRANSACTION_SECONDS = 20
+"""The suite's own server ends a session left idle inside a transaction after this long."""
+
+
+async def _bound_idle_transactions(url: str) -> None:
+    """Set ``idle_in_transaction_session_timeout`` on the server the suite started.
+
+    A background task an earlier test left running (a memory it did not close) can stop half-way
+    through a transaction when the session's event loop stops between tests; its connection then
+    sits idle in that transaction until the loop runs again. A migration run meanwhile from a
+    subprocess or a private loop (the wheel test, the CLI, LangChain's sync suite) waits in
+    ``CREATE INDEX CONCURRENTLY`` for every open transaction, and the loop that would end this one
+    is the one the test blocks: the suite hung. The server ends such a session instead.
+    """
+    engine = create_engine(url, pooled=False)
+    try:
+        async with engine.connect() as conn:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await auto.execute(
+                text(
+                    "ALTER SYSTEM SET idle_in_transaction_session_timeout = "
+                    f"'{IDLE_TRANSACTION_SECONDS}s'"
+                )
+            )
+            await auto.execute(text("SELECT pg_reload_conf()"))
+    finally:
+        await engine.dispose()
 
 
 DROP_GRACE_SECONDS = 5.0

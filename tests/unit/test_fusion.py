@@ -136,7 +136,7 @@ def test_the_ideal_match_sums_the_idf_of_terms_the_scope_holds():
 
 
 def test_fusion_scales_each_signal_to_the_candidates():
-    stats = CorpusStats(documents=10, total_length=20, document_frequency={"zebra": 1})
+    stats = CorpusStats(documents=10, total_length=20, document_frequency={"zebra": 2})
     fused = fuse(
         [candidate("near", "plain words", vec(1, 0)), candidate("word", "zebra words", vec(0, 1))],
         query_vector=vec(2, 0),
@@ -144,12 +144,13 @@ def test_fusion_scales_each_signal_to_the_candidates():
         stats=stats,
     )
     by_id = {f.id: f for f in fused}
-    # tf 1 at the average length: bm25 = idf; by chance an entry of that length holds "zebra" with
-    # p = 1 − (1 − 1/10)^1 = 0.1, so the margin (3) discounts 0.3 · idf; the best evidence is 1
-    zebra = math.log(1 + 9.5 / 1.5)
+    # tf 1 at the average length: bm25 = idf; by chance an entry of that length holds "zebra" as
+    # one of the 9 others would, p = 1 − (1 − 1/9)^1 = 1/9, so the margin (3) discounts idf / 3;
+    # the best evidence is 1
+    zebra = math.log(1 + 8.5 / 2.5)
     assert by_id["word"].bm25 == pytest.approx(zebra)
-    assert by_id["word"].bm25_chance == pytest.approx(0.3 * zebra)
-    assert by_id["word"].bm25_scale == pytest.approx(0.7 * zebra)
+    assert by_id["word"].bm25_chance == pytest.approx(zebra / 3)
+    assert by_id["word"].bm25_scale == pytest.approx(2 * zebra / 3)
     assert by_id["word"].lexical == pytest.approx(1.0)
     assert by_id["near"].semantic == 1.0
     # normalised cosines 1 and 0: median 0.5, lexical weight 0.5 · 0.5
@@ -203,12 +204,18 @@ def test_the_weight_moves_the_blend():
 
 
 def test_the_margin_zero_counts_every_match_in_full():
-    # two entries, "zebra" in one: by chance half the entries hold it, so at the default margin it
-    # is no evidence; at margin 0 it is plain BM25
+    # "zebra" in every entry of the scope: a random other entry of the same length holds it for
+    # sure, so at the default margin it is no evidence; at margin 0 it is plain BM25
     cands = [candidate("dense", "nothing", vec(1, 0)), candidate("lexical", "zebra", vec(0.2, 1))]
-    default = {f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra")}
+    stats = CorpusStats(documents=3, total_length=3, document_frequency={"zebra": 3})
+    default = {
+        f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra", stats=stats)
+    }
     plain = {
-        f.id: f for f in fuse(cands, query_vector=vec(1, 0), query_text="zebra", chance_margin=0.0)
+        f.id: f
+        for f in fuse(
+            cands, query_vector=vec(1, 0), query_text="zebra", stats=stats, chance_margin=0.0
+        )
     }
     assert default["lexical"].lexical == 0.0
     assert default["lexical"].bm25_chance == default["lexical"].bm25 > 0.0

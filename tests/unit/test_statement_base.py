@@ -38,9 +38,18 @@ def test_the_primary_key_probe_names_its_tenant_when_asked() -> None:
     plain = sql.first_stored(key, "e.id")
     assert plain.startswith(f"(SELECT e.id FROM {sql.entries} e WHERE ROW(")
     assert "e.tenant_id =" not in plain
-    named = sql.first_stored(key, "e.id", tenant=":tenant")
-    assert f"FROM {sql.entries} e WHERE e.tenant_id = :tenant AND ROW(" in named
-    assert sql.stored_key(key, tenant=":tenant").count("e.tenant_id = :tenant") == 1
+    parts = TableSql.thread_key_parts("i.id")
+    named = sql.first_stored(parts, "e.id", tenant=":tenant")
+    # after the tenant's equality the row comparison covers the other three key columns, so the
+    # descent starts at the probed key, not at the tenant's first one
+    assert (
+        f"FROM {sql.entries} e WHERE e.tenant_id = :tenant "
+        "AND ROW(e.resource_id, e.thread_id, e.id) >= ROW(CAST(:resource AS text), "
+        "CAST(:thread AS text), i.id)"
+    ) in named
+    with pytest.raises(TypeError):  # the whole key with a tenant would walk the tenant
+        sql.first_stored(key, "e.id", tenant=":tenant")
+    assert sql.stored_key(parts, tenant=":tenant").count("e.tenant_id = :tenant") == 1
     assert "e.tenant_id = :tenant" not in sql.stored_key(key)
     with pytest.raises(dataclasses.FrozenInstanceError):
         sql.entries = "x"  # type: ignore[misc]

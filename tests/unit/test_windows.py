@@ -223,8 +223,8 @@ def test_the_rerank_scores_an_entry_by_its_best_window_with_the_margin() -> None
         return {hit.id: hit.semantic for hit in hits}
 
     short = Candidate(record("short", 0), first)
-    long = Candidate(record("long", 1), first, later)
-    close = Candidate(record("close", 2), first, later[:1].copy())
+    long = Candidate(record("long", 1), first, windows=later)
+    close = Candidate(record("close", 2), first, windows=later[:1].copy())
     found = semantic(short, long, close)
     assert found["short"] == pytest.approx(0.6)  # unchanged without windows
     assert found["long"] == pytest.approx(1.0 - WINDOW_MARGIN)  # 1 − δ > 0.6
