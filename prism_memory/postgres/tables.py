@@ -29,17 +29,13 @@ ORM adds no metadata of its own.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
-from typing import Any
 
-from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
     Column,
-    DateTime,
     Double,
     ForeignKeyConstraint,
     Index,
@@ -51,16 +47,26 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
-from sqlalchemy.engine import Dialect
 
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
-from ..errors import ConfigurationError
+from ._columns import BinaryVector, timestamp_column
+from ._names import (
+    MAX_DIMENSION,
+    MAX_HNSW_DIMENSION,
+    Names,
+    names_for,
+    validate_dimension,
+    validate_identifier,
+)
+from ._rag_tables import rag_tables
 from .orm import PrismModels, map_models
 
 __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_TABLE",
     "LINEAGE_SOURCE_IDS",
+    "MAX_DIMENSION",
+    "MAX_HNSW_DIMENSION",
     "RESOURCE_SHARED",
     "BinaryVector",
     "Names",
@@ -71,12 +77,6 @@ __all__ = [
     "validate_identifier",
 ]
 
-
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_MAX_IDENTIFIER = 63
-MAX_DIMENSION = 16000
-"""pgvector's limit for a ``vector`` column (HNSW indexes up to 2,000)."""
-MAX_HNSW_DIMENSION = 2000
 
 LINEAGE_SOURCE_IDS = "((metadata -> '_lineage'::text) -> 'sourceIds'::text)"
 """The lineage source-id array inside ``metadata``, spelled as PostgreSQL prints it back.
@@ -89,158 +89,6 @@ matches them.
 RESOURCE_SHARED = "(consent_scope <> 'thread'::text)"
 """Rows that travel beyond their thread (consent scope ``user`` or ``profile``), spelled as
 PostgreSQL prints it back; the partial index and the resource-wide query use it verbatim."""
-
-
-def validate_identifier(value: object, what: str) -> str:
-    """Return ``value`` if it is a safe lower-case SQL identifier, else raise ``ConfigurationError``.
-
-    Only ``[a-z_][a-z0-9_]*`` up to 63 characters is accepted; such names never need escaping, and
-    they are quoted anyway wherever they reach SQL.
-    """
-    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
-        raise ConfigurationError(
-            f"{what} must match {_IDENTIFIER.pattern} (lower-case letters, digits, underscores, "
-            f"at most {_MAX_IDENTIFIER} characters); got {value!r}"
-        )
-    return value
-
-
-def validate_dimension(value: object) -> int | None:
-    """Return ``value`` if it is ``None`` or a usable vector width, else raise ``ConfigurationError``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
-        raise ConfigurationError(
-            f"dimension must be None or an integer in [1, {MAX_DIMENSION}]; got {value!r}"
-        )
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class Names:
-    """Every database object name derived from the host's ``schema`` and ``table``."""
-
-    schema: str
-    table: str
-    entries: str
-    invalidation: str
-    share_grant: str
-    rag_source_acl: str
-    rag_scope_generations: str
-    rag_chunks: str
-    working: str
-    generations: str
-    vectors: str
-    version_table: str
-    ix_scope: str
-    ix_pending: str
-    ix_pending_tenant: str
-    ix_pending_scope: str
-    ix_claimed: str
-    ix_lineage: str
-    ix_tsv: str
-    ix_hnsw: str
-    ix_invalidation_cause: str
-    ix_acl_principal: str
-    ix_rag_chunks_tsv: str
-    ix_rag_chunks_hnsw: str
-    ix_resource_shared: str
-    ix_generations_active: str
-
-    def all_identifiers(self) -> tuple[str, ...]:
-        """Every derived name, constraint names included (each must fit in 63 characters)."""
-        plain = tuple(getattr(self, name) for name in self.__slots__)
-        constraints = (
-            *(f"{name}_pkey" for name in self.tables),
-            f"{self.entries}_status_check",
-            f"{self.rag_source_acl}_kind_check",
-            f"{self.generations}_role_check",
-            f"{self.vectors}_entry_fkey",
-            f"{self.vectors}_model_fkey",
-        )
-        return plain + constraints
-
-    @property
-    def tables(self) -> tuple[str, ...]:
-        """The table names the revisions own (the version table excluded)."""
-        return (
-            self.entries,
-            self.invalidation,
-            self.share_grant,
-            self.rag_source_acl,
-            self.rag_scope_generations,
-            self.rag_chunks,
-            self.working,
-            self.generations,
-            self.vectors,
-        )
-
-
-def names_for(schema: str, table: str) -> Names:
-    """Validate ``schema`` and ``table`` and derive every object name from them.
-
-    Raises :class:`~prism_memory.errors.ConfigurationError` before anything touches a database when
-    a name is unsafe or a derived name would exceed 63 characters (PostgreSQL would silently
-    truncate it).
-    """
-    validate_identifier(schema, "schema")
-    validate_identifier(table, "table")
-    names = Names(
-        schema=schema,
-        table=table,
-        entries=table,
-        invalidation=f"{table}_invalidation",
-        share_grant=f"{table}_share_grant",
-        rag_source_acl=f"{table}_rag_source_acl",
-        rag_scope_generations=f"{table}_rag_scope_generations",
-        rag_chunks=f"{table}_rag_chunks",
-        working=f"{table}_working",
-        generations=f"{table}_generations",
-        vectors=f"{table}_vectors",
-        version_table=f"{table}_alembic_version",
-        ix_scope=f"{table}_scope_seq_idx",
-        ix_pending=f"{table}_pending_idx",
-        ix_pending_tenant=f"{table}_pending_tenant_idx",
-        ix_pending_scope=f"{table}_pending_scope_idx",
-        ix_claimed=f"{table}_claimed_idx",
-        ix_lineage=f"{table}_lineage_gin",
-        ix_tsv=f"{table}_text_tsv_gin",
-        ix_hnsw=f"{table}_embedding_hnsw",
-        ix_invalidation_cause=f"{table}_invalidation_cause_idx",
-        ix_acl_principal=f"{table}_rag_source_acl_principal_idx",
-        ix_rag_chunks_tsv=f"{table}_rag_chunks_tsv_gin",
-        ix_rag_chunks_hnsw=f"{table}_rag_chunks_hnsw",
-        ix_resource_shared=f"{table}_resource_shared_idx",
-        ix_generations_active=f"{table}_generations_active_idx",
-    )
-    too_long = [name for name in names.all_identifiers() if len(name) > _MAX_IDENTIFIER]
-    if too_long:
-        longest = max(len(name) - len(table) for name in names.all_identifiers())
-        raise ConfigurationError(
-            f"table name {table!r} is too long: derived names such as {too_long[0]!r} would exceed "
-            f"{_MAX_IDENTIFIER} characters (use at most {_MAX_IDENTIFIER - longest} characters)"
-        )
-    return names
-
-
-class BinaryVector(VECTOR):
-    """pgvector's ``vector`` column type, without the text conversion.
-
-    pgvector's SQLAlchemy type turns every value into text. prism_memory registers its own asyncpg
-    codec of pgvector's binary format on each connection instead (:mod:`prism_memory.postgres._codec`,
-    registered by :mod:`prism_memory.postgres._engine`; the one encoder and decoder of the adapter),
-    so values pass through untouched: numpy ``float32`` arrays in, numpy ``float32`` arrays out.
-    """
-
-    cache_ok = True
-
-    def bind_processor(self, dialect: Dialect) -> None:
-        """No conversion: the driver's binary codec encodes numpy arrays."""
-        return
-
-    def result_processor(self, dialect: Dialect, coltype: object) -> None:
-        """No conversion: the driver's binary codec decodes to numpy arrays."""
-        return
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +113,6 @@ class PrismTables:
     generations: Table
     vectors: Table
     orm: PrismModels
-
-
-def _timestamp(name: str, *, nullable: bool = False) -> Column[Any]:
-    return Column(name, DateTime(timezone=True), nullable=nullable)
 
 
 @functools.lru_cache(maxsize=64)
@@ -301,21 +145,21 @@ def build_metadata(
         Column("consent_source", Text, nullable=False),
         Column("consent_scope", Text, nullable=False),
         Column("consent_visible", Boolean, nullable=False),
-        _timestamp("consent_granted_at", nullable=True),
-        _timestamp("consent_revoked_at", nullable=True),
+        timestamp_column("consent_granted_at", nullable=True),
+        timestamp_column("consent_revoked_at", nullable=True),
         Column("sequence", BigInteger, nullable=False),
-        _timestamp("occurred_at"),
-        _timestamp("created_at"),
-        _timestamp("written_at"),
+        timestamp_column("occurred_at"),
+        timestamp_column("created_at"),
+        timestamp_column("written_at"),
         Column("importance", Double, nullable=False),
         Column("legal_hold", Boolean, nullable=False),
         Column("status", Text, nullable=False),
         Column("revision", Integer, nullable=False),
         Column("attempts", Integer, nullable=False),
         Column("last_error", Text, nullable=True),
-        _timestamp("next_attempt_at", nullable=True),
+        timestamp_column("next_attempt_at", nullable=True),
         Column("claimed_by", Text, nullable=True),
-        _timestamp("claimed_until", nullable=True),
+        timestamp_column("claimed_until", nullable=True),
         Column("embedding", BinaryVector(dimension), nullable=True),
         Column("embedding_model", Text, nullable=True),
         # Revision prism_memory_0013: the vectors of an entry's windows after the first (NULL:
@@ -396,7 +240,7 @@ def build_metadata(
         Column("entry_id", Text, nullable=False),
         Column("cause_id", Text, nullable=False),
         Column("reason", Text, nullable=False),
-        _timestamp("created_at"),
+        timestamp_column("created_at"),
         PrimaryKeyConstraint(
             "tenant_id",
             "resource_id",
@@ -423,8 +267,8 @@ def build_metadata(
         Column("parent_thread_id", Text, nullable=False),
         Column("child_thread_id", Text, nullable=False),
         Column("source_ids", ARRAY(Text), nullable=False),
-        _timestamp("created_at"),
-        _timestamp("expires_at", nullable=True),
+        timestamp_column("created_at"),
+        timestamp_column("expires_at", nullable=True),
         PrimaryKeyConstraint(
             "tenant_id",
             "resource_id",
@@ -434,86 +278,7 @@ def build_metadata(
         ),
     )
 
-    rag_source_acl = Table(
-        names.rag_source_acl,
-        metadata,
-        Column("tenant_id", Text, nullable=False),
-        Column("scope", Text, nullable=False),
-        Column("source_id", Text, nullable=False),
-        Column("principal_kind", Text, nullable=False),
-        Column("principal_id", Text, nullable=False),
-        Column("access_version", BigInteger, nullable=False),
-        _timestamp("created_at"),
-        PrimaryKeyConstraint(
-            "tenant_id",
-            "scope",
-            "source_id",
-            "principal_kind",
-            "principal_id",
-            name=f"{names.rag_source_acl}_pkey",
-        ),
-        CheckConstraint(
-            "principal_kind IN ('principal', 'group')",
-            name=f"{names.rag_source_acl}_kind_check",
-        ),
-    )
-    Index(
-        names.ix_acl_principal,
-        rag_source_acl.c.tenant_id,
-        rag_source_acl.c.scope,
-        rag_source_acl.c.principal_kind,
-        rag_source_acl.c.principal_id,
-        rag_source_acl.c.source_id,
-    )
-
-    rag_scope_generations = Table(
-        names.rag_scope_generations,
-        metadata,
-        Column("tenant_id", Text, nullable=False),
-        Column("scope", Text, nullable=False),
-        Column("generation", BigInteger, nullable=False),
-        _timestamp("updated_at"),
-        PrimaryKeyConstraint("tenant_id", "scope", name=f"{names.rag_scope_generations}_pkey"),
-    )
-
-    # Revision prism_memory_0006: chunks live in a table of their own (not in the entries table),
-    # so the RAG corpus gets its own HNSW graph and memory's per-thread scans never wade through it.
-    rag_chunks = Table(
-        names.rag_chunks,
-        metadata,
-        Column("tenant_id", Text, nullable=False),
-        Column("scope", Text, nullable=False),
-        Column("generation", BigInteger, nullable=False),
-        Column("source_id", Text, nullable=False),
-        Column("chunk_index", Integer, nullable=False),
-        Column("text", Text, nullable=False),
-        Column("metadata", JSONB, nullable=False),
-        Column("digest", Text, nullable=False),
-        Column("embedding", BinaryVector(dimension), nullable=False),
-        # Written from prism_memory.lexical.tokenize (stems with their positions), not computed by
-        # a text-search configuration: every backend counts the same terms.
-        Column("text_tsv", TSVECTOR, nullable=False),
-        Column("term_count", Integer, nullable=False),
-        _timestamp("created_at"),
-        # Revision prism_memory_0012: the model that made the vector (NULL: not recorded).
-        Column("embedding_model", Text, nullable=True),
-        PrimaryKeyConstraint(
-            "tenant_id",
-            "scope",
-            "generation",
-            "source_id",
-            "chunk_index",
-            name=f"{names.rag_chunks}_pkey",
-        ),
-    )
-    Index(names.ix_rag_chunks_tsv, rag_chunks.c.text_tsv, postgresql_using="gin")
-    if dimension is not None and dimension <= MAX_HNSW_DIMENSION:
-        Index(
-            names.ix_rag_chunks_hnsw,
-            rag_chunks.c.embedding,
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-        )
+    rag_source_acl, rag_scope_generations, rag_chunks = rag_tables(metadata, names, dimension)
 
     working = Table(
         names.working,
@@ -523,7 +288,7 @@ def build_metadata(
         Column("thread_key", Text, nullable=False),
         Column("version", Integer, nullable=False),
         Column("data", JSONB, nullable=False),
-        _timestamp("updated_at"),
+        timestamp_column("updated_at"),
         PrimaryKeyConstraint(
             "tenant_id", "resource_id", "thread_key", name=f"{names.working}_pkey"
         ),
@@ -568,8 +333,8 @@ def _generation_tables(metadata: MetaData, names: Names) -> tuple[Table, Table]:
         Column("width", Integer, nullable=False),
         Column("role", Text, nullable=False),
         Column("active", Boolean, nullable=False),
-        _timestamp("started_at"),
-        _timestamp("switched_at", nullable=True),
+        timestamp_column("started_at"),
+        timestamp_column("switched_at", nullable=True),
         PrimaryKeyConstraint("model", name=f"{names.generations}_pkey"),
         CheckConstraint("role IN ('primary', 'shadow')", name=f"{names.generations}_role_check"),
     )
@@ -586,7 +351,7 @@ def _generation_tables(metadata: MetaData, names: Names) -> tuple[Table, Table]:
         Column("revision", Integer, nullable=False),
         Column("embedding", BinaryVector(None), nullable=True),
         Column("claimed_by", Text, nullable=True),
-        _timestamp("claimed_until", nullable=True),
+        timestamp_column("claimed_until", nullable=True),
         PrimaryKeyConstraint(*entry_key, "model", name=f"{names.vectors}_pkey"),
         ForeignKeyConstraint(
             entry_key,
