@@ -75,7 +75,12 @@ class _Row:
 
 
 class EntryRow(_Row):
-    """A row of ``<table>``: one semantic-memory entry, its vector and its indexing ledger."""
+    """A row of ``<table>``: one semantic-memory entry, its vector and its indexing ledger.
+
+    The columns are declared in :mod:`prism_memory._entry_fields` (the mapping follows the table
+    made from it); these annotations only type them for mypy, and a test checks each against the
+    declaration.
+    """
 
     tenant_id: Mapped[str]
     resource_id: Mapped[str]

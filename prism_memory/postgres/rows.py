@@ -1,7 +1,9 @@
 """Rows and records: what a :class:`~prism_memory.models.MemoryRecord` is read from and written as.
 
-The columns a record is read from (:data:`RECORD_COLUMNS`), a row's decoding into a record (the
-metadata document with its ``_lineage`` key, explicit or default consent), the bound values of a
+The columns a record is read from (:data:`RECORD_COLUMNS`) and a row's decoding into a record
+(:func:`record_from_row`: the metadata document with its ``_lineage`` key, explicit or default
+consent) follow from the entry's declaration (:mod:`prism_memory._entry_fields`) and are
+re-exported here; this module holds the bound values of a
 batch of new entries (:func:`insert_params`, one array per column) and the decoding of the search
 statement's rows into candidates and corpus statistics (:func:`search_result`). No SQL text here
 (:mod:`prism_memory.postgres.sql`) and no execution (:mod:`prism_memory.postgres.repositories`).
@@ -9,7 +11,6 @@ statement's rows into candidates and corpus statistics (:func:`search_result`). 
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -17,7 +18,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._results import deferred_candidate
+from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
+from .._results import record_from_row, row_candidate
 from .._windowed import OwnVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
@@ -51,47 +53,15 @@ __all__ = [
     "stage_records",
 ]
 
-_CONSENT_COLUMNS = (
-    "consent_explicit",
-    "consent_source",
-    "consent_scope",
-    "consent_visible",
-    "consent_granted_at",
-    "consent_revoked_at",
-)
-
-
-RECORD_COLUMNS: tuple[str, ...] = (
-    "tenant_id",
-    "resource_id",
-    "thread_id",
-    "id",
-    "text",
-    "role",
-    "metadata",
-    *_CONSENT_COLUMNS,
-    "sequence",
-    "occurred_at",
-    "created_at",
-    "written_at",
-    "importance",
-    "legal_hold",
-    "status",
-    "revision",
-    "attempts",
-    "last_error",
-    "embedding_model",
-)
-"""The columns a :class:`~prism_memory.models.MemoryRecord` is read from."""
-
-_LINEAGE_KEY = "_lineage"
+_CONSENT_COLUMNS = tuple(f.name for f in ENTRY_FIELDS if f.record == ("consent",))
+"""The consent columns (:mod:`prism_memory._entry_fields`)."""
 
 
 def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> dict[str, Any]:
     """The stored ``metadata`` document: the entry's metadata plus ``_lineage`` when it has one."""
     stored = json.loads(json.dumps(dict(metadata)))
     if lineage is not None:
-        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+        stored[LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
     return dict(stored)
 
 
@@ -101,16 +71,8 @@ def _metadata_json(metadata: Mapping[str, Any], lineage: Lineage | None) -> str:
         return "{}"
     stored = dict(metadata)
     if lineage is not None:
-        stored[_LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
+        stored[LINEAGE_KEY] = {"sourceIds": list(lineage.source_ids), "reason": lineage.reason}
     return json.dumps(stored)
-
-
-def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
-    metadata = dict(stored)
-    raw = metadata.pop(_LINEAGE_KEY, None)
-    if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
-        return metadata, None
-    return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
 
 
 def consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
@@ -128,49 +90,6 @@ def consent_values(consent: MemoryConsent | None) -> dict[str, Any]:
 
 _DEFAULT_CONSENT = consent_values(None)
 """The consent columns of an entry remembered without explicit consent."""
-
-
-def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
-    """Build a :class:`MemoryRecord` from a row holding :data:`RECORD_COLUMNS` (``metadata`` as
-    the decoded document or its JSON text)."""
-    stored = row["metadata"]
-    if isinstance(stored, str):
-        stored = json.loads(stored) if stored != "{}" else None
-    metadata, lineage = _split_metadata(stored) if stored else ({}, None)
-    consent = (
-        MemoryConsent(
-            source=row["consent_source"],
-            scope=row["consent_scope"],
-            visible=row["consent_visible"],
-            granted_at=row["consent_granted_at"],
-            revoked_at=row["consent_revoked_at"],
-        )
-        if row["consent_explicit"]
-        else None
-    )
-    # positionally, in the dataclass's field order: 20 keywords cost a microsecond per record
-    return MemoryRecord(
-        row["tenant_id"],
-        row["resource_id"],
-        row["thread_id"],
-        row["id"],
-        row["text"],
-        row["role"],
-        metadata,
-        consent,
-        int(row["sequence"]),
-        row["occurred_at"],
-        row["created_at"],
-        row["written_at"],
-        float(row["importance"]),
-        lineage,
-        bool(row["legal_hold"]),
-        row["status"],
-        int(row["revision"]),
-        int(row["attempts"]),
-        row["last_error"],
-        row["embedding_model"],
-    )
 
 
 def lexical_values(body: str) -> dict[str, Any]:
@@ -289,20 +208,6 @@ def insert_params(
     return params
 
 
-STAGE_COLUMNS: tuple[str, ...] = (
-    *RECORD_COLUMNS[: RECORD_COLUMNS.index(_CONSENT_COLUMNS[0]) + len(_CONSENT_COLUMNS)],
-    "sequence",
-    "occurred_at",
-    "importance",
-    "terms",
-    "term_count",
-    "embedding",
-    "embedding_model",
-    "ord",
-)
-"""The columns of the bulk import's staging table, in the order of :func:`stage_records`."""
-
-
 def stage_records(rows: Sequence[ImportRow]) -> list[tuple[Any, ...]]:
     """The staging rows of a bulk import batch, for a binary ``COPY`` (:data:`STAGE_COLUMNS`):
     ``metadata`` as JSON text with its ``_lineage``, the consent columns (the default consent's
@@ -327,10 +232,10 @@ def stage_records(rows: Sequence[ImportRow]) -> list[tuple[Any, ...]]:
                 entry.sequence,
                 entry.occurred_at,
                 float(entry.importance),
-                " ".join(sorted(set(words))),
-                len(words),
                 None if row.vector is None else next(encoded),
                 row.model if row.vector is not None else None,
+                " ".join(sorted(set(words))),
+                len(words),
                 ord_,
             )
         )
@@ -417,22 +322,9 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
     )
     found = [r for r in rows if r["id"] is not None]
     vectors = decode_vectors([r["embedding"] for r in found])
-    # ranking reads a few fields of every candidate; whole records are built for the hits only
-    build = functools.partial
+    # ranking reads a few fields of every candidate; whole records are read for the hits only
     candidates = [
-        deferred_candidate(
-            vector,
-            r["thread_id"],
-            r["id"],
-            r["text"],
-            r["sequence"],
-            r["occurred_at"],
-            r["importance"],
-            r["embedding_model"],
-            build(record_from_row, r),
-            None,  # the profile: ranking's memo (prism_memory._offload) makes it once per text
-            None if r["windows"] is None else _windows(r["windows"]),
-        )
+        row_candidate(vector, r, None if r["windows"] is None else _windows(r["windows"]))
         for r, vector in zip(found, vectors, strict=True)
     ]
     return SearchResult(

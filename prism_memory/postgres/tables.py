@@ -32,11 +32,9 @@ import functools
 from dataclasses import dataclass
 
 from sqlalchemy import (
-    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
-    Double,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -46,10 +44,10 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
-from ._columns import BinaryVector, timestamp_column
+from ._columns import BinaryVector, entry_columns, timestamp_column
 from ._names import (
     MAX_DIMENSION,
     MAX_HNSW_DIMENSION,
@@ -134,42 +132,7 @@ def build_metadata(
     entries = Table(
         names.entries,
         metadata,
-        Column("tenant_id", Text, nullable=False),
-        Column("resource_id", Text, nullable=False),
-        Column("thread_id", Text, nullable=False),
-        Column("id", Text, nullable=False),
-        Column("text", Text, nullable=False),
-        Column("role", Text, nullable=False),
-        Column("metadata", JSONB, nullable=False),
-        Column("consent_explicit", Boolean, nullable=False),
-        Column("consent_source", Text, nullable=False),
-        Column("consent_scope", Text, nullable=False),
-        Column("consent_visible", Boolean, nullable=False),
-        timestamp_column("consent_granted_at", nullable=True),
-        timestamp_column("consent_revoked_at", nullable=True),
-        Column("sequence", BigInteger, nullable=False),
-        timestamp_column("occurred_at"),
-        timestamp_column("created_at"),
-        timestamp_column("written_at"),
-        Column("importance", Double, nullable=False),
-        Column("legal_hold", Boolean, nullable=False),
-        Column("status", Text, nullable=False),
-        Column("revision", Integer, nullable=False),
-        Column("attempts", Integer, nullable=False),
-        Column("last_error", Text, nullable=True),
-        timestamp_column("next_attempt_at", nullable=True),
-        Column("claimed_by", Text, nullable=True),
-        timestamp_column("claimed_until", nullable=True),
-        Column("embedding", BinaryVector(dimension), nullable=True),
-        Column("embedding_model", Text, nullable=True),
-        # Revision prism_memory_0013: the vectors of an entry's windows after the first (NULL:
-        # none, the entry fits its embedder's window), written with ``embedding``.
-        Column("window_embeddings", ARRAY(BinaryVector(None)), nullable=True),
-        # The lexical leg's terms: ``array_to_tsvector`` of prism_memory.lexical.tokenize(text)
-        # (distinct terms, no positions) and the number of terms, written by the library with the
-        # text, so both backends share one tokenizer (revision prism_memory_0004).
-        Column("text_tsv", TSVECTOR, nullable=True),
-        Column("term_count", Integer, nullable=False),
+        *entry_columns(dimension),
         PrimaryKeyConstraint(
             "tenant_id", "resource_id", "thread_id", "id", name=f"{names.entries}_pkey"
         ),

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Self, cast
 
-from ..rows import RECORD_COLUMNS
+from ..._entry_fields import RECORD_COLUMNS
 from ..tables import Names, PrismTables
 
 __all__ = ["TableSql", "quote", "to_positional"]
@@ -48,7 +48,8 @@ class TableSql:
     @staticmethod
     def columns(alias: str = "e", *, json_as_text: bool = False) -> str:
         """The record columns, qualified by ``alias``; ``json_as_text`` reads ``metadata`` as its
-        JSON text, for :func:`record_from_row` to parse only when a record is built."""
+        JSON text, for :func:`~prism_memory._results.record_from_row` to parse only when a record
+        is built."""
         return ", ".join(
             f"CAST({alias}.metadata AS text) AS metadata"
             if json_as_text and name == "metadata"

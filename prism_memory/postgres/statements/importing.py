@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from ..._entry_fields import stage_types
 from ._base import TableSql, quote, windows_of
 
 __all__ = ["ImportSql"]
@@ -15,18 +16,11 @@ class ImportSql(TableSql):
 
     @functools.cached_property
     def import_stage(self) -> str:
-        """The bulk import's staging table (:data:`~prism_memory.postgres.rows.STAGE_COLUMNS`):
+        """The bulk import's staging table (:data:`~prism_memory._entry_fields.STAGE_COLUMNS`, declared with the entry):
         temporary, one per connection, emptied at every commit, so a batch's binary ``COPY`` lands
         in a table no other session sees and that never outlives its transaction's rows."""
-        return (
-            f"CREATE TEMP TABLE IF NOT EXISTS {self.stage} (tenant_id text, resource_id text, "
-            "thread_id text, id text, text text, role text, metadata jsonb, "
-            "consent_explicit boolean, consent_source text, consent_scope text, "
-            "consent_visible boolean, consent_granted_at timestamptz, "
-            "consent_revoked_at timestamptz, sequence bigint, occurred_at timestamptz, "
-            "importance double precision, terms text, term_count integer, embedding vector, "
-            "embedding_model text, ord bigint) ON COMMIT DELETE ROWS"
-        )
+        columns = ", ".join(f"{name} {kind}" for name, kind in stage_types())
+        return f"CREATE TEMP TABLE IF NOT EXISTS {self.stage} ({columns}) ON COMMIT DELETE ROWS"
 
     @functools.cached_property
     def import_begin(self) -> str:
