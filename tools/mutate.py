@@ -114,6 +114,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "prism_memory/_results.py": [
         "tests/unit/test_model_results.py",
+        "tests/unit/test_entry_fields.py",
     ],
     "prism_memory/rag_types.py": [
         "tests/unit/test_rag_types.py",
