@@ -398,6 +398,7 @@ def _calls(tables: PrismTables) -> list[tuple[str, str, Callable[[Any], Any]]]:
         ("EntryRepository", "count", lambda q: e(q, tables).count(SCOPE)),
         ("EntryRepository", "count.pending", lambda q: e(q, tables).count(SCOPE, "pending")),
         ("EntryRepository", "embedding_models", lambda q: e(q, tables).embedding_models(SCOPE)),
+        ("EntryRepository", "indexed_threads", lambda q: e(q, tables).indexed_threads(100)),
         (
             "EntryRepository",
             "embedding_models.any_scope",

@@ -99,19 +99,9 @@ async def _store(
 
 async def _threads(store: PostgresVectorStore, limit: int = 10_000) -> list[MemoryIdentity]:
     """Up to ``limit`` threads holding indexed entries: those the gate samples from."""
-    from sqlalchemy import select
+    from ..postgres.repositories import EntryRepository
 
-    from ..models import MemoryIdentity
-
-    entries = store.tables.entries
-    async with store.engine.connect() as conn:
-        rows = await conn.execute(
-            select(entries.c.tenant_id, entries.c.resource_id, entries.c.thread_id)
-            .where(entries.c.status == "indexed")
-            .distinct()
-            .limit(limit)
-        )
-        return [MemoryIdentity(tenant_id=t, resource_id=r, thread_id=h) for t, r, h in rows.all()]
+    return await EntryRepository(store.executor, store.tables).indexed_threads(limit)
 
 
 async def generation_report(url: str, schema: str, table: str) -> tuple[list[str], int]:

@@ -36,8 +36,7 @@ async def _thread_memory(
     identity: dict[str, str],
     embedder_spec: str | None,
 ) -> tuple[Any, Memory, int]:
-    from sqlalchemy import func, select
-
+    from ..models import MemoryIdentity
     from ..postgres import create_postgres_memory_stores
 
     stores = await create_postgres_memory_stores(
@@ -56,17 +55,12 @@ async def _thread_memory(
             vector_store=stores.vector_store,
             working_store=stores.working_store,
         )
-        entries = stores.vector_store.tables.entries
-        async with stores.vector_store.engine.connect() as conn:
-            total = (
-                await conn.execute(
-                    select(func.count()).where(
-                        entries.c.tenant_id == identity["tenant_id"],
-                        entries.c.resource_id == identity["resource_id"],
-                        entries.c.thread_id == identity["thread_id"],
-                    )
-                )
-            ).scalar_one()
+        scope = MemoryIdentity(
+            tenant_id=identity["tenant_id"],
+            resource_id=identity["resource_id"],
+            thread_id=identity["thread_id"],
+        )
+        total = await stores.vector_store.count_by_thread(scope)
     except BaseException:
         await stores.close()
         raise

@@ -1,6 +1,8 @@
 """Health checks and statistics of a prism_memory schema, for ``prism-memory doctor`` / ``stats``.
 
-Read-only: every function here only runs ``SELECT``\\s against the catalog and the tables.
+Read-only: every function here only runs ``SELECT``\\s against the catalog and the tables, each a
+named statement of :mod:`prism_memory.postgres.statements.catalog` run in one read-only unit of
+the :class:`~prism_memory.postgres._executor.Executor` (its span, its error translation).
 """
 
 from __future__ import annotations
@@ -9,17 +11,15 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..errors import ConfigurationError
 from ._engine import create_engine
-from ._errors import wrap_db_errors
-from .migrate import head_revision, invalid_indexes
+from ._executor import Executor, SessionUnit
+from .migrate import head_revision
 from .statements import TableSql
 from .statements.catalog import (
     EMBEDDING_TYPE,
     INDEX_NAMES,
+    INVALID_INDEXES,
     RELATION_EXISTS,
     RELATION_SIZE,
     VECTOR_VERSION,
@@ -71,8 +71,13 @@ class Diagnosis:
     warnings: list[str] = field(default_factory=list)
 
 
-async def _scalar(conn: AsyncConnection, sql: str, **params: object) -> object:
-    return (await conn.execute(text(sql), params)).scalar()
+async def _scalar(unit: SessionUnit, sql: str, **params: object) -> object:
+    return await unit.fetchval(sql, params)
+
+
+def _executor(url: str) -> Executor:
+    """An executor of its own over an unpooled engine made from ``url`` (closed with it)."""
+    return Executor(create_engine(url, pooled=False), owns_engine=True)
 
 
 async def diagnose(
@@ -88,18 +93,17 @@ async def diagnose(
     and the pending and failed backlog."""
     names = names_for(schema, table)
     found = Diagnosis()
-    engine = create_engine(url, pooled=False)
+    executor = _executor(url)
     try:
-        with wrap_db_errors("connecting to PostgreSQL"):
-            async with engine.connect() as conn:
-                await _check(conn, names, found, embedder_width, max_pending_age_seconds)
+        async with executor.unit("diagnosing the schema", writes=False) as unit:
+            await _check(unit, names, found, embedder_width, max_pending_age_seconds)
     finally:
-        await engine.dispose()
+        await executor.close()
     return found
 
 
 async def _check(
-    conn: AsyncConnection,
+    unit: SessionUnit,
     names: Names,
     found: Diagnosis,
     embedder_width: int | None,
@@ -109,7 +113,7 @@ async def _check(
     sql = SchemaSql(names)
     qualified = sql.entries
 
-    version = await _scalar(conn, VECTOR_VERSION)
+    version = await _scalar(unit, VECTOR_VERSION)
     if version is None:
         found.problems.append(
             "the vector extension is not installed in this database (CREATE EXTENSION vector)"
@@ -121,8 +125,8 @@ async def _check(
             found.warnings.append(outdated)
 
     head = head_revision()
-    has_version_table = await _scalar(conn, RELATION_EXISTS, name=sql.version_table)
-    table_exists = await _scalar(conn, RELATION_EXISTS, name=qualified)
+    has_version_table = await _scalar(unit, RELATION_EXISTS, name=sql.version_table)
+    table_exists = await _scalar(unit, RELATION_EXISTS, name=qualified)
     if not has_version_table:
         if table_exists:  # a host's own Alembic history ran the revisions (docs/alembic.md)
             found.facts["revision"] = "(recorded in your own Alembic version table)"
@@ -132,8 +136,7 @@ async def _check(
                 f"`prism-memory migrate upgrade head` (or your Alembic's `upgrade heads`)"
             )
     else:
-        rows = (await conn.execute(text(sql.versions))).scalars()
-        current = list(rows)
+        current = [str(version) for version in await unit.column(sql.versions)]
         found.facts["revision"] = ", ".join(current) or "(none)"
         if current != [head]:
             found.problems.append(
@@ -145,7 +148,7 @@ async def _check(
         found.problems.append(f"table {schema}.{table} does not exist")
         return
 
-    column_type = await _scalar(conn, EMBEDDING_TYPE, name=qualified)
+    column_type = await _scalar(unit, EMBEDDING_TYPE, name=qualified)
     pinned_match = _PINNED.match(str(column_type or ""))
     pinned = int(pinned_match.group(1)) if pinned_match else None
     found.facts["embedding"] = str(column_type)
@@ -157,7 +160,7 @@ async def _check(
                 f"embedder is {embedder_width} wide"
             )
         elif pinned is None:
-            stored = await _scalar(conn, TableSql.for_names(names).any_width)
+            stored = await _scalar(unit, TableSql.for_names(names).any_width)
             if stored is not None and int(str(stored)) != embedder_width:
                 found.problems.append(
                     f"width mismatch: stored vectors are {stored} wide but the embedder is "
@@ -169,35 +172,29 @@ async def _check(
         for tbl in build_metadata(schema, names.table, pinned).metadata.tables.values()
         for index in tbl.indexes
     }
-    present = set(
-        (
-            await conn.execute(
-                text(INDEX_NAMES),
-                {"schema": schema},
-            )
-        ).scalars()
-    )
+    present = set(await unit.column(INDEX_NAMES, {"schema": schema}))
     for missing in sorted(expected - present):
         found.problems.append(f"index {schema}.{missing} is missing")
-    for name in await conn.run_sync(invalid_indexes, names):
+    invalid = {"schema": schema, "tables": list(names.tables)}
+    for name in await unit.column(INVALID_INDEXES, invalid):
         found.problems.append(
             f"index {schema}.{name} is invalid (a failed CONCURRENTLY build); "
             "`prism-memory migrate upgrade head` rebuilds it"
         )
 
-    backlog = (await conn.execute(text(sql.backlog))).one()
-    found.facts["pending"] = str(backlog.pending)
-    found.facts["failed"] = str(backlog.failed)
-    if backlog.failed:
+    (backlog,) = await unit.fetch(sql.backlog)
+    found.facts["pending"] = str(backlog["pending"])
+    found.facts["failed"] = str(backlog["failed"])
+    if backlog["failed"]:
         found.problems.append(
-            f"{backlog.failed} entries failed to embed (see last_error; requeue with "
+            f"{backlog['failed']} entries failed to embed (see last_error; requeue with "
             "VectorStore.requeue_failed once the embedder is fixed)"
         )
-    if backlog.oldest is not None:
-        age = (datetime.now(UTC) - backlog.oldest).total_seconds()
+    if backlog["oldest"] is not None:
+        age = (datetime.now(UTC) - backlog["oldest"]).total_seconds()
         if age > max_pending_age_seconds:
             found.problems.append(
-                f"{backlog.pending} entries pending, the oldest for {age:.0f}s: is a worker "
+                f"{backlog['pending']} entries pending, the oldest for {age:.0f}s: is a worker "
                 "running (`prism-memory worker`)?"
             )
 
@@ -219,29 +216,27 @@ async def schema_stats(
     """Entries per status, the ``top`` tenants by size, working documents and the on-disk size."""
     names = names_for(schema, table)
     sql = SchemaSql(names)
-    engine = create_engine(url, pooled=False)
+    executor = _executor(url)
     try:
-        with wrap_db_errors("reading statistics"):
-            async with engine.connect() as conn:
-                exists = await _scalar(conn, RELATION_EXISTS, name=sql.entries)
-                if not exists:
-                    raise ConfigurationError(
-                        f"table {schema}.{names.entries} does not exist: run "
-                        "`prism-memory migrate upgrade head`"
-                    )
-                by_status = {
-                    str(row.status): int(row.n)
-                    for row in await conn.execute(text(sql.status_counts))
-                }
-                tenants = [
-                    (str(r.tenant_id), int(r.n), int(r.pending), int(r.failed))
-                    for r in await conn.execute(text(sql.top_tenants), {"top": top})
-                ]
-                tenant_count = int(str(await _scalar(conn, sql.tenant_count)))
-                working = int(str(await _scalar(conn, sql.working_count)))
-                size = 0
-                for name in names.tables:
-                    size += int(str(await _scalar(conn, RELATION_SIZE, n=sql.qualified(name))))
+        async with executor.unit("reading statistics", writes=False) as unit:
+            exists = await _scalar(unit, RELATION_EXISTS, name=sql.entries)
+            if not exists:
+                raise ConfigurationError(
+                    f"table {schema}.{names.entries} does not exist: run "
+                    "`prism-memory migrate upgrade head`"
+                )
+            by_status = {
+                str(row["status"]): int(row["n"]) for row in await unit.fetch(sql.status_counts)
+            }
+            tenants = [
+                (str(r["tenant_id"]), int(r["n"]), int(r["pending"]), int(r["failed"]))
+                for r in await unit.fetch(sql.top_tenants, {"top": top})
+            ]
+            tenant_count = int(str(await _scalar(unit, sql.tenant_count)))
+            working = int(str(await _scalar(unit, sql.working_count)))
+            size = 0
+            for name in names.tables:
+                size += int(str(await _scalar(unit, RELATION_SIZE, n=sql.qualified(name))))
     finally:
-        await engine.dispose()
+        await executor.close()
     return SchemaStats(by_status, tenants, tenant_count, working, size)

@@ -69,6 +69,9 @@ ALLOWED: dict[str, str] = {
     "generations/promote": _STORE_WIDE,
     "generations/finish_promotion": _STORE_WIDE,
     "generations/drop": _STORE_WIDE,
+    "repositories/EntryRepository.indexed_threads": (
+        "a model change's gate samples indexed threads of the whole store (`prism-memory models`)"
+    ),
     "migrations/upgrade_head": _DDL,
     "migrations/upgrade_head.dim4": _DDL,
 }

@@ -309,6 +309,20 @@ class EntryRepository(_Repository):
         async with self._session(action, read=True) as session:
             return int((await session.execute(stmt)).scalar_one())
 
+    async def indexed_threads(self, limit: int) -> list[MemoryIdentity]:
+        """Up to ``limit`` threads of the whole table that hold indexed entries (any tenant: a
+        model change's gate samples the store's threads)."""
+        t = self.tables.entries
+        stmt = (
+            select(t.c.tenant_id, t.c.resource_id, t.c.thread_id)
+            .where(t.c.status == "indexed")
+            .distinct()
+            .limit(limit)
+        )
+        async with self._session("indexed_threads", writes=False) as session:
+            rows = (await session.execute(stmt)).all()
+        return [MemoryIdentity(tenant_id=a, resource_id=r, thread_id=h) for a, r, h in rows]
+
     async def embedding_models(self, scope: MemoryIdentity | None) -> set[str]:
         """The distinct non-NULL ``embedding_model`` values of the thread (of the table: ``None``)."""
         t = self.tables.entries
