@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self, cast
 
@@ -46,16 +47,16 @@ class TableSql:
         return cast("Self", _render(family, names))
 
     @staticmethod
-    def columns(alias: str = "e", *, json_as_text: bool = False) -> str:
+    def columns(
+        alias: str = "e", *, json_as_text: bool = False, instead: Mapping[str, str] | None = None
+    ) -> str:
         """The record columns, qualified by ``alias``; ``json_as_text`` reads ``metadata`` as its
         JSON text, for :func:`~prism_memory._results.record_from_row` to parse only when a record
-        is built."""
-        return ", ".join(
-            f"CAST({alias}.metadata AS text) AS metadata"
-            if json_as_text and name == "metadata"
-            else f"{alias}.{quote(name)}"
-            for name in RECORD_COLUMNS
-        )
+        is built; ``instead`` selects other SQL (with its ``AS <column>``) for some columns."""
+        replaced = dict(instead or {})
+        if json_as_text:
+            replaced.setdefault("metadata", f"CAST({alias}.metadata AS text) AS metadata")
+        return ", ".join(replaced.get(name) or f"{alias}.{quote(name)}" for name in RECORD_COLUMNS)
 
     def first_stored(
         self, key: str | tuple[str, str, str, str], columns: str, *, tenant: str | None = None

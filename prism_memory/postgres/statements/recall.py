@@ -8,7 +8,6 @@ Each statement's docstring says which index it expects; :func:`search_statement`
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,130 @@ from ..tables import RESOURCE_SHARED
 from ._base import TableSql
 
 __all__ = ["RecallSql", "neighbors_statement", "search_statement"]
+
+# ---- the scope's keys --------------------------------------------------------------------------
+# In :meth:`RecallSql.search` the resource and thread keys reach the plan as init-plan parameters:
+# still index keys, but estimated alike for every thread, so a custom plan costs what the generic
+# one does and PostgreSQL (plan_cache_mode auto) keeps the generic plan -- no planning per recall,
+# whatever mix of thread sizes a connection has seen. The tenant stays a plain
+# ``tenant_id = :tenant`` equality, which a shard router (Citus) prunes by: measured with one
+# 36,000-row tenant beside ten of 200 rows, in either order, the generic plan is kept all the
+# same (tests/postgres/test_generic_plan.py).
+
+TENANT = ":tenant"
+"""The recalled tenant: a plain bound value."""
+RESOURCE = "(SELECT CAST(:resource AS text))"
+"""The recalled resource, as an init-plan parameter."""
+THREAD = "(SELECT CAST(:thread AS text))"
+"""The recalled thread, as an init-plan parameter."""
+PARENT = "(SELECT CAST(:parent AS text))"
+"""The parent thread whose granted rows a child recalls, as an init-plan parameter."""
+
+# ---- the candidate pools ---------------------------------------------------------------------
+
+_OWN_THREAD = f"e.tenant_id = {TENANT} AND e.resource_id = {RESOURCE} AND e.thread_id = {THREAD}"
+"""The recalled thread's own rows."""
+
+_PARENT_ROWS = (
+    f"e.tenant_id = {TENANT} AND e.resource_id = {RESOURCE} AND e.thread_id = {PARENT} "
+    "AND e.id = ANY(CAST(:shared_ids AS text[]))"
+)
+"""The parent's rows granted to the thread (``:shared_ids``)."""
+
+_LINEAGE = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
+"""The row's lineage sources (:data:`~prism_memory.postgres.tables.LINEAGE_SOURCE_IDS`)."""
+
+_NOT_KILLED = (
+    "(d.kills IS NULL OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) "
+    f"> e.written_at, false) AND ({_LINEAGE} IS NULL OR NOT EXISTS (SELECT 1 FROM "
+    f"jsonb_array_elements_text({_LINEAGE}) AS src(id) "
+    "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))"
+)
+"""A row of the thread is not invalidated: neither its own kill time (``dead``) nor one of its
+lineage sources' is later than its ``written_at``."""
+
+# ---- distances and terms -----------------------------------------------------------------------
+
+_OWN_DISTANCE = (
+    "CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query "
+    "ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query) "
+    f"FROM unnest(e.window_embeddings) AS w(v)) + CAST({WINDOW_MARGIN!r} AS float8)) END"
+)
+"""The row's distance to ``:query`` (1 - cosine): an entry with later windows is as near as its
+best window with the margin (:mod:`prism_memory.windows`), LEAST(first window, nearest later
+window + margin); a row without windows reads only its own vector."""
+
+_DISTANCE = f"COALESCE(NULLIF({_OWN_DISTANCE}, 'NaN'::float8), 1.0)"
+""":data:`_OWN_DISTANCE`, a zero vector's NaN read as unrelated (1); the wrapping also keeps any
+HNSW index out of per-thread recall: the sort is exact, so a filter cannot make it under-return."""
+
+_MATCHED = (
+    ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
+    "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
+    "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
+)
+"""The ordinals (1-based, in the order of ``:terms``, which is sorted) of the query terms the row
+holds; rows without any (most of them) skip the per-term probes."""
+
+_KEPT_OF_ROW = (
+    "v.tenant_id = e.tenant_id AND v.resource_id = e.resource_id "
+    "AND v.thread_id = e.thread_id AND v.entry_id = e.id "
+    "AND v.model = CAST(:model AS text) AND v.revision = e.revision"
+)
+"""The current vector of ``:model`` kept beside the row (the vectors' primary key)."""
+
+# ---- the corpus statistics and the two legs ------------------------------------------------------
+
+_STATS = (
+    "stats AS (SELECT count(*) AS documents, "
+    "COALESCE(sum(term_count), 0) AS total_length FROM eligible)"
+)
+"""The corpus: how many rows, and their terms in all."""
+
+_NEAREST_TOP = (
+    "nearest_top AS (SELECT row_ctid FROM eligible ORDER BY distance, sequence, id LIMIT :limit)"
+)
+"""The dense leg: the ``:limit`` nearest rows."""
+
+_K1, _B = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
+_IDF = (
+    "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
+    " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
+)
+_AVERAGE_LENGTH = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
+
+_LEXICAL_CTES = (
+    # only the rows that hold a query term are unnested (most hold none)
+    "frequencies AS (SELECT m.ord, count(*) AS df FROM (SELECT matched FROM eligible "
+    "WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord) GROUP BY m.ord)",
+    f"weights AS (SELECT f.ord, {_IDF} AS idf FROM frequencies f CROSS JOIN stats s)",
+    "lexical_top AS (SELECT el.row_ctid FROM eligible el CROSS JOIN stats s "
+    "WHERE cardinality(el.matched) > 0 ORDER BY "
+    "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
+    f" * ({_K1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {_K1} * "
+    f"(CAST(1.0 AS float8) - {_B} + {_B} * el.term_count / {_AVERAGE_LENGTH})) DESC, "
+    "el.sequence, el.id LIMIT :limit)",
+)
+"""The lexical leg: each term's document frequency and weight, and the ``:limit`` rows of the
+highest :func:`prism_memory.lexical.leg_score`, written operation by operation in float8 so that
+both backends select the same rows."""
+
+_FREQUENCIES = (
+    "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
+    "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
+)
+"""The terms' document frequencies, by ordinal, for the ranking's BM25."""
+
+# ---- what the statement returns ------------------------------------------------------------------
+
+_PENDING_BY_MODEL = " + (SELECT count(*) FROM scanned WHERE own AND raw_distance IS NULL)"
+"""By generation, the thread's own rows without a vector of ``:model`` are pending too."""
+
+_SEND_WINDOWS = (
+    "ARRAY(SELECT vector_send(w.v) FROM unnest(e.window_embeddings) "
+    "WITH ORDINALITY AS w(v, n) ORDER BY w.n)"
+)
+"""The row's later windows' vectors, in order, in pgvector's binary form."""
 
 
 class RecallSql(TableSql):
@@ -127,156 +250,26 @@ class RecallSql(TableSql):
         counts as pending, and the candidates carry that vector and ``:model`` as their
         ``embedding_model``.
         """
-        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
-        lineage = "((e.metadata -> '_lineage'::text) -> 'sourceIds'::text)"
-        own_where = " AND ".join(
-            [
-                *self._row_rules(
-                    require_consent=require_consent, occurred_after=occurred_after, alias="e"
-                ),
-                "(d.kills IS NULL OR (NOT COALESCE(CAST(d.kills ->> e.id AS timestamptz) "
-                f"> e.written_at, false) AND ({lineage} IS NULL OR NOT EXISTS (SELECT 1 FROM "
-                f"jsonb_array_elements_text({lineage}) AS src(id) "
-                "WHERE CAST(d.kills ->> src.id AS timestamptz) > e.written_at))))",
-            ]
+        pools = self._pools(
+            require_consent=require_consent,
+            occurred_after=occurred_after,
+            shared=shared,
+            resource_wide=resource_wide,
         )
-        # an entry with later windows is as near as its best window with the margin
-        # (prism_memory.windows): LEAST(first window, nearest later window + δ) in distance
-        # (1 − cosine); a row without windows reads only its own vector, as before
-        own_distance = (
-            "CASE WHEN e.window_embeddings IS NULL THEN e.embedding <=> :query "
-            "ELSE LEAST(e.embedding <=> :query, (SELECT min(w.v <=> :query) "
-            f"FROM unnest(e.window_embeddings) AS w(v)) + CAST({WINDOW_MARGIN!r} AS float8)) END"
-        )
-        distance = f"COALESCE(NULLIF({own_distance}, 'NaN'::float8), 1.0)"
-        own = "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread"
-        parent = (
-            "e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :parent "
-            "AND e.id = ANY(CAST(:shared_ids AS text[]))"
-        )
-        # (FROM, WHERE) of each pool; the thread's own rows join its tombstones' kill times
-        pools = [(f"dead d CROSS JOIN {self.entries} e", f"{own} AND {own_where}")]
-        if shared:
-            # with a resource-wide recall, granted rows that travel come in through that pool
-            granted = parent + (" AND e.consent_scope = 'thread'" if resource_wide else "")
-            pools.append((f"{self.entries} e", f"{granted} AND {where}"))
-        if resource_wide:
-            pools.append(
-                (
-                    f"{self.entries} e",
-                    "e.tenant_id = :tenant AND e.resource_id = :resource "
-                    f"AND e.thread_id <> :thread AND e.{RESOURCE_SHARED[1:-1]} AND {where}",
-                )
-            )
-        # Ordinals (1-based, in the order of :terms, which is sorted) of the query terms the row has;
-        # rows without any (most of them) skip the per-term probes.
-        matched = (
-            ", CASE WHEN e.text_tsv @@ CAST(:any_term AS tsquery) THEN ARRAY("
-            "SELECT q.ord FROM unnest(CAST(:term_queries AS tsquery[])) WITH ORDINALITY AS q(tsq, ord) "
-            "WHERE e.text_tsv @@ q.tsq ORDER BY q.ord) ELSE '{}'::bigint[] END AS matched"
-            if lexical
-            else ""
-        )
-        # the current vector of :model kept beside the row (the vectors' primary key)
-        of_row = (
-            "v.tenant_id = e.tenant_id AND v.resource_id = e.resource_id "
-            "AND v.thread_id = e.thread_id AND v.entry_id = e.id "
-            "AND v.model = CAST(:model AS text) AND v.revision = e.revision"
-        )
-        dead = (
-            "dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills FROM ("
-            "SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at "
-            f"ELSE 'infinity'::timestamptz END) AS kill FROM {self.invalidation} "
-            "WHERE tenant_id = :tenant AND resource_id = :resource AND thread_id = :thread "
-            "GROUP BY entry_id) AS k)"
-        )
-        own_vector = self.own_vector_of("e")
+        matched = _MATCHED if lexical else ""
         if by_model:
-            # The pools read exactly as without generations; each row's distance to its vector of
-            # :model is its own's, or one probe of the vectors' primary key in the select list
-            # (NULL: none). Joined instead, the planner moved the entries outside the folded tombstones
-            # and aggregated those once per row: quadratic in the thread's size (0.4-1 s for a
-            # 2,700-row thread). ``scanned`` also counts the thread's own rows still without a
-            # vector, which are pending under this model.
-            scanned = " UNION ALL ".join(
-                f"SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count{matched}, "
-                f"{'true' if index == 0 else 'false'} AS own, "
-                f"CASE WHEN {own_vector} THEN {own_distance} "
-                f"ELSE (SELECT v.embedding <=> :query FROM {self.vectors} v WHERE {of_row} "
-                f"AND v.embedding IS NOT NULL) END AS raw_distance FROM {source} WHERE {pool}"
-                for index, (source, pool) in enumerate(pools)
-            )
-            ctes = [
-                dead,
-                f"scanned AS MATERIALIZED ({scanned})",
-                "eligible AS MATERIALIZED (SELECT row_ctid, id, sequence, "
-                "COALESCE(NULLIF(raw_distance, 'NaN'::float8), 1.0) AS distance, term_count"
-                f"{', matched' if lexical else ''} FROM scanned WHERE raw_distance IS NOT NULL)",
-            ]
+            ctes = [self._dead, *self._scanned_by_model(pools, matched, lexical=lexical)]
         else:
-            eligible = " UNION ALL ".join(
-                f"SELECT e.ctid AS row_ctid, e.id, e.sequence, {distance} AS distance, "
-                f"e.term_count{matched} "
-                f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
-                for source, pool in pools
-            )
-            ctes = [dead, f"eligible AS MATERIALIZED ({eligible})"]
-        ctes += [
-            "stats AS (SELECT count(*) AS documents, "
-            "COALESCE(sum(term_count), 0) AS total_length FROM eligible)",
-            "nearest_top AS (SELECT row_ctid FROM eligible "
-            "ORDER BY distance, sequence, id LIMIT :limit)",
-        ]
+            ctes = [self._dead, self._eligible(pools, matched)]
+        ctes += [_STATS, _NEAREST_TOP]
         chosen = "SELECT row_ctid FROM nearest_top"
         frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
-            k1, b = f"CAST({BM25_K1!r} AS float8)", f"CAST({BM25_B!r} AS float8)"
-            idf = (
-                "ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8))"
-                " / (CAST(f.df AS float8) + CAST(0.5 AS float8)))"
-            )
-            average = "(CAST(s.total_length AS float8) / CAST(s.documents AS float8))"
-            ctes += [
-                # only the rows that hold a query term are unnested (most hold none)
-                "frequencies AS (SELECT m.ord, count(*) AS df FROM (SELECT matched FROM eligible "
-                "WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord) "
-                "GROUP BY m.ord)",
-                f"weights AS (SELECT f.ord, {idf} AS idf FROM frequencies f CROSS JOIN stats s)",
-                "lexical_top AS (SELECT el.row_ctid FROM eligible el CROSS JOIN stats s "
-                "WHERE cardinality(el.matched) > 0 ORDER BY "
-                "(SELECT sum(w.idf ORDER BY w.ord) FROM weights w WHERE w.ord = ANY(el.matched))"
-                f" * ({k1} + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + {k1} * "
-                f"(CAST(1.0 AS float8) - {b} + {b} * el.term_count / {average})) DESC, "
-                "el.sequence, el.id LIMIT :limit)",
-            ]
+            ctes += _LEXICAL_CTES
             chosen += " UNION SELECT row_ctid FROM lexical_top"
-            frequencies = (
-                "ARRAY(SELECT ord FROM frequencies ORDER BY ord) AS df_ords, "
-                "ARRAY(SELECT df FROM frequencies ORDER BY ord) AS df_counts"
-            )
-        pending = (
-            f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
-            "AND p.tenant_id = :tenant AND p.resource_id = :resource AND p.thread_id = :thread)"
-        )
-        send_windows = (
-            "ARRAY(SELECT vector_send(w.v) FROM unnest(e.window_embeddings) "
-            "WITH ORDINALITY AS w(v, n) ORDER BY w.n)"
-        )
-        columns = (
-            f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
-            f"CASE WHEN e.window_embeddings IS NOT NULL THEN {send_windows} END AS windows"
-        )
-        if by_model:
-            pending += " + (SELECT count(*) FROM scanned WHERE own AND raw_distance IS NULL)"
-            columns = self.columns(json_as_text=True).replace(
-                'e."embedding_model"', "CAST(:model AS text) AS embedding_model"
-            ) + (
-                f", CASE WHEN {own_vector} THEN vector_send(e.embedding) ELSE (SELECT "
-                f"vector_send(v.embedding) FROM {self.vectors} v WHERE {of_row}) END AS embedding"
-                # the windows go with the entry's own vector only (of its own model)
-                f", CASE WHEN e.window_embeddings IS NOT NULL AND {own_vector} "
-                f"THEN {send_windows} END AS windows"
-            )
+            frequencies = _FREQUENCIES
+        pending = self._pending + (_PENDING_BY_MODEL if by_model else "")
+        columns = self._candidate_columns_by_model if by_model else self._candidate_columns
         active = f"(SELECT g.model FROM {self.generations} g WHERE g.active) AS active_model"
         # The re-fetch reads the chosen rows by their physical address (a TID scan): ``ctid`` is
         # stable within the statement's one snapshot, and it needs no index descent. Joined on the
@@ -290,22 +283,126 @@ class RecallSql(TableSql):
         # any, the planner walked the resource's scope range and filtered it by address). The
         # statistics row is the outer side, so an empty corpus still returns one row (candidate
         # columns NULL).
-        statement = (
+        return (
             f"WITH {', '.join(ctes)} "
             f"SELECT {columns}, s.documents, s.total_length, {frequencies}, "
             f"{pending} AS pending, {active} "
             f"FROM stats s LEFT JOIN (SELECT * FROM {self.entries} e "
             f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
-            "ON e.tenant_id = :tenant AND e.resource_id = :resource"
+            f"ON e.tenant_id = {TENANT} AND e.resource_id = {RESOURCE}"
         )
-        # The resource and thread keys reach the plan as init-plan parameters: still index keys,
-        # but estimated alike for every thread, so a custom plan costs what the generic one does
-        # and PostgreSQL (plan_cache_mode auto) keeps the generic plan -- no planning per recall,
-        # whatever mix of thread sizes a connection has seen. The tenant stays a plain
-        # ``tenant_id = :tenant`` equality, which a shard router (Citus) prunes by: measured with
-        # one 36,000-row tenant beside ten of 200 rows, in either order, the generic plan is kept
-        # all the same (tests/postgres/test_generic_plan.py).
-        return _SCOPE_KEY.sub(r"(SELECT CAST(:\1 AS text))", statement)
+
+    # ---- the fragments of :meth:`search`, in the order the statement reads them ------------
+
+    @functools.cached_property
+    def _dead(self) -> str:
+        """``dead``: the thread's tombstones, read once and folded into one kill time per entry id
+        (a ``jsonb`` object; NULL when the thread has none)."""
+        return (
+            "dead AS (SELECT jsonb_object_agg(k.entry_id, k.kill) AS kills FROM ("
+            "SELECT entry_id, max(CASE WHEN reason = 'corrected' THEN created_at "
+            f"ELSE 'infinity'::timestamptz END) AS kill FROM {self.invalidation} "
+            f"WHERE tenant_id = {TENANT} AND resource_id = {RESOURCE} AND thread_id = {THREAD} "
+            "GROUP BY entry_id) AS k)"
+        )
+
+    def _pools(
+        self, *, require_consent: bool, occurred_after: bool, shared: bool, resource_wide: bool
+    ) -> list[tuple[str, str]]:
+        """``(FROM, WHERE)`` of each pool of candidates: the thread's own rows (joined with their
+        tombstones' kill times, ``dead``), a parent's granted rows (``shared``), the resource's
+        travelling rows of its other threads (``resource_wide``)."""
+        where = self.recallable(require_consent=require_consent, occurred_after=occurred_after)
+        own_rules = self._row_rules(
+            require_consent=require_consent, occurred_after=occurred_after, alias="e"
+        )
+        own_where = " AND ".join([*own_rules, _NOT_KILLED])
+        pools = [(f"dead d CROSS JOIN {self.entries} e", f"{_OWN_THREAD} AND {own_where}")]
+        if shared:
+            # with a resource-wide recall, granted rows that travel come in through that pool
+            granted = _PARENT_ROWS + (" AND e.consent_scope = 'thread'" if resource_wide else "")
+            pools.append((f"{self.entries} e", f"{granted} AND {where}"))
+        if resource_wide:
+            travelling = (
+                f"e.tenant_id = {TENANT} AND e.resource_id = {RESOURCE} "
+                f"AND e.thread_id <> {THREAD} AND e.{RESOURCE_SHARED[1:-1]} AND {where}"
+            )
+            pools.append((f"{self.entries} e", travelling))
+        return pools
+
+    @staticmethod
+    def _eligible(pools: list[tuple[str, str]], matched: str) -> str:
+        """``eligible``: the corpus, one narrow row per recallable row with a vector of its own
+        (distance, term count, the query terms it holds), the pools' union, materialised."""
+        eligible = " UNION ALL ".join(
+            f"SELECT e.ctid AS row_ctid, e.id, e.sequence, {_DISTANCE} AS distance, "
+            f"e.term_count{matched} "
+            f"FROM {source} WHERE {pool} AND e.embedding IS NOT NULL"
+            for source, pool in pools
+        )
+        return f"eligible AS MATERIALIZED ({eligible})"
+
+    def _scanned_by_model(
+        self, pools: list[tuple[str, str]], matched: str, *, lexical: bool
+    ) -> list[str]:
+        """``scanned`` and ``eligible`` of a recall by generation: each row's distance to its
+        vector of ``:model`` (its own, or the current one kept beside it; NULL: none).
+
+        The pools read exactly as without generations; the kept vector is one probe of the
+        vectors' primary key in the select list. Joined instead, the planner moved the entries
+        outside the folded tombstones and aggregated those once per row: quadratic in the
+        thread's size (0.4-1 s for a 2,700-row thread). ``scanned`` also counts the thread's own
+        rows still without a vector, which are pending under this model."""
+        scanned = " UNION ALL ".join(
+            f"SELECT e.ctid AS row_ctid, e.id, e.sequence, e.term_count{matched}, "
+            f"{'true' if index == 0 else 'false'} AS own, "
+            f"CASE WHEN {self.own_vector_of('e')} THEN {_OWN_DISTANCE} "
+            f"ELSE (SELECT v.embedding <=> :query FROM {self.vectors} v WHERE {_KEPT_OF_ROW} "
+            f"AND v.embedding IS NOT NULL) END AS raw_distance FROM {source} WHERE {pool}"
+            for index, (source, pool) in enumerate(pools)
+        )
+        return [
+            f"scanned AS MATERIALIZED ({scanned})",
+            "eligible AS MATERIALIZED (SELECT row_ctid, id, sequence, "
+            "COALESCE(NULLIF(raw_distance, 'NaN'::float8), 1.0) AS distance, term_count"
+            f"{', matched' if lexical else ''} FROM scanned WHERE raw_distance IS NOT NULL)",
+        ]
+
+    @functools.cached_property
+    def _pending(self) -> str:
+        """How many of the thread's rows wait for a vector (the partial pending index), so a
+        recall needs no second round trip for ``RecallResult.pending``."""
+        return (
+            f"(SELECT count(*) FROM {self.entries} p WHERE p.status = 'pending' "
+            f"AND p.tenant_id = {TENANT} AND p.resource_id = {RESOURCE} "
+            f"AND p.thread_id = {THREAD})"
+        )
+
+    @functools.cached_property
+    def _candidate_columns(self) -> str:
+        """A candidate's columns: its record's (``metadata`` as JSON text), its vector and its
+        later windows' vectors, both in pgvector's binary form."""
+        return (
+            f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
+            f"CASE WHEN e.window_embeddings IS NOT NULL THEN {_SEND_WINDOWS} END AS windows"
+        )
+
+    @functools.cached_property
+    def _candidate_columns_by_model(self) -> str:
+        """:attr:`_candidate_columns` of a recall by generation: ``:model`` as the record's
+        ``embedding_model``, the row's vector of that model, and the windows only with the row's
+        own vector (they are of its own model)."""
+        own_vector = self.own_vector_of("e")
+        record = self.columns(
+            json_as_text=True,
+            instead={"embedding_model": "CAST(:model AS text) AS embedding_model"},
+        )
+        return (
+            f"{record}, CASE WHEN {own_vector} THEN vector_send(e.embedding) ELSE (SELECT "
+            f"vector_send(v.embedding) FROM {self.vectors} v WHERE {_KEPT_OF_ROW}) END AS embedding"
+            f", CASE WHEN e.window_embeddings IS NOT NULL AND {own_vector} "
+            f"THEN {_SEND_WINDOWS} END AS windows"
+        )
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
     def neighbors(self, *, ranges: int, require_consent: bool, occurred_after: bool) -> str:
@@ -317,9 +414,6 @@ class RecallSql(TableSql):
             "WHERE e.tenant_id = :tenant AND e.resource_id = :resource AND e.thread_id = :thread "
             f"AND ({within}) AND {where} ORDER BY e.sequence, e.id"
         )
-
-
-_SCOPE_KEY = re.compile(r"(?<![:\w]):(resource|thread|parent)(?!\w)")
 
 
 def search_statement(
