@@ -167,15 +167,15 @@ def _rag_flag_sets() -> list[dict[str, bool]]:
 def _named(tables: PrismTables) -> Iterator[Rendered]:
     names = tables.names
     entry_sql = statements.EntrySql.for_tables(tables)
-    for group, family in (
-        ("entries", statements.TableSql),
-        ("entries", statements.RowSql),
-        ("recall", statements.RecallSql),
-        ("lineage", statements.LineageSql),
-        ("indexing", statements.IndexingSql),
-        ("importing", statements.ImportSql),
+    for group, family, instance in (
+        ("entries", statements.TableSql, entry_sql.rows),
+        ("entries", statements.RowSql, entry_sql.rows),
+        ("recall", statements.RecallSql, entry_sql.recall),
+        ("lineage", statements.LineageSql, entry_sql.lineage),
+        ("indexing", statements.IndexingSql, entry_sql.indexing),
+        ("importing", statements.ImportSql, entry_sql.importing),
     ):
-        yield from _family_statements(group, family, entry_sql)
+        yield from _family_statements(group, family, instance)
     yield from _family_statements(
         "generations", statements.GenerationSql, statements.GenerationSql.for_tables(tables)
     )

@@ -242,7 +242,7 @@ class EntryWriter:
         ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
         when no entry gives a sequence), raising :class:`_StoredAndNewError` (the transaction
         rolled back) when that skipped some rows but not all."""
-        sql = EntrySql.for_tables(self._tables)
+        sql = EntrySql.for_tables(self._tables).rows
         appended = not exact and all(entry.sequence is None for entry in unique)
         statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
@@ -296,7 +296,7 @@ class EntryWriter:
         """
         if not rows:
             return 0, 0
-        sql = EntrySql.for_tables(self._tables)
+        sql = EntrySql.for_tables(self._tables).importing
         widths = {own_parts(row.vector)[0].shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
             raise DimensionMismatchError(f"an import batch holds vectors of {len(widths)} widths")

@@ -158,7 +158,7 @@ def insert_params(
     vectors: Sequence[OwnVector] | None,
     model: str | None,
 ) -> dict[str, Any]:
-    """The bound values of :attr:`EntrySql.insert` for ``entries`` (each id once) and their
+    """The bound values of :attr:`RowSql.insert` for ``entries`` (each id once) and their
     checked ``vectors`` (one per entry, or ``None``)."""
     terms: list[str] = []
     counts: list[int] = []
@@ -246,7 +246,7 @@ def claimed_entries(
     rows: Iterable[Mapping[Any, Any]], scopes: Sequence[MemoryIdentity] | None = None
 ) -> list[ClaimedEntry]:
     """The rows a claim returned, in claim order: by sequence, then id (then scope); with
-    ``scopes`` (:attr:`EntrySql.claim_in`), scope by scope in their order first."""
+    ``scopes`` (:attr:`IndexingSql.claim_in`), scope by scope in their order first."""
     if scopes is None:
         order = sorted(
             rows,
@@ -294,7 +294,7 @@ def inserted_record(
     indexed: bool,
     model: str | None,
 ) -> MemoryRecord:
-    """The record :attr:`EntrySql.insert` stored for ``entry`` at ``sequence`` (its metadata as
+    """The record :attr:`RowSql.insert` stored for ``entry`` at ``sequence`` (its metadata as
     the JSON round trip the database made of it)."""
     metadata = json.loads(json.dumps(dict(entry.metadata))) if entry.metadata else {}
     return entry.stored(
@@ -309,7 +309,7 @@ def _windows(sent: Sequence[bytes]) -> Vector:
 
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
-    the active generation's model from rows of :meth:`EntrySql.search` (an empty corpus is one
+    the active generation's model from rows of :meth:`RecallSql.search` (an empty corpus is one
     row without a candidate)."""
     if not rows:
         return SearchResult([], CorpusStats())

@@ -103,7 +103,7 @@ async def test_the_loaded_table_is_analysed_on_exit(make_postgres_stores):
         filter=RecallFilter(now=NOW),
         shared=SharedSource(thread_id="parent", ids=granted),
     )
-    sql, params, _ = search_statement(EntrySql.for_tables(store.tables), SCOPE, request)
+    sql, params, _ = search_statement(EntrySql.for_tables(store.tables).recall, SCOPE, request)
     async with stores.engine.connect() as conn:
         plan = "\n".join((await conn.execute(text(f"EXPLAIN {sql}"), params)).scalars())
     # the granted ids are an index condition (primary key), not a filter over the parent's range

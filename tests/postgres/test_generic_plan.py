@@ -46,7 +46,7 @@ async def test_search_keeps_the_generic_plan_across_tenant_sizes(make_postgres_s
                 {"tenant": tenant, "n": count, "v": rng.standard_normal(8).astype(np.float32)},
             )
         await conn.execute(text(f"ANALYZE {entries}"))
-    sql = EntrySql.for_tables(stores.vector_store.tables)
+    sql = EntrySql.for_tables(stores.vector_store.tables).recall
     big_first = [("tenant-a", "big"), ("tenant-a", "thread-1"), *[(t, "thread-1") for t in SMALL]]
     small_first = [*[(t, "thread-2") for t in SMALL], ("tenant-a", "big"), ("tenant-a", "thread-3")]
     for lexical in (False, True):

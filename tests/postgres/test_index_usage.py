@@ -88,19 +88,19 @@ async def test_every_index_on_the_entries_table_is_read_by_some_query(make_postg
     )
     scope = {"tenant": "tenant-a", "resource": "user-1", "thread": "thread-7"}
     statements: list[tuple[str, str, dict[str, Any]]] = [
-        ("search", *search_statement(sql, SCOPE, request)[:2]),
-        ("resource-wide search", *search_statement(sql, SCOPE, wide)[:2]),
-        ("records", sql.records, {**scope, "ids": ["e7", "e207"]}),
-        ("dependents", sql.dependents, {**scope, "ids": ["e7"], "limit": 100}),
-        ("release", sql.release, {"worker": "worker-1"}),
+        ("search", *search_statement(sql.recall, SCOPE, request)[:2]),
+        ("resource-wide search", *search_statement(sql.recall, SCOPE, wide)[:2]),
+        ("records", sql.rows.records, {**scope, "ids": ["e7", "e207"]}),
+        ("dependents", sql.lineage.dependents, {**scope, "ids": ["e7"], "limit": 100}),
+        ("release", sql.indexing.release, {"worker": "worker-1"}),
     ]
     for label, where in (("claim", None), ("thread claim", SCOPE)):
         claim, params = claim_statement(
-            sql, where, limit=10, worker_id="w", lease_seconds=30, now=NOW
+            sql.indexing, where, limit=10, worker_id="w", lease_seconds=30, now=NOW
         )
         statements.append((label, claim, params))
     claim, params = claim_statement(
-        sql, None, limit=10, worker_id="w", lease_seconds=30, now=NOW, tenant_id="tenant-a"
+        sql.indexing, None, limit=10, worker_id="w", lease_seconds=30, now=NOW, tenant_id="tenant-a"
     )
     statements.append(("tenant claim", claim, params))
 

@@ -142,7 +142,7 @@ async def test_refetch_reads_the_chosen_rows_by_address(make_postgres_stores):
     rng = np.random.default_rng(3)
     scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="thread-3")
     sql, params, _ = search_statement(
-        EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
+        EntrySql.for_tables(store.tables).recall, scope, _request(rng.standard_normal(8), limit=40)
     )
     async with stores.engine.begin() as conn:
         await _generate_rows(
@@ -231,7 +231,9 @@ async def test_a_big_thread_reads_its_tombstones_once(make_postgres_stores):
         limit=40,
         filter=RecallFilter(now=NOW),
     )
-    sql, params, _ = search_statement(EntrySql.for_tables(store.tables), scope_of_thread(), request)
+    sql, params, _ = search_statement(
+        EntrySql.for_tables(store.tables).recall, scope_of_thread(), request
+    )
     found = await store.search(scope_of_thread(), request)
     # 300 rows hold a revoked tombstone and 300 derive from one: 2,400 remain
     assert found.stats.documents == 2400
@@ -335,7 +337,7 @@ async def test_a_small_thread_reads_its_range_in_a_table_of_few_big_threads(make
         )
     scope = MemoryIdentity(tenant_id="tenant-a", resource_id="user-1", thread_id="small")
     sql, params, _ = search_statement(
-        EntrySql.for_tables(store.tables), scope, _request(rng.standard_normal(8), limit=40)
+        EntrySql.for_tables(store.tables).recall, scope, _request(rng.standard_normal(8), limit=40)
     )
     for mode in ("force_custom_plan", "force_generic_plan"):
         nodes = await _plan_nodes(stores.engine, sql, params, mode)

@@ -66,7 +66,7 @@ async def test_the_travelling_rows_are_read_through_their_partial_index(make_pos
     stores = await _filled(make_postgres_stores)
     store = stores.vector_store
     names = store.tables.names
-    sql = EntrySql.for_tables(store.tables).search(
+    sql = EntrySql.for_tables(store.tables).recall.search(
         require_consent=False,
         occurred_after=False,
         shared=False,

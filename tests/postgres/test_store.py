@@ -756,7 +756,7 @@ async def test_per_thread_search_uses_the_scope_btree(make_postgres_stores):
         await conn.execute(text(f'ANALYZE "{names.schema}"."{names.entries}"'))
     from prism_memory.postgres.statements import EntrySql
 
-    sql = EntrySql.for_tables(store.tables).search(
+    sql = EntrySql.for_tables(store.tables).recall.search(
         require_consent=False, occurred_after=False, shared=False, lexical=True
     )
     async with stores.engine.connect() as conn:

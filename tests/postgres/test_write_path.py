@@ -160,7 +160,7 @@ async def test_a_batch_into_a_big_thread_of_an_unanalysed_table_reads_no_range(
     params = insert_params(SCOPE, batch, now=NOW, lease=None, vectors=vectors, model="m")
     plan, counted = await _explained(
         stores,
-        EntrySql.for_tables(store.tables).insert_new,
+        EntrySql.for_tables(store.tables).rows.insert_new,
         params,
         then=f"SELECT count(*) FROM {entries} WHERE sequence >= 3000 AND id LIKE 'n%'",
     )
@@ -184,7 +184,7 @@ async def test_known_keys_descend_the_primary_key_once_per_key(make_postgres_sto
     keys = [key for pair in zip(stored, new, strict=False) for key in pair] + new[len(stored) :]
     assert await store.known_keys(keys) == set(stored)
 
-    statement, order = to_positional(EntrySql.for_tables(store.tables).known_keys)
+    statement, order = to_positional(EntrySql.for_tables(store.tables).rows.known_keys)
     values = {
         "tenants": [scope.tenant_id for scope, _ in keys],
         "resources": [scope.resource_id for scope, _ in keys],
@@ -211,7 +211,7 @@ async def test_the_import_insert_descends_the_primary_key_once_per_staged_row(
         ImportRow(scope=SCOPE, entry=_new(f"n{k}"), vector=None, model=None) for k in range(64)
     ]
     batch.append(ImportRow(scope=SCOPE, entry=_new("e5"), vector=None, model=None))  # stored
-    sql = EntrySql.for_tables(store.tables)
+    sql = EntrySql.for_tables(store.tables).importing
     insert, order = to_positional(sql.import_insert)
     async with stores.engine.connect() as conn:
         driver = (await conn.get_raw_connection()).driver_connection
@@ -280,7 +280,7 @@ async def test_checking_lineage_sources_descends_the_primary_key_once_per_source
     store = stores.vector_store
     await _big_thread(stores, before=OTHER_ROWS)
     ids = [*_STORED, "missing"]
-    sql = EntrySql.for_tables(store.tables)
+    sql = EntrySql.for_tables(store.tables).lineage
     plan = await _plan(stores, sql.lineage_sources, {**scope_params(SCOPE), "ids": ids})
     read, filtered = _reads(plan, store.tables.names.entries)
     assert filtered == 0, f"rows of the thread read only to be filtered out: {filtered}"
@@ -299,7 +299,7 @@ async def test_the_exact_insert_descends_the_primary_key_once_per_row(make_postg
     params = insert_params(SCOPE, batch, now=NOW, lease=None, vectors=None, model=None)
     plan, added = await _explained(
         stores,
-        EntrySql.for_tables(store.tables).insert,
+        EntrySql.for_tables(store.tables).rows.insert,
         params,
         then=f"SELECT id, sequence FROM {entries} WHERE sequence >= {ROWS} ORDER BY sequence",
     )

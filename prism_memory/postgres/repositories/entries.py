@@ -66,30 +66,32 @@ class EntryRepository(_Repository):
 
     async def lock_thread(self, scope: MemoryIdentity) -> None:
         """Serialise writers of one thread until the transaction ends (sequence assignment)."""
-        await self._rows("lock_thread", self.sql.lock_thread, {"key": thread_lock_key(scope)})
+        await self._rows("lock_thread", self.sql.rows.lock_thread, {"key": thread_lock_key(scope)})
 
     async def lock_threads(self, keys: Sequence[str]) -> None:
-        """The advisory locks of many threads (:attr:`EntrySql.lock_threads`, in one order)."""
-        await self._value("lock_threads", self.sql.lock_threads, {"keys": list(keys)})
+        """The advisory locks of many threads (:attr:`ImportSql.lock_threads`, in one order)."""
+        await self._value("lock_threads", self.sql.importing.lock_threads, {"keys": list(keys)})
 
     async def insert(self, statement: str, params: Mapping[str, Any]) -> Sequence[Any]:
-        """One of the batch inserts (:attr:`EntrySql.insert`, ``insert_new``,
+        """One of the batch inserts (:attr:`RowSql.insert`, ``insert_new``,
         ``insert_new_appended``, ``import_insert``) with its values; its rows."""
         return await self._written("put_entries", statement, params)
 
     async def stage(self, records: Iterable[Any]) -> None:
-        """A binary ``COPY`` of an import batch into the staging table (:attr:`EntrySql.stage`;
+        """A binary ``COPY`` of an import batch into the staging table (:attr:`ImportSql.stage`;
         only inside the import's driver transaction, which created it)."""
         if not isinstance(self.on, DriverUnit):
             raise TypeError("the staging table lives in the import's driver transaction")
-        await self.on.copy(self.sql.stage.split(".", 1)[1].strip('"'), records, STAGE_COLUMNS)
+        await self.on.copy(
+            self.sql.importing.stage.split(".", 1)[1].strip('"'), records, STAGE_COLUMNS
+        )
 
     async def lineage_sources(self, scope: MemoryIdentity, ids: Sequence[str]) -> dict[str, Any]:
         """Which of ``ids`` the thread holds, each with its tombstones (``id -> [Tombstone]``,
-        empty for a source without one) -- :attr:`EntrySql.lineage_sources`."""
+        empty for a source without one) -- :attr:`LineageSql.lineage_sources`."""
         params = {**scope_params(scope), "ids": list(ids)}
         found: dict[str, list[Tombstone]] = {}
-        for row in await self._rows("lineage_sources", self.sql.lineage_sources, params):
+        for row in await self._rows("lineage_sources", self.sql.lineage.lineage_sources, params):
             marks = found.setdefault(row["id"], [])
             if row["cause_id"] is not None:
                 marks.append(
@@ -98,7 +100,7 @@ class EntryRepository(_Repository):
         return found
 
     async def inherit(self, scope: MemoryIdentity, inherited: Sequence[Tombstone]) -> None:
-        """Store the tombstones new rows of ``scope`` inherit (:attr:`EntrySql.inherit`)."""
+        """Store the tombstones new rows of ``scope`` inherit (:attr:`LineageSql.inherit`)."""
         values = {
             **scope_params(scope),
             "entries": [t.entry_id for t in inherited],
@@ -106,12 +108,12 @@ class EntryRepository(_Repository):
             "reasons": [t.reason for t in inherited],
             "times": [t.created_at for t in inherited],
         }
-        await self._changed("inherit", self.sql.inherit, values)
+        await self._changed("inherit", self.sql.lineage.inherit, values)
 
     async def known_keys(
         self, keys: Sequence[tuple[MemoryIdentity, str]]
     ) -> set[tuple[MemoryIdentity, str]]:
-        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`EntrySql.known_keys`)."""
+        """Those ``(scope, id)`` of ``keys`` that exist, in one read (:attr:`RowSql.known_keys`)."""
         if not keys:
             return set()
         params = {
@@ -120,11 +122,11 @@ class EntryRepository(_Repository):
             "threads": [scope.thread_id for scope, _ in keys],
             "ids": [entry_id for _, entry_id in keys],
         }
-        rows = await self._rows("known_keys", self.sql.known_keys, params)
+        rows = await self._rows("known_keys", self.sql.rows.known_keys, params)
         return {keys[int(row["ord"]) - 1] for row in rows}
 
     async def models_of(self, scopes: Sequence[MemoryIdentity]) -> dict[MemoryIdentity, set[str]]:
-        """The recorded models of many threads in one read (:attr:`EntrySql.models_of`)."""
+        """The recorded models of many threads in one read (:attr:`RowSql.models_of`)."""
         unique = list(dict.fromkeys(scopes))
         if not unique:
             return {}
@@ -134,7 +136,7 @@ class EntryRepository(_Repository):
             "threads": [scope.thread_id for scope in unique],
         }
         found: dict[MemoryIdentity, set[str]] = {}
-        for row in await self._rows("embedding_models_of", self.sql.models_of, params):
+        for row in await self._rows("embedding_models_of", self.sql.rows.models_of, params):
             found.setdefault(unique[int(row["ord"]) - 1], set()).add(str(row["embedding_model"]))
         return found
 
@@ -145,7 +147,7 @@ class EntryRepository(_Repository):
             return []
         # one primary-key descent per id, whatever the statistics (RowSql.records)
         params = {**scope_params(scope), "ids": wanted}
-        rows = await self._rows("get_entries", self.sql.records, params)
+        rows = await self._rows("get_entries", self.sql.rows.records, params)
         found = {row["id"]: record_from_row(row) for row in rows}
         return [found[i] for i in wanted if i in found]
 
@@ -155,7 +157,7 @@ class EntryRepository(_Repository):
         if not wanted:
             return set()
         params = {**scope_params(scope), "ids": wanted}
-        return {row["id"] for row in await self._rows("known_ids", self.sql.known_ids, params)}
+        return {row["id"] for row in await self._rows("known_ids", self.sql.rows.known_ids, params)}
 
     async def set_consent(
         self, scope: MemoryIdentity, entry_id: str, consent: MemoryConsent
@@ -194,7 +196,7 @@ class EntryRepository(_Repository):
             "model": model,
             **lexical_values(new_text),
         }
-        rows = await self._written("replace_text", self.sql.replace_text, params)
+        rows = await self._written("replace_text", self.sql.rows.replace_text, params)
         return record_from_row(rows[0]) if rows else None
 
     async def set_legal_hold(self, scope: MemoryIdentity, ids: Sequence[str]) -> int:
@@ -257,16 +259,18 @@ class EntryRepository(_Repository):
         if not wanted or limit == 0:
             return []
         params = {**scope_params(scope), "ids": wanted, "limit": limit}
-        rows = await self._rows("dependents", self.sql.dependents, params)
+        rows = await self._rows("dependents", self.sql.lineage.dependents, params)
         return [(row["id"], tuple(row["sources"] or ())) for row in rows]
 
     async def search(
         self, scope: MemoryIdentity, request: SearchRequest, *, by_model: bool = False
     ) -> SearchResult:
-        """Candidate selection for recall, with the corpus statistics (see :meth:`EntrySql.search`),
+        """Candidate selection for recall, with the corpus statistics (see :meth:`RecallSql.search`),
         in one round trip -- on the read replica when it may answer; ``by_model``: ranking each
         row's vector of ``request.model``, its own or the one kept beside it."""
-        statement, params, terms = search_statement(self.sql, scope, request, by_model=by_model)
+        statement, params, terms = search_statement(
+            self.sql.recall, scope, request, by_model=by_model
+        )
         rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
         return search_result(rows, terms)
 
@@ -276,7 +280,7 @@ class EntryRepository(_Repository):
         """Recallable records of the thread within any inclusive sequence range."""
         if not ranges:
             return []
-        statement, params = neighbors_statement(self.sql, scope, ranges, flt)
+        statement, params = neighbors_statement(self.sql.recall, scope, ranges, flt)
         rows = await self._rows("neighbors", statement, params, replica=True, custom_plans=True)
         return [record_from_row(row) for row in rows]
 
@@ -362,7 +366,7 @@ class EntryRepository(_Repository):
 
     async def any_width(self) -> int | None:
         """The width of some stored vector, or ``None`` when none is stored."""
-        found = await self._value("vector_width", self.sql.any_width)
+        found = await self._value("vector_width", self.sql.rows.any_width)
         return None if found is None else int(found)
 
 

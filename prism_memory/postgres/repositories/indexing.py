@@ -39,7 +39,7 @@ class IndexingRepository(_Repository):
         if limit == 0:
             return []
         statement, params = claim_statement(
-            self.sql,
+            self.sql.indexing,
             scope,
             limit=limit,
             worker_id=worker_id,
@@ -66,7 +66,7 @@ class IndexingRepository(_Repository):
         if not wanted or limit == 0 or per_scope == 0:
             return []
         statement, params = claim_in_statement(
-            self.sql,
+            self.sql.indexing,
             wanted,
             limit=limit,
             per_scope=per_scope,
@@ -80,12 +80,12 @@ class IndexingRepository(_Repository):
     async def release(self, worker_id: str) -> int:
         """Drop every lease ``worker_id`` holds (expired ones included); count them."""
         return await self._changed(
-            "release_claims", self.sql.release, {"worker": worker_id}, visible=False
+            "release_claims", self.sql.indexing.release, {"worker": worker_id}, visible=False
         )
 
     async def due_tenants(self, limit: int) -> list[str]:
-        """Tenants with pending rows, in order, at most ``limit`` (:attr:`EntrySql.due_tenants`)."""
-        statement = self.sql.due_tenants
+        """Tenants with pending rows, in order, at most ``limit`` (:attr:`IndexingSql.due_tenants`)."""
+        statement = self.sql.indexing.due_tenants
         rows = await self._rows("listing tenants with pending rows", statement, {"limit": limit})
         return [str(row["tenant_id"]) for row in rows]
 
@@ -114,7 +114,7 @@ class IndexingRepository(_Repository):
             "now": now,
             "model": model,
         }
-        return await self._changed("complete_indexing", self.sql.complete, params)
+        return await self._changed("complete_indexing", self.sql.indexing.complete, params)
 
     async def fail(
         self,
@@ -136,7 +136,7 @@ class IndexingRepository(_Repository):
             "new_status": "pending" if retry_at is not None else "failed",
             "now": now,
         }
-        await self._changed("fail_indexing", self.sql.fail, params)
+        await self._changed("fail_indexing", self.sql.indexing.fail, params)
 
     async def requeue_failed(self, scope: MemoryIdentity, ids: Sequence[str] | None) -> int:
         """Failed rows (all of the thread's, or ``ids``) become pending with attempts 0."""
@@ -175,7 +175,7 @@ class IndexingRepository(_Repository):
             return {}
         # one array parameter however many ids are watched, one primary-key descent per id
         params = {**scope_params(scope), "ids": wanted}
-        rows = await self._rows("index_status", self.sql.index_status, params)
+        rows = await self._rows("index_status", self.sql.rows.index_status, params)
         return {row["id"]: (row["status"], row["last_error"]) for row in rows}
 
     async def store_vectors(
@@ -196,4 +196,4 @@ class IndexingRepository(_Repository):
             "embeddings": [encode_vector(vector) for vector in mains],
             "model": model,
         }
-        return await self._changed("store_vectors", self.sql.store_vectors, params)
+        return await self._changed("store_vectors", self.sql.indexing.store_vectors, params)

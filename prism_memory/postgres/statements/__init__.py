@@ -17,8 +17,8 @@ identifiers; values always bound) and cached:
 * :mod:`.rag` -- the RAG chunks, their ACL and generations (:class:`RagSql`);
 * :mod:`.catalog` -- the schema itself: inspection, maintenance, planner settings (:class:`SchemaSql`).
 
-:class:`EntrySql` is all the entries-table families at once, the object the store and its
-repositories hold; :mod:`.session` holds the statements of a connection rather than a table
+:class:`EntrySql` holds one object of each entries-table family (composition: ``sql.rows``,
+``sql.recall``, ...), the object the repositories hold; :mod:`.session` holds the statements of a connection rather than a table
 (``BEGIN``/``COMMIT``, the pooler-mode ``BEGIN``, the vector codec's type lookup, the LangGraph
 reader's reads), a leaf the engine module imports. Which index each statement expects is in its
 docstring; every statement is executed by :mod:`prism_memory.postgres._executor`, called by the
@@ -30,6 +30,10 @@ holds SQL text (``tests/unit/test_sql_only_in_statements.py``).
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
+from ..tables import Names, PrismTables
 from ._base import TableSql, quote, to_positional
 from .catalog import SchemaSql
 from .entries import (
@@ -72,10 +76,43 @@ __all__ = [
 ]
 
 
-class _WriteSql(RowSql, LineageSql, ImportSql):
-    """The families that write entries: rows by key, lineage and tombstones, the bulk import."""
+@dataclass(frozen=True, slots=True)
+class EntrySql:
+    """Every statement over the entries and tombstones tables of one table set: one object per
+    family (composed, not inherited), built once per table set and held by the repositories.
+
+    ``sql.rows.insert``, ``sql.recall.search(...)``, ``sql.importing.import_insert``: a statement
+    is reached through its family, so where it is written is where it is read.
+    """
+
+    rows: RowSql
+    """Entries by key: the batch inserts, reads by id, text replacement, the thread's lock."""
+    lineage: LineageSql
+    """Inherited tombstones, lineage sources and dependents."""
+    importing: ImportSql
+    """The bulk import's staging table, locks and set-based insert."""
+    recall: RecallSql
+    """Recall's candidate search and the neighbours."""
+    indexing: IndexingSql
+    """The indexing ledger: claims, leases, results, failures, the worker's tenant turn."""
+
+    @classmethod
+    def for_tables(cls, tables: PrismTables) -> EntrySql:
+        """The statements of ``tables`` (cached per table set)."""
+        return _entry_sql(tables.names)
+
+    @classmethod
+    def for_names(cls, names: Names) -> EntrySql:
+        """The statements of the table set ``names`` (cached)."""
+        return _entry_sql(names)
 
 
-class EntrySql(_WriteSql, RecallSql, IndexingSql):
-    """Every statement over the entries and tombstones tables of one table set (the families
-    above, together); built once per table set, executed through the repositories."""
+@functools.lru_cache(maxsize=64)
+def _entry_sql(names: Names) -> EntrySql:
+    return EntrySql(
+        rows=RowSql.for_names(names),
+        lineage=LineageSql.for_names(names),
+        importing=ImportSql.for_names(names),
+        recall=RecallSql.for_names(names),
+        indexing=IndexingSql.for_names(names),
+    )

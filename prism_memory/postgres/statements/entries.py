@@ -199,12 +199,12 @@ class RowSql(TableSql):
 
 
 def thread_lock_key(scope: MemoryIdentity) -> str:
-    """The text :attr:`EntrySql.lock_thread` hashes into the thread's advisory lock."""
+    """The text :attr:`RowSql.lock_thread` hashes into the thread's advisory lock."""
     return "\x1f".join((scope.tenant_id, scope.resource_id, scope.thread_id))
 
 
 def begin_locked_statement(scope: MemoryIdentity) -> str:
-    """``BEGIN ISOLATION LEVEL READ COMMITTED`` and :attr:`EntrySql.lock_thread` for ``scope`` as one
+    """``BEGIN ISOLATION LEVEL READ COMMITTED`` and :attr:`RowSql.lock_thread` for ``scope`` as one
     simple-query message (one round trip; the lock key is inlined by :func:`thread_lock_literal`,
     so it hashes to the same lock as the bound form)."""
     return (
@@ -223,5 +223,5 @@ def thread_lock_literal(scope: MemoryIdentity) -> str:
 def records_statement(
     tables: PrismTables, scope: MemoryIdentity, ids: Sequence[str]
 ) -> tuple[str, dict[str, Any]]:
-    """:attr:`EntrySql.records` and its bound values: the stored records of ``ids``."""
+    """:attr:`RowSql.records` and its bound values: the stored records of ``ids``."""
     return RowSql.for_tables(tables).records, {**scope_params(scope), "ids": list(ids)}

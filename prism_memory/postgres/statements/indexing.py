@@ -155,7 +155,7 @@ def claim_statement(
     now: datetime,
     tenant_id: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """:meth:`EntrySql.claim` for ``scope`` (else ``tenant_id``, else any scope) and its bound
+    """:meth:`IndexingSql.claim` for ``scope`` (else ``tenant_id``, else any scope) and its bound
     values."""
     params: dict[str, Any] = {
         "now": now,
@@ -181,7 +181,7 @@ def claim_in_statement(
     lease_seconds: float,
     now: datetime,
 ) -> tuple[str, dict[str, Any]]:
-    """:attr:`EntrySql.claim_in` for ``scopes`` (each once, in turn order) and its bound values."""
+    """:attr:`IndexingSql.claim_in` for ``scopes`` (each once, in turn order) and its bound values."""
     return sql.claim_in, {
         "tenants": [scope.tenant_id for scope in scopes],
         "resources": [scope.resource_id for scope in scopes],

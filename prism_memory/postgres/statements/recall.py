@@ -419,7 +419,7 @@ class RecallSql(TableSql):
 def search_statement(
     sql: RecallSql, scope: MemoryIdentity, request: SearchRequest, *, by_model: bool = False
 ) -> tuple[str, dict[str, Any], list[str]]:
-    """The candidate SQL of ``request`` (see :meth:`EntrySql.search`), its bound values and the
+    """The candidate SQL of ``request`` (see :meth:`RecallSql.search`), its bound values and the
     query terms in the order the statement numbers them; ``by_model``: the store holds more than
     one vector generation, and each row's vector of ``request.model`` is ranked."""
     flt = request.filter
@@ -458,7 +458,7 @@ def search_statement(
 def neighbors_statement(
     sql: RecallSql, scope: MemoryIdentity, ranges: Sequence[tuple[int, int]], flt: RecallFilter
 ) -> tuple[str, dict[str, Any]]:
-    """The SQL of :meth:`EntrySql.neighbors` for ``ranges`` and its bound values."""
+    """The SQL of :meth:`RecallSql.neighbors` for ``ranges`` and its bound values."""
     statement = sql.neighbors(
         ranges=len(ranges),
         require_consent=flt.require_consent,
