@@ -27,7 +27,7 @@ from prism_memory._results import record_from_row, row_candidate
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, MemoryRecord
 from prism_memory.postgres.orm import EntryRow
 from prism_memory.postgres.rows import stage_records
-from prism_memory.postgres.statements import ImportSql, TableSql
+from prism_memory.postgres.statements import EntrySql, ImportSql, TableSql
 from prism_memory.postgres.tables import build_metadata
 from prism_memory.stores.base import ImportRow, NewEntry
 
@@ -179,3 +179,23 @@ def test_the_staging_table_and_its_copy_rows_follow_the_declaration() -> None:
     assert (by_name["tenant_id"], by_name["id"], by_name["text"]) == ("t", "e1", "hello world")
     assert (by_name["importance"], by_name["embedding"], by_name["ord"]) == (0.5, None, 0)
     assert (by_name["terms"], by_name["term_count"]) == ("hello world", 2)
+
+
+def test_every_insert_writes_declared_columns_and_every_required_one() -> None:
+    """The inserts (remember's three forms and the bulk import's) name only declared columns, and
+    every column that admits no NULL: a NOT NULL column added to the declaration fails here until
+    the inserts write it (or the revision gives it a default and the declaration says nullable)."""
+    sql = EntrySql.for_tables(build_metadata("prism_memory", "semantic_memory", None))
+    statements = {
+        "insert": sql.rows.insert,
+        "insert_new": sql.rows.insert_new,
+        "insert_new_appended": sql.rows.insert_new_appended,
+        "import_insert": sql.importing.import_insert,
+    }
+    declared = {f.name for f in ENTRY_FIELDS}
+    required = {f.name for f in ENTRY_FIELDS if not f.nullable}
+    for name, statement in statements.items():
+        target = statement.split(f"INSERT INTO {sql.rows.entries} (", 1)[1].split(")", 1)[0]
+        written = set(target.split(", "))
+        assert written <= declared, (name, written - declared)
+        assert required <= written, (name, required - written)
