@@ -158,6 +158,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "prism_memory/postgres/statements/_base.py": [
         "tests/unit/test_statement_base.py",
+        "tests/unit/test_entry_fields.py",
         "tests/unit/test_tenant_routing.py",
         "tests/postgres/test_write_path.py",
         "tests/postgres/test_read_path.py",

@@ -150,6 +150,15 @@ def test_a_row_candidate_reads_its_record_from_its_row() -> None:
 
 def test_the_select_lists_read_the_record_columns() -> None:
     assert TableSql.columns("x").split(", ") == [f'x."{c}"' for c in RECORD_COLUMNS]
+    model = "CAST(:model AS text) AS embedding_model"
+    chosen = TableSql.columns("x", json_as_text=True, instead={"embedding_model": model})
+    wanted = {
+        "metadata": "CAST(x.metadata AS text) AS metadata",
+        "embedding_model": model,
+    }
+    assert chosen.split(", ") == [wanted.get(c, f'x."{c}"') for c in RECORD_COLUMNS]
+    mine = {"metadata": "x.metadata AS metadata"}  # instead wins over json_as_text
+    assert TableSql.columns("x", json_as_text=True, instead=mine).split(", ")[6] == mine["metadata"]
 
 
 def test_the_staging_table_and_its_copy_rows_follow_the_declaration() -> None:
