@@ -21,6 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from ..._entry_fields import RECORD_COLUMNS, STAGE_COLUMNS
+from ..._results import record_from_row
 from ..._windowed import OwnVector, own_parts
 from ...models import (
     IndexStatus,
@@ -32,15 +34,7 @@ from ...models import (
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
 from .._codec import encode_vectors
 from .._executor import DriverUnit, Executor
-from ..rows import (
-    RECORD_COLUMNS,
-    STAGE_COLUMNS,
-    consent_values,
-    lexical_values,
-    record_from_row,
-    scope_params,
-    search_result,
-)
+from ..rows import consent_values, lexical_values, scope_params, search_result
 from ..statements import SchemaSql, neighbors_statement, search_statement, thread_lock_key
 from ._base import _STATUS_SQL, _in_array, _primary_key, _Repository, _rowcount
 
