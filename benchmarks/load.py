@@ -201,7 +201,8 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
             "--port", str(port), "--dimension", str(WIDTH),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRISM_MEMORY_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks")])
+        inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks"), *inherited])
         if backend == "postgres":
             args += ["--url", str(url), "--schema", f"loadmcp_{int(time.time())}"]
         log_path = Path(os.environ.get("LOAD_SERVER_LOG", Path(folder) / "server.log"))

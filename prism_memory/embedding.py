@@ -6,6 +6,7 @@ is deterministic feature hashing for tests and demos: it captures shared words, 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import inspect
@@ -27,6 +28,7 @@ from .errors import (
     InvalidVectorError,
     ValidationError,
 )
+from ._offload import off_loop
 from .limits import CEILINGS
 from .models import Vector
 
@@ -281,7 +283,9 @@ class HashEmbedder:
         """Embed ``texts`` into a ``(len(texts), dimensions)`` float32 array."""
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
-        return np.stack([self.embed_one(text) for text in texts])
+        # pure Python (~25 ms per 16,000 characters): a large batch runs on worker threads, so
+        # the event loop keeps serving (prism_memory._offload); a small one in place
+        return np.stack(await off_loop(self.embed_one, texts))
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dimensions={self._dimensions})"
@@ -396,6 +400,8 @@ async def _embed_all(
 ) -> Vector:
     batches: list[Vector] = []
     for start in range(0, len(texts), batch_size):
+        if start:  # an embedder that computes in place (no await) would hold the event loop
+            await asyncio.sleep(0)  # for the whole input: it runs between batches
         chunk = list(texts[start : start + batch_size])
         result = await embedder.embed(chunk)
         try:

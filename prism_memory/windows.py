@@ -41,10 +41,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final, cast
 
 import numpy as np
 
+from ._offload import off_loop
 from ._windowed import WINDOW_MARGIN, WindowedVector, effective_cosine, own_parts
 from .embedding import MIN_WINDOW_CHARS, Embedder, EmbedderWindow, embed_batched, embedder_window
 from .errors import InvalidVectorError
@@ -154,19 +156,20 @@ async def _windows(
     embedder: Embedder, window: EmbedderWindow, texts: Sequence[str]
 ) -> list[list[str]]:
     count = getattr(embedder, "count_tokens", None)
+    # the split is pure and grows with the texts: a large batch is split on worker threads, so
+    # the event loop keeps serving (prism_memory._offload)
     if window.tokens is None or count is None:
-        return [split_windows(text, window.chars) for text in texts]
+        return await off_loop(partial(split_windows, max_chars=window.chars), texts)
     limit = window.tokens
     # each window with whether it is known to fit; a text is first tried whole (or in windows of
     # the embedder's own max_chars, when it declares one too)
+    firsts = (
+        [[text] for text in texts]
+        if window.max_chars is None
+        else await off_loop(partial(split_windows, max_chars=window.max_chars), texts)
+    )
     found: list[list[tuple[str, bool]]] = [
-        [
-            (piece, _fits_bytes(piece, limit))
-            for piece in (
-                [text] if window.max_chars is None else split_windows(text, window.max_chars)
-            )
-        ]
-        for text in texts
+        [(piece, _fits_bytes(piece, limit)) for piece in pieces] for pieces in firsts
     ]
     first = True
     for _ in range(_ROUNDS):
