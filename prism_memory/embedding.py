@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import numpy as np
 
 from . import _telemetry as otel
+from ._offload import off_loop
 from .errors import (
     CapExceededError,
     ConfigurationError,
@@ -28,7 +29,6 @@ from .errors import (
     InvalidVectorError,
     ValidationError,
 )
-from ._offload import off_loop
 from .limits import CEILINGS
 from .models import Vector
 
