@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import event
 
 from prism_memory import InMemoryVectorStore, MemoryConsent, create_memory
 
@@ -151,6 +152,7 @@ async def library_tenants(backend: str, url: str | None, n: int) -> AsyncIterato
         schema = f"load_{int(time.time())}"
         stores = await create_postgres_memory_stores(url, schema=schema, dimension=WIDTH)
         vector_store, working_store = stores.vector_store, stores.working_store
+        event.listen(stores.engine.sync_engine, "connect", lambda *_: CONNECTS.append(time.time()))
     else:
         vector_store, working_store = InMemoryVectorStore(dimension=WIDTH), None
     embedder = QuickEmbedder()
@@ -303,6 +305,9 @@ def _remote_tenant(endpoint: str, token: str) -> Tenant:
     return Tenant(recall, remember, prepare)
 
 
+CONNECTS: list[float] = []
+"""When the library's engine opened each of its connections (``time.time()``)."""
+
 _SEEDS: dict[int, int] = {}
 """``id(big_batch(seed)) -> seed``: a remote client makes the same texts from the seed."""
 
@@ -425,6 +430,8 @@ async def run_one(
             await tenant.remember(small_texts(t))
         for i in range(len(small) * 3):  # warm: memos, connections, plans
             await small[i % len(small)].recall(small_query(i))
+        for _ in range(3):  # and every connection of the pool open, as in a server's steady state
+            await asyncio.gather(*(tenant.recall(small_query(t)) for t, tenant in enumerate(small)))
         heartbeat = Heartbeat()
         heartbeat.start()
         quiet = await open_loop(small, args.interval, lambda s, _: s >= args.seconds)
@@ -475,6 +482,8 @@ async def run_one(
         **timings,
     }
     result["p99_ratio"] = result["with"]["p99"] / result["without"]["p99"]
+    if mode == "library" and backend == "postgres":  # opened while the big call ran
+        result["connects_with"] = sum(1 for at in CONNECTS if at >= timings["begun_unix_s"])
     result["trace"] = sorted(trace)  # (due s after the loaded phase began, latency ms)
     return result
 
