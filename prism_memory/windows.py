@@ -156,17 +156,15 @@ async def _windows(
     embedder: Embedder, window: EmbedderWindow, texts: Sequence[str]
 ) -> list[list[str]]:
     count = getattr(embedder, "count_tokens", None)
-    # the split is pure and grows with the texts: a large batch is split on worker threads, so
-    # the event loop keeps serving (prism_memory._offload)
     if window.tokens is None or count is None:
-        return await off_loop(partial(split_windows, max_chars=window.chars), texts)
+        return await _split_all(texts, window.chars)
     limit = window.tokens
     # each window with whether it is known to fit; a text is first tried whole (or in windows of
     # the embedder's own max_chars, when it declares one too)
     firsts = (
         [[text] for text in texts]
         if window.max_chars is None
-        else await off_loop(partial(split_windows, max_chars=window.max_chars), texts)
+        else await _split_all(texts, window.max_chars)
     )
     found: list[list[tuple[str, bool]]] = [
         [(piece, _fits_bytes(piece, limit)) for piece in pieces] for pieces in firsts
@@ -195,6 +193,16 @@ async def _windows(
                 )
             ]
     return [[piece for piece, _ in row] for row in found]
+
+
+async def _split_all(texts: Sequence[str], max_chars: int) -> list[list[str]]:
+    """:func:`split_windows` of each text. The split is pure and grows with the texts: those to
+    split are split on worker threads when they are large (prism_memory._offload), so the event
+    loop keeps serving; the chunker is handed over directly, so the call never comes back here."""
+    size = min(max_chars, MAX_CHUNK_CHARS)
+    split = partial(chunk_text, size=size, overlap=size // OVERLAP_DIVISOR)
+    made = iter(await off_loop(split, [text for text in texts if len(text) > max_chars]))
+    return [next(made) if len(text) > max_chars else [text] for text in texts]
 
 
 def _first_size(window: EmbedderWindow, limit: int) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prism_memory import HashEmbedder, InMemoryVectorStore, create_memory, windows
+from prism_memory import HashEmbedder, InMemoryVectorStore, create_memory, embedding, windows
 from prism_memory._offload import OFFLOAD_CHARS
 from prism_memory.embedding import embed_batched, embedder_window
 from prism_memory.models import Vector
@@ -75,13 +75,13 @@ async def test_a_large_batch_is_split_into_windows_off_the_event_loop(
     the old code each ran on the loop: ~0.1 s for 100 texts of 16,000 characters); a small
     input's split stays on the loop; the entries are recalled by any window as before."""
     splits: list[tuple[int, int]] = []
-    real = windows.split_windows
+    real = windows.chunk_text
 
-    def recorded(text: str, max_chars: int) -> list[str]:
+    def recorded(text: str, *, size: int, overlap: int) -> list[str]:
         splits.append((threading.get_ident(), len(text)))
-        return real(text, max_chars)
+        return real(text, size=size, overlap=overlap)
 
-    monkeypatch.setattr(windows, "split_windows", recorded)
+    monkeypatch.setattr(windows, "chunk_text", recorded)
     memory = create_memory(
         tenant_id="t",
         resource_id="r",
@@ -154,13 +154,13 @@ async def test_hash_embedder_embeds_a_large_batch_off_the_event_loop(
     texts = [_distinct_words(seed, 16_000) for seed in range(3)]
     expected = np.stack([embedder.embed_one(text) for text in texts])
     threads: list[int] = []
-    real = HashEmbedder.embed_one
+    real = embedding.hash_vector
 
-    def recorded(self: HashEmbedder, text: str) -> Vector:
+    def recorded(text: str, dimensions: int) -> Vector:
         threads.append(threading.get_ident())
-        return real(self, text)
+        return real(text, dimensions)
 
-    monkeypatch.setattr(HashEmbedder, "embed_one", recorded)
+    monkeypatch.setattr(embedding, "hash_vector", recorded)
     loop_thread = threading.get_ident()
     made = await embedder.embed(texts)
     assert np.array_equal(made, expected)
