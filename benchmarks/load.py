@@ -256,7 +256,8 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
 
                     tenants.append(Tenant(recall, remember))
                 # the warm-up and the big caller are clients in processes of their own, so the
-                # client side of the big call (encoding 1.6 MB) never delays the small ones
+                # client side of the big call (encoding 1.6 MB) never runs on the small ones'
+                # event loop (it still shares the machine's cores: see Tenant.prepare)
                 tenants += [_remote_tenant(endpoint, f"token-{t}") for t in (n, n + 1)]
                 yield tenants
         finally:
