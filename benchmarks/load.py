@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import argparse
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import random
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import event
 
 from prism_memory import InMemoryVectorStore, MemoryConsent, create_memory
 
@@ -126,10 +128,17 @@ Recall = Callable[[str], Awaitable[Any]]
 Remember = Callable[[list[str]], Awaitable[Any]]
 
 
+Send = Callable[[], Awaitable[Any]]
+
+
 @dataclass
 class Tenant:
     recall: Recall
     remember: Remember
+    prepare: Callable[[str, Any], Awaitable[Send]] | None = None
+    """``prepare(action, argument)``: everything before the call made ready (a client process
+    started, its input made, its session open); the call itself happens when the result is
+    awaited. ``None``: nothing to prepare (the library's tenants)."""
 
 
 @contextlib.asynccontextmanager
@@ -143,6 +152,7 @@ async def library_tenants(backend: str, url: str | None, n: int) -> AsyncIterato
         schema = f"load_{int(time.time())}"
         stores = await create_postgres_memory_stores(url, schema=schema, dimension=WIDTH)
         vector_store, working_store = stores.vector_store, stores.working_store
+        event.listen(stores.engine.sync_engine, "connect", lambda *_: CONNECTS.append(time.time()))
     else:
         vector_store, working_store = InMemoryVectorStore(dimension=WIDTH), None
     embedder = QuickEmbedder()
@@ -201,7 +211,8 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
             "--port", str(port), "--dimension", str(WIDTH),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRISM_MEMORY_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks")])
+        inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "benchmarks"), *inherited])
         if backend == "postgres":
             args += ["--url", str(url), "--schema", f"loadmcp_{int(time.time())}"]
         log_path = Path(os.environ.get("LOAD_SERVER_LOG", Path(folder) / "server.log"))
@@ -245,7 +256,8 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
 
                     tenants.append(Tenant(recall, remember))
                 # the warm-up and the big caller are clients in processes of their own, so the
-                # client side of the big call (encoding 1.6 MB) never delays the small ones
+                # client side of the big call (encoding 1.6 MB) never runs on the small ones'
+                # event loop (it still shares the machine's cores: see Tenant.prepare)
                 tenants += [_remote_tenant(endpoint, f"token-{t}") for t in (n, n + 1)]
                 yield tenants
         finally:
@@ -258,26 +270,44 @@ async def mcp_tenants(backend: str, url: str | None, n: int) -> AsyncIterator[li
 
 
 def _remote_tenant(endpoint: str, token: str) -> Tenant:
-    """A tenant whose calls run in a client subprocess (``load.py --client``)."""
+    """A tenant whose calls run in a client subprocess (``load.py --client``). Such a process
+    costs about a second of CPU before it sends anything (the interpreter, the MCP SDK, the 1.6 MB
+    batch): :attr:`Tenant.prepare` spends it before the loaded phase, so that on a machine of few
+    cores the big caller's start does not compete with the server during the measurement."""
 
-    async def run(*command: str) -> Any:
+    async def prepare(action: str, argument: Any) -> Send:
+        value = str(_SEEDS[id(argument)]) if action == "remember" else str(argument)
         child = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", endpoint, token, *command,
-            stdout=asyncio.subprocess.PIPE,
+            sys.executable, __file__, "--client", endpoint, token, action, value,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        out, _ = await child.communicate()
-        if child.returncode != 0:
-            raise RuntimeError(f"the client of {token} failed")
-        return json.loads(out)
+        assert child.stdin is not None
+        assert child.stdout is not None
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise RuntimeError(f"the client of {token} failed to start")
+
+        async def send() -> Any:
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            await child.stdin.drain()
+            out, _ = await child.communicate()
+            if child.returncode != 0:
+                raise RuntimeError(f"the client of {token} failed")
+            return json.loads(out)
+
+        return send
 
     async def recall(query: str) -> Any:
-        return await run("recall", query)
+        return await (await prepare("recall", query))()
 
     async def remember(texts: list[str]) -> Any:
-        return await run("remember", str(_SEEDS[id(texts)]))
+        return await (await prepare("remember", texts))()
 
-    return Tenant(recall, remember)
+    return Tenant(recall, remember, prepare)
 
+
+CONNECTS: list[float] = []
+"""When the library's engine opened each of its connections (``time.time()``)."""
 
 _SEEDS: dict[int, int] = {}
 """``id(big_batch(seed)) -> seed``: a remote client makes the same texts from the seed."""
@@ -290,8 +320,10 @@ async def _client(endpoint: str, token: str, action: str, argument: str) -> None
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {token}"}
+    # idle connections expire before the server's keep-alive (5 s) closes them under a request
+    limits = httpx2.Limits(keepalive_expiry=2.0)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=300) as client,
+        httpx2.AsyncClient(headers=headers, timeout=300, limits=limits) as client,
         streamable_http_client(endpoint, http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -300,6 +332,9 @@ async def _client(endpoint: str, token: str, action: str, argument: str) -> None
             arguments: dict[str, Any] = {"texts": big_batch(int(argument))}
         else:
             arguments = {"query": argument, "top_k": 5}
+        gc.collect()  # the start's garbage, collected before the call rather than during it
+        print("ready", flush=True)  # and wait for the word (see Tenant.prepare)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         started = time.perf_counter()
         result = await session.call_tool(action, arguments)
         took = time.perf_counter() - started
@@ -311,15 +346,21 @@ async def _client(endpoint: str, token: str, action: str, argument: str) -> None
 
 
 async def open_loop(
-    tenants: Sequence[Tenant], interval: float, until: Callable[[float, int], bool]
+    tenants: Sequence[Tenant],
+    interval: float,
+    until: Callable[[float, int], bool],
+    trace: list[tuple[float, float]] | None = None,
 ) -> list[float]:
     """Small recalls due every ``interval`` s, round robin over ``tenants``, until ``until(elapsed,
-    issued)``; each latency (ms) counted from the request's due time."""
+    issued)``; each latency (ms) counted from the request's due time. ``trace`` gets each
+    request's ``(due s after the start, latency ms)``."""
     latencies: list[float] = []
 
     async def one(i: int, due: float) -> None:
         await tenants[i % len(tenants)].recall(small_query(i))
         latencies.append((time.perf_counter() - due) * 1000.0)
+        if trace is not None:
+            trace.append((round(due - start, 3), round(latencies[-1], 1)))
 
     start = time.perf_counter()
     running = []
@@ -390,30 +431,46 @@ async def run_one(
             await tenant.remember(small_texts(t))
         for i in range(len(small) * 3):  # warm: memos, connections, plans
             await small[i % len(small)].recall(small_query(i))
+        for _ in range(3):  # and every connection of the pool open, as in a server's steady state
+            await asyncio.gather(*(tenant.recall(small_query(t)) for t, tenant in enumerate(small)))
         heartbeat = Heartbeat()
         heartbeat.start()
         quiet = await open_loop(small, args.interval, lambda s, _: s >= args.seconds)
         quiet_gap = heartbeat.stop()
         texts = big_batch(args.seed)
+        query = " ".join(texts[7].split()[100:104])
         timings: dict[str, float] = {}
+        send_remember: Send = lambda: big.remember(texts)  # noqa: E731
+        send_recall: Send = lambda: big.recall(query)  # noqa: E731
+        if big.prepare is not None:
+            send_remember = await big.prepare("remember", texts)
+            send_recall = await big.prepare("recall", query)
 
         async def big_call() -> None:
             await asyncio.sleep(0.2)
             started = time.perf_counter()
-            remembered = await big.remember(texts)
+            remembered = await send_remember()
             timings["remember_s"] = time.perf_counter() - started
             recalled = time.perf_counter()
-            answer = await big.recall(" ".join(texts[7].split()[100:104]))
+            answer = await send_recall()
             timings["recall_s"] = time.perf_counter() - recalled
             timings["big_s"] = time.perf_counter() - started
+            timings["remembered_at_s"] = recalled - begun  # on the trace's clock
+            timings["recalled_at_s"] = time.perf_counter() - begun
             if isinstance(answer, dict):  # a client subprocess: the call itself, not its start
                 timings["remember_s"] = remembered["seconds"]
                 timings["recall_s"] = answer["seconds"]
 
         heartbeat.start()
+        begun = time.perf_counter()
+        timings["begun_unix_s"] = time.time()
         task = asyncio.create_task(big_call())
+        trace: list[tuple[float, float]] = []
         loaded = await open_loop(
-            small, args.interval, lambda s, _: (task.done() and s >= 0.5) or s > args.timeout
+            small,
+            args.interval,
+            lambda s, _: (task.done() and s >= 0.5) or s > args.timeout,
+            trace,
         )
         await task
         loaded_gap = heartbeat.stop()
@@ -426,6 +483,9 @@ async def run_one(
         **timings,
     }
     result["p99_ratio"] = result["with"]["p99"] / result["without"]["p99"]
+    if mode == "library" and backend == "postgres":  # opened while the big call ran
+        result["connects_with"] = sum(1 for at in CONNECTS if at >= timings["begun_unix_s"])
+    result["trace"] = sorted(trace)  # (due s after the loaded phase began, latency ms)
     return result
 
 

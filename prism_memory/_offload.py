@@ -2,11 +2,16 @@
 
 One process serves many callers on one event loop: a step that computes for a second stalls every
 other caller for that second (issue 46: a tenant's ``remember`` of 100 texts of 16,000 characters
-made another tenant's tiny recall wait 6.7 s). The step that grows with the input's size on the
-write path is tokenizing the texts (:func:`prism_memory.lexical.tokenize`: Unicode normalisation,
-the word regex, the stemmer); above :data:`OFFLOAD_CHARS` characters in all it runs here, on
-the event loop's default executor (worker threads), in slices of about :data:`SLICE_CHARS` characters, so the loop also runs
-between slices. Smaller inputs are tokenized in place: a thread hop would cost more than it saves.
+made another tenant's tiny recall wait 6.7 s). The steps that grow with the input's size on the
+write path are pure functions of each text: tokenizing (:func:`prism_memory.lexical.tokenize`:
+Unicode normalisation, the word regex, the stemmer), the split into the embedder's windows
+(:func:`prism_memory.windows.split_windows`: ~0.1 s for 100 texts of 16,000 characters) and
+:class:`~prism_memory.embedding.HashEmbedder`'s hashing. Above :data:`OFFLOAD_CHARS` characters
+in all each runs here (:func:`off_loop`), on the event loop's default executor (worker threads),
+in slices of about :data:`SLICE_CHARS` characters, so the loop also runs between slices. Smaller
+inputs are handled in place: a thread hop would cost more than it saves. (The embedder's batches
+are the host's code, awaited one by one: :func:`~prism_memory.embedding.embed_batched` lets the
+loop run between them.)
 The rest of ``remember``'s preparation (the input checks, the redactor, the id digest: ~0.2 ms for
 a text of 16,000 characters) stays on the loop, where the host's redactor expects to run, and
 lets the loop run every :data:`PREPARE_SLICE_CHARS` characters.
@@ -16,7 +21,7 @@ The worker still needs the GIL. Left alone, the event loop's thread would wait u
 while a worker computes; so the worker pauses for :data:`GIL_PAUSE` once a millisecond of work
 has passed (checked after each text: about 1 ms for 16,000 characters with the C stemmer), and
 the loop waits about that long at most. The
-results are those of the same functions run in place: the tokenizer is pure.
+results are those of the same functions run in place: each is pure.
 """
 
 from __future__ import annotations

@@ -6,10 +6,9 @@ is deterministic feature hashing for tests and demos: it captures shared words, 
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import hashlib
 import inspect
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +19,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 import numpy as np
 
 from . import _telemetry as otel
+from ._hashing import hash_vector
+from ._offload import off_loop
 from .errors import (
     CapExceededError,
     ConfigurationError,
@@ -225,9 +226,6 @@ def check_embedder(embedder: object) -> tuple[int, str | None]:
     return width, embedder_model(embedder)
 
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-
-
 HASH_EMBEDDER_VERSION = 1
 """Bumped whenever :class:`HashEmbedder`'s features or hashing change (its vectors then differ)."""
 
@@ -259,29 +257,17 @@ class HashEmbedder:
 
     def embed_one(self, text: str) -> Vector:
         """Embed one text synchronously."""
-        vector = np.zeros(self._dimensions, dtype=np.float64)
-        words = _TOKEN.findall(text.lower())
-        features = [f"w:{word}" for word in words]
-        for word in words:
-            padded = f" {word} "
-            features.extend(f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2))
-        for feature in features:
-            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self._dimensions
-            sign = 1.0 if digest[4] & 1 else -1.0
-            weight = 2.0 if feature.startswith("w:") else 0.5
-            vector[bucket] += sign * weight
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0:
-            vector[0] = 1.0
-            norm = 1.0
-        return (vector / norm).astype(np.float32)
+        return hash_vector(text, self._dimensions)
 
     async def embed(self, texts: Sequence[str]) -> Vector:
         """Embed ``texts`` into a ``(len(texts), dimensions)`` float32 array."""
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
-        return np.stack([self.embed_one(text) for text in texts])
+        # pure Python (~25 ms per 16,000 characters): a large batch runs on worker threads, so
+        # the event loop keeps serving (prism_memory._offload); a small one in place
+        return np.stack(
+            await off_loop(functools.partial(hash_vector, dimensions=self._dimensions), texts)
+        )
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dimensions={self._dimensions})"
@@ -396,6 +382,8 @@ async def _embed_all(
 ) -> Vector:
     batches: list[Vector] = []
     for start in range(0, len(texts), batch_size):
+        if start:  # an embedder that computes in place (no await) would hold the event loop
+            await asyncio.sleep(0)  # for the whole input: it runs between batches
         chunk = list(texts[start : start + batch_size])
         result = await embedder.embed(chunk)
         try:

@@ -41,10 +41,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final, cast
 
 import numpy as np
 
+from ._offload import off_loop
 from ._windowed import WINDOW_MARGIN, WindowedVector, effective_cosine, own_parts
 from .embedding import MIN_WINDOW_CHARS, Embedder, EmbedderWindow, embed_batched, embedder_window
 from .errors import InvalidVectorError
@@ -155,18 +157,17 @@ async def _windows(
 ) -> list[list[str]]:
     count = getattr(embedder, "count_tokens", None)
     if window.tokens is None or count is None:
-        return [split_windows(text, window.chars) for text in texts]
+        return await _split_all(texts, window.chars)
     limit = window.tokens
     # each window with whether it is known to fit; a text is first tried whole (or in windows of
     # the embedder's own max_chars, when it declares one too)
+    firsts = (
+        [[text] for text in texts]
+        if window.max_chars is None
+        else await _split_all(texts, window.max_chars)
+    )
     found: list[list[tuple[str, bool]]] = [
-        [
-            (piece, _fits_bytes(piece, limit))
-            for piece in (
-                [text] if window.max_chars is None else split_windows(text, window.max_chars)
-            )
-        ]
-        for text in texts
+        [(piece, _fits_bytes(piece, limit)) for piece in pieces] for pieces in firsts
     ]
     first = True
     for _ in range(_ROUNDS):
@@ -192,6 +193,16 @@ async def _windows(
                 )
             ]
     return [[piece for piece, _ in row] for row in found]
+
+
+async def _split_all(texts: Sequence[str], max_chars: int) -> list[list[str]]:
+    """:func:`split_windows` of each text. The split is pure and grows with the texts: those to
+    split are split on worker threads when they are large (prism_memory._offload), so the event
+    loop keeps serving; the chunker is handed over directly, so the call never comes back here."""
+    size = min(max_chars, MAX_CHUNK_CHARS)
+    split = partial(chunk_text, size=size, overlap=size // OVERLAP_DIVISOR)
+    made = iter(await off_loop(split, [text for text in texts if len(text) > max_chars]))
+    return [next(made) if len(text) > max_chars else [text] for text in texts]
 
 
 def _first_size(window: EmbedderWindow, limit: int) -> int:
