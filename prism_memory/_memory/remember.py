@@ -92,9 +92,7 @@ class RememberService:
         self._session.track(done, len(pending))
         meters = otel.instruments()
         if meters is not None and pending:
-            meters.pending.add(
-                len(pending), {"gen_ai.memory.store.id": otel.store_id(ctx.vector_store)}
-            )
+            meters.pending.add(len(pending), {"gen_ai.memory.store.id": ctx.store_id})
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -137,7 +135,7 @@ class RememberService:
         ``put_entries`` says which rows it inserted (:attr:`StoredEntries.inserted`; an existing
         id is never rewritten). ``indexed`` lists the new rows stored with their vectors in step 1.
         """
-        store = self._ctx.vector_store
+        store = self._ctx.backend.entries
         new = list(prepared.values())
         writer = self._ctx.next_writer
         # during a model change the queue embeds them (the next model's vectors first), so a row
@@ -155,7 +153,7 @@ class RememberService:
             records = await store.put_entries(scope, new, now=now, lease=lease)
         failed = [record.id for record in records if record.status == "failed"]
         if failed:
-            await store.requeue_failed(scope, failed)
+            await self._ctx.backend.ledger.requeue_failed(scope, failed)
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
         if queue is None:
             return pending, self._session.watch_worker(scope, pending), indexed
@@ -195,7 +193,7 @@ class RememberService:
             logger.debug("embedding before the write failed; storing pending: %s", exc)
             return None
         try:
-            return await ctx.vector_store.put_entries(
+            return await ctx.backend.entries.put_entries(
                 scope, entries, now=now, vectors=vectors, model=ctx.embedding_model
             )
         except DimensionMismatchError as exc:  # checked before any write: nothing was written

@@ -43,7 +43,7 @@ class IndexingSession:
         if self.queue is None:  # one queue per store and embedder, shared by its open memories
             ctx = self._ctx
             self.queue = join_queue(
-                store=ctx.vector_store,
+                store=ctx.backend.ledger,
                 embedder=ctx.embedder,
                 scope=ctx.identity,
                 batch_size=ctx.limits.embed_batch,
@@ -115,7 +115,7 @@ class IndexingSession:
         async def poll() -> None:
             try:
                 report = await wait_for_worker(
-                    self._ctx.vector_store, scope, ids, self._ctx.indexing
+                    self._ctx.backend.ledger, scope, ids, self._ctx.indexing
                 )
             except asyncio.CancelledError:
                 if not future.done():

@@ -1,89 +1,39 @@
 """Writing new entries on PostgreSQL: ``put_entries`` (remember's hot path) and the bulk import,
 each one transaction on the asyncpg driver under the threads' advisory locks
 (:meth:`~prism_memory.postgres._executor.Executor.transaction`), every statement a call of
-:class:`~prism_memory.postgres.repositories.EntryRepository` inside it; and the width of the
-stored vectors, which every write checks against."""
+:class:`~prism_memory.postgres.repositories.EntryRepository` inside it. The write half of the
+entries role (:class:`~prism_memory.postgres._entries.PostgresEntries`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from .._windowed import OwnVector, WindowedVector, checked_own, own_parts
-from ..errors import DimensionMismatchError, NotFoundError
+from .._windowed import OwnVector, own_parts
+from ..errors import DimensionMismatchError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
     EntryLease,
-    GovernanceChange,
-    GovernanceResult,
     ImportRow,
     NewEntry,
     StoredEntries,
     Tombstone,
     check_entry_vectors,
     check_lineage_sources,
-    expand_walk,
     lineage_source_ids,
 )
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
-from .repositories import EntryRepository, TombstoneRepository
+from ._width import VectorWidth
+from .repositories import EntryRepository
 from .rows import insert_params, inserted_record, stage_records, window_params
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
 from .tables import PrismTables
 
 __all__: list[str] = []
-
-
-class VectorWidth:
-    """The width of the entries' vectors: the pinned ``dimension``, else the width of the first
-    vector stored (an unpinned table keeps one width), read once and remembered -- unless the
-    store registered vector generations: then the width of the vectors' model's generation, or
-    the primary's (``registry``), for a promotion may have changed the entries' own width."""
-
-    __slots__ = ("dimension", "registry", "value")
-
-    def __init__(
-        self,
-        dimension: int | None,
-        registry: Callable[[str | None], Awaitable[int | None]] | None = None,
-    ) -> None:
-        self.dimension = dimension
-        self.registry = registry
-        self.value = dimension
-
-    async def known(self, entries: EntryRepository, model: str | None = None) -> int | None:
-        """The width vectors of ``model`` must have, read through ``entries`` while it is not
-        known yet."""
-        if self.registry is not None:
-            registered = await self.registry(model)
-            if registered is not None:
-                return registered
-        if self.value is None:
-            self.value = await entries.any_width()
-        return self.value
-
-    def learn(self, width: int | None) -> None:
-        """Remember the width of vectors just stored (the first ones of an unpinned table)."""
-        if self.value is None and width is not None:
-            self.value = width
-
-    @staticmethod
-    def check(
-        vectors: Iterable[tuple[object, str]], width: int | None
-    ) -> tuple[list[OwnVector], int | None]:
-        """Every own vector (and its later windows, :class:`~prism_memory.windows.WindowedVector`)
-        finite and of ``width`` (the first one's when ``None``), each named by its label in an
-        error; the checked vectors and their width."""
-        checked: list[OwnVector] = []
-        for vector, label in vectors:
-            main, windows = checked_own(vector, label, width)
-            width = main.shape[0]
-            checked.append(main if windows is None else WindowedVector(main, windows))
-        return checked, width
 
 
 def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
@@ -120,55 +70,15 @@ class _StoredAndNewError(Exception):
 
 
 class EntryWriter:
-    """``put_entries`` and ``import_rows`` of :class:`~prism_memory.postgres.PostgresVectorStore`."""
+    """``put_entries`` and ``import_rows``: the write half of
+    :class:`~prism_memory.postgres._entries.PostgresEntries`, which adds the reads."""
 
     def __init__(self, executor: Executor, tables: PrismTables, width: VectorWidth) -> None:
         self._executor = executor
         self._tables = tables
         self._width = width
         self._entries = EntryRepository(executor, tables)
-
-    async def apply_governance(
-        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
-    ) -> GovernanceResult:
-        """Apply ``change`` in one session unit, under the thread's advisory lock (see
-        :meth:`VectorStore.apply_governance`); a failure at any step rolls every step back."""
-        async with self._executor.unit("apply_governance") as unit:
-            entries = EntryRepository(unit, self._tables)
-            tombstones = TombstoneRepository(unit, self._tables)
-            await entries.lock_thread(scope)
-            # the lineage walk runs under the lock, so no writer can add a dependent meanwhile
-            change, dependents = await expand_walk(
-                change,
-                lambda ids, limit: entries.dependents(scope, ids, limit),
-                lambda ids: entries.get(scope, ids),
-                now,
-            )
-            await tombstones.upsert(scope, change.tombstones)
-            record: MemoryRecord | None = None
-            width: int | None = None
-            if change.consent is not None:
-                entry_id, consent = change.consent
-                record = await entries.set_consent(scope, entry_id, consent)
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            if change.text is not None:
-                entry_id, new_text, vector = change.text
-                width = await self._width.known(entries, change.text_model)
-                (checked,), width = self._width.check([(vector, "the new text's vector")], width)
-                record = await entries.replace_text(
-                    scope, entry_id, new_text, checked, now, change.text_model
-                )
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            held = await entries.set_legal_hold(scope, change.hold)
-            deleted = await entries.delete(scope, change.delete)
-            if change.untombstone is not None:
-                await tombstones.remove(scope, *change.untombstone)
-        self._width.learn(width)
-        return GovernanceResult.after_walk(
-            record, held=held, deleted=deleted, dependents=dependents
-        )
+        """The entries' repository, each call its own unit of work."""
 
     async def put_entries(
         self,
