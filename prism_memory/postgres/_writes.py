@@ -152,9 +152,7 @@ class EntryWriter:
         ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
         when no entry gives a sequence), raising :class:`_StoredAndNewError` (the transaction
         rolled back) when that skipped some rows but not all."""
-        sql = EntrySql.for_tables(self._tables)
         appended = not exact and all(entry.sequence is None for entry in unique)
-        statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
@@ -162,7 +160,7 @@ class EntryWriter:
         async with self._executor.transaction("put_entries", begin) as unit:
             entries = EntryRepository(unit, self._tables)
             sources = await _lineage_sources(entries, scope, unique)
-            rows = await entries.insert(statement, params)
+            rows = await entries.insert_batch(params, appended=appended, exact=exact)
             if appended:  # one row: how many it inserted, from which sequence on
                 count, first = int(rows[0]["inserted"]), rows[0]["first"]
                 numbered = unique if count else []
@@ -226,7 +224,7 @@ class EntryWriter:
             await entries.stage(records)
             # the stage's ``ord`` is the row's place in the batch, from 0
             _, windows = window_params([row.vector for row in rows], first=0)
-            (row,) = await entries.insert(sql.import_insert, {"now": now, **windows})
+            row = await entries.insert_staged({"now": now, **windows})
             # after the insert, which cleared what a forgotten entry of the same id left
             for scope, tombstones in inherited.items():
                 await entries.inherit(scope, tombstones)

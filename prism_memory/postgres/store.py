@@ -57,6 +57,7 @@ class PostgresVectorStore(VectorStoreOfRoles, GenerationsOfRole, RagStoreByCall)
     governance: PostgresGovernance
     grants: PostgresGrants
     vector_generations: PostgresGenerations
+    _forwards = frozenset({"embedding_models"})
 
     def __init__(
         self,

@@ -48,9 +48,15 @@ def via(attr: str, method: F) -> F:
 
 def forwarded(cls: type, name: str) -> str | None:
     """The attribute ``cls.name`` forwards to (:func:`via`), or ``None`` if ``cls`` defines (or
-    inherits) it as a method of its own."""
+    inherits) it as a method of its own. A class lists in ``_forwards`` the methods it writes
+    that still only call their role object's (a wider signature, say): they count as forwarded
+    to the role object of the :func:`via` they replace."""
     for klass in cls.__mro__:
         if name in vars(klass):
             found = vars(klass)[name]
-            return found.attr if isinstance(found, _Via) else None
+            if isinstance(found, _Via):
+                return found.attr
+            if name not in vars(klass).get("_forwards", ()):
+                return None
+            # a forwarding method of the class's own: the role of the via() it replaces
     return None

@@ -72,10 +72,22 @@ class EntryRepository(_Repository):
         """The advisory locks of many threads (:attr:`EntrySql.lock_threads`, in one order)."""
         await self._value("lock_threads", self.sql.lock_threads, {"keys": list(keys)})
 
-    async def insert(self, statement: str, params: Mapping[str, Any]) -> Sequence[Any]:
-        """One of the batch inserts (:attr:`EntrySql.insert`, ``insert_new``,
-        ``insert_new_appended``, ``import_insert``) with its values; its rows."""
+    async def insert_batch(
+        self, params: Mapping[str, Any], *, appended: bool, exact: bool
+    ) -> Sequence[Any]:
+        """remember's batch insert (``put_entries``) with its values; its rows:
+        :attr:`EntrySql.insert` when ``exact`` (every id, stored ones numbered too), else
+        :attr:`EntrySql.insert_new` -- or :attr:`EntrySql.insert_new_appended` when ``appended``
+        (no entry gives a sequence: one row, how many it inserted and from which sequence)."""
+        sql = self.sql
+        statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
         return await self._written("put_entries", statement, params)
+
+    async def insert_staged(self, params: Mapping[str, Any]) -> Any:
+        """The bulk import's one set-based insert from the staging table
+        (:attr:`EntrySql.import_insert`); its one row (``inserted``, ``pending``)."""
+        (row,) = await self._written("import_entries", self.sql.import_insert, params)
+        return row
 
     async def stage(self, records: Iterable[Any]) -> None:
         """A binary ``COPY`` of an import batch into the staging table (:attr:`EntrySql.stage`;
