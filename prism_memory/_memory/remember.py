@@ -96,9 +96,9 @@ class RememberService:
         pending, done, indexed = await self._hand_over(scope, prepared, now, wait=wait)
         if pending:
             self._session.track(done, len(pending))
-        meters = otel.instruments()
-        if meters is not None and pending:
-            meters.pending.add(len(pending), {"gen_ai.memory.store.id": ctx.store_id})
+            meters = otel.instruments()
+            if meters is not None:
+                meters.pending.add(len(pending), {"gen_ai.memory.store.id": ctx.store_id})
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done

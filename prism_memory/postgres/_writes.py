@@ -158,7 +158,7 @@ class EntryWriter:
         # (its own snapshot, taken after the lock is granted)
         begin = begin_locked_statement(scope)
         async with self._executor.transaction("put_entries", begin) as unit:
-            entries = EntryRepository(unit, self._tables)
+            entries = self._entries.within(unit)
             sources = await _lineage_sources(entries, scope, unique)
             rows = await entries.insert_batch(params, appended=appended, exact=exact)
             if appended:  # one row: how many it inserted, from which sequence on
@@ -218,7 +218,7 @@ class EntryWriter:
         records = stage_records(rows)
         keys = sorted({thread_lock_key(row.scope) for row in rows})
         async with self._executor.transaction("import_entries", sql.import_begin) as unit:
-            entries = EntryRepository(unit, self._tables)
+            entries = self._entries.within(unit)
             await entries.lock_threads(keys)
             inherited = await _import_lineage(entries, rows, now)
             await entries.stage(records)

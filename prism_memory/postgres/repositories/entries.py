@@ -81,7 +81,10 @@ class EntryRepository(_Repository):
         (no entry gives a sequence: one row, how many it inserted and from which sequence)."""
         sql = self.sql
         statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
-        return await self._written("put_entries", statement, params)
+        on = self.on
+        if isinstance(on, Executor):  # a unit of its own (put_entries runs it in a transaction)
+            return await on.write("put_entries", statement, params)
+        return await on.fetch(statement, params)
 
     async def insert_staged(self, params: Mapping[str, Any]) -> Any:
         """The bulk import's one set-based insert from the staging table
