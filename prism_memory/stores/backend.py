@@ -194,6 +194,12 @@ class _BundleStore(VectorStoreOfRoles):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(entries={self.entries!r})"
 
+    @property
+    def telemetry_id(self) -> str:
+        """``gen_ai.memory.store.id``: the entries object's (its ``telemetry_id`` or class name)."""
+        named = getattr(self.entries, "telemetry_id", None)
+        return named if isinstance(named, str) else type(self.entries).__name__
+
     def bundle(self) -> MemoryBackend:
         """The bundle this store was made of."""
         return self.backend(self._working)

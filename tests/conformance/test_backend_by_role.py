@@ -21,6 +21,8 @@ from prism_memory import (
 )
 from prism_memory.errors import ConfigurationError, ConflictError
 from prism_memory.models import ShareGrant, WorkingMemoryRecord
+from prism_memory.postgres import PostgresVectorStore
+from prism_memory.stores._delegation import forwarded
 from prism_memory.stores.base import ShareGrants, VectorGenerations, WorkingStore
 from prism_memory.stores.memory import in_memory_backend
 from prism_memory.testing import (
@@ -185,6 +187,12 @@ def test_a_compatibility_store_gives_its_role_objects() -> None:
     class Counting(InMemoryVectorStore):
         async def claim_pending(self, *args: Any, **kwargs: Any) -> Any:
             return await super().claim_pending(*args, **kwargs)
+
+    # PostgresVectorStore writes embedding_models itself (scope=None: every thread) and lists
+    # it in _forwards: still its entries object's, so a memory calls that object directly
+    assert forwarded(PostgresVectorStore, "embedding_models") == "entries"
+    assert forwarded(PostgresVectorStore, "search") == "entries"
+    assert store.search == store.entries.search
 
     counting = Counting()
     bundle = counting.backend(InMemoryWorkingStore())

@@ -282,7 +282,11 @@ class EntryRepository(_Repository):
         in one round trip -- on the read replica when it may answer; ``by_model``: ranking each
         row's vector of ``request.model``, its own or the one kept beside it."""
         statement, params, terms = search_statement(self.sql, scope, request, by_model=by_model)
-        rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
+        on = self.on  # recall's hot read: straight to the executor (as _rows would)
+        if isinstance(on, Executor):
+            rows = await on.fetch("search", statement, params, replica=True, custom_plans=True)
+        else:
+            rows = await on.fetch(statement, params)
         return search_result(rows, terms)
 
     async def neighbors(
