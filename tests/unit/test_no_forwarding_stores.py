@@ -43,8 +43,7 @@ def _only_forwards(function: ast.AsyncFunctionDef | ast.FunctionDef) -> bool:
     own = _parameters(function)
     arguments = [*value.args, *(k.value for k in value.keywords)]
     return all(
-        (isinstance(a, ast.Name) and a.id in own) or isinstance(a, ast.Constant)
-        for a in arguments
+        (isinstance(a, ast.Name) and a.id in own) or isinstance(a, ast.Constant) for a in arguments
     )
 
 
@@ -56,8 +55,7 @@ def forwarders(source: str) -> dict[str, list[str]]:
             found[node.name] = [
                 item.name
                 for item in node.body
-                if isinstance(item, ast.AsyncFunctionDef | ast.FunctionDef)
-                and _only_forwards(item)
+                if isinstance(item, ast.AsyncFunctionDef | ast.FunctionDef) and _only_forwards(item)
             ]
     return found
 
