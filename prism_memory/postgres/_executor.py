@@ -70,9 +70,11 @@ from ._replica import (
     describe_endpoint,
     failure_reason,
 )
+from ._tenancy import watch
 from .statements import to_positional
 from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
+from .statements.tenancy import SET_TENANT, set_tenant_literal, tenant_gate, tenant_of
 
 __all__ = [
     "REPLICA_RETRY_MAX_SECONDS",
@@ -194,6 +196,10 @@ class Executor:
         # so a read that needs custom plans goes to the driver directly; on a host's engine it runs
         # in a unit that asks for them transaction-locally.
         self._sets_plans = sets_plans
+        self.sets_tenant = False
+        """Row-level security is on (docs/postgres.md, "Row-level security"): every
+        tenant-scoped statement sets ``prism_memory.tenant_id`` transaction-locally, in its own
+        round trip (:mod:`~prism_memory.postgres.statements.tenancy`; the factories decide)."""
 
     @property
     def engine(self) -> AsyncEngine:
@@ -221,12 +227,20 @@ class Executor:
 
     @asynccontextmanager
     async def unit(
-        self, action: str, *, writes: bool = True, read: bool = False, custom_plans: bool = False
+        self,
+        action: str,
+        *,
+        writes: bool = True,
+        read: bool = False,
+        custom_plans: bool = False,
+        tenant: str | None = None,
     ) -> AsyncIterator[SessionUnit]:
         """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
         it has replayed what it must (:meth:`_replica_ready`) and answers in time (else on the
         primary); else on the primary, where ``writes=False`` says it only reads (a replica read
-        that follows need not wait for it)."""
+        that follows need not wait for it). ``tenant``: the tenant every statement of the unit
+        acts for (set first, with row-level security on)."""
+        tenant = tenant if self.sets_tenant else None
         replica = self._usable_replica() if read else None
         try:
             if replica is not None:
@@ -235,15 +249,15 @@ class Executor:
                     async with self._replica_named(replica, action):
                         with otel.db_span(action), wrap_db_errors(action):
                             async with session:  # its transaction began with its connection
-                                if custom_plans:
-                                    await session.execute(text(CUSTOM_PLANS))
+                                await _unit_settings(
+                                    session, custom_plans, tenant, self.sets_tenant
+                                )
                                 yield SessionUnit(session)
                                 await session.commit()
                     return
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._primary.sessions() as session, session.begin():
-                    if custom_plans:
-                        await session.execute(text(CUSTOM_PLANS))
+                    await _unit_settings(session, custom_plans, tenant, self.sets_tenant)
                     yield SessionUnit(session)
         finally:
             if writes and not read:
@@ -303,7 +317,10 @@ class Executor:
         primary. ``custom_plans`` on a host's engine: inside a unit that asks for them
         (:attr:`sets_plans`)."""
         if custom_plans and not self._sets_plans:
-            async with self.unit(action, read=replica, writes=False, custom_plans=True) as unit:
+            tenant = tenant_of(params)
+            async with self.unit(
+                action, read=replica, writes=False, custom_plans=True, tenant=tenant
+            ) as unit:
                 return await unit.fetch(statement, params)
         target = self._usable_replica() if replica else None
         if target is None:
@@ -356,7 +373,11 @@ class Executor:
         """One read on ``endpoint``: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
         asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
-        read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
+        read cancelled midway drops its connection, like a write (:meth:`_driver`). With row-level
+        security on, a read for one tenant sets it in the same statement (:func:`tenant_gate`)."""
+        tenant = tenant_of(params) if self.sets_tenant else None
+        if tenant is not None:
+            statement, params = tenant_gate(statement), {**(params or {}), "rls_tenant": tenant}
         positional, args = _bound(statement, params)
         for attempt in (1, 2):
             with otel.db_span(action), wrap_db_errors(action):
@@ -390,9 +411,10 @@ class Executor:
         ``visible=False``: no read sees what it changes (a claim's lease), so a replica read
         after it need not wait for it."""
         positional, args = _bound(statement, params)
+        tenant = tenant_of(params) if self.sets_tenant else None
         try:
             with otel.db_span(action), wrap_db_errors(action):
-                async with self._driver() as driver, self._alone(driver):
+                async with self._driver() as driver, self._alone(driver, tenant):
                     if count:
                         return [_changed(await driver.execute(positional, *args))]
                     return list(await driver.fetch(positional, *args))
@@ -410,10 +432,15 @@ class Executor:
     # ---- transactions on the driver -------------------------------------------------------
 
     @asynccontextmanager
-    async def transaction(self, action: str, begin: str = BEGIN) -> AsyncIterator[DriverUnit]:
+    async def transaction(
+        self, action: str, begin: str = BEGIN, *, tenant: str | None = None
+    ) -> AsyncIterator[DriverUnit]:
         """A transaction on the asyncpg driver of a pooled connection: ``begin`` (``BEGIN ...``,
         and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
-        rolled back when the body raises (a connection left in a transaction is then dropped)."""
+        rolled back when the body raises (a connection left in a transaction is then dropped).
+        ``tenant``: with row-level security on, set in ``begin``'s round trip."""
+        if tenant is not None and self.sets_tenant:
+            begin = f"{begin}; {set_tenant_literal(tenant)}"
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._begun(driver, begin):
@@ -463,11 +490,18 @@ class Executor:
         else:
             await kept.give(pooled)
 
-    def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
+    def _alone(
+        self, driver: Any, tenant: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """Around a statement that runs outside any transaction of ours: nothing, or behind a
         transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
         prepared on one server connection could otherwise be bound and run on another. That
-        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none."""
+        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none.
+        A write for ``tenant`` (row-level security on) runs in a transaction that sets it with
+        its ``BEGIN``."""
+        if tenant is not None:
+            begin = POOLED_BEGIN if self._pooling == "transaction" else BEGIN
+            return self._begun(driver, f"{begin}; {set_tenant_literal(tenant)}")
         if self._pooling == "transaction":
             return self._begun(driver, POOLED_BEGIN)
         return contextlib.nullcontext()
@@ -536,6 +570,19 @@ class Executor:
         if self._owns_engine:
             self._owns_engine = False
             await self._primary.engine.dispose()
+
+
+async def _unit_settings(
+    session: AsyncSession, custom_plans: bool, tenant: str | None, watched: bool
+) -> None:
+    """A unit's transaction-local settings in one statement: custom plans, the tenant; and,
+    ``watched`` (row-level security on), each statement's tenant set before it runs."""
+    if watched:
+        watch(session, tenant)
+    parts = ([CUSTOM_PLANS] if custom_plans else []) + ([SET_TENANT] if tenant else [])
+    if parts:  # "SELECT a, b" and "SELECT c": one SELECT of all three
+        joined = ", ".join(part.removeprefix("SELECT ") for part in parts)
+        await session.execute(text(f"SELECT {joined}"), {"rls_tenant": tenant} if tenant else {})
 
 
 def _connection_lost(exc: BaseException, driver: Any) -> bool:

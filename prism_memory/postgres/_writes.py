@@ -133,7 +133,7 @@ class EntryWriter:
     ) -> GovernanceResult:
         """Apply ``change`` in one session unit, under the thread's advisory lock (see
         :meth:`VectorStore.apply_governance`); a failure at any step rolls every step back."""
-        async with self._executor.unit("apply_governance") as unit:
+        async with self._executor.unit("apply_governance", tenant=scope.tenant_id) as unit:
             entries = EntryRepository(unit, self._tables)
             tombstones = TombstoneRepository(unit, self._tables)
             await entries.lock_thread(scope)
@@ -249,7 +249,7 @@ class EntryWriter:
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
         begin = begin_locked_statement(scope)
-        async with self._executor.transaction("put_entries", begin) as unit:
+        async with self._executor.transaction("put_entries", begin, tenant=scope.tenant_id) as unit:
             entries = EntryRepository(unit, self._tables)
             sources = await _lineage_sources(entries, scope, unique)
             rows = await entries.insert(statement, params)
@@ -309,7 +309,11 @@ class EntryWriter:
                 )
         records = stage_records(rows)
         keys = sorted({thread_lock_key(row.scope) for row in rows})
-        async with self._executor.transaction("import_entries", sql.import_begin) as unit:
+        tenants = {row.scope.tenant_id for row in rows}
+        tenant = next(iter(tenants)) if len(tenants) == 1 else None
+        async with self._executor.transaction(
+            "import_entries", sql.import_begin, tenant=tenant
+        ) as unit:
             entries = EntryRepository(unit, self._tables)
             await entries.lock_threads(keys)
             inherited = await _import_lineage(entries, rows, now)

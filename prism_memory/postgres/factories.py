@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ._engine import Pooling, sets_plans
 from ._executor import REPLICA_RETRY_SECONDS, REPLICA_TIMEOUT_SECONDS, ReadConsistency
 from ._open import Opened, open_engine, open_replica
+from .rls import open_row_security
 from .store import PostgresVectorStore
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
 from .working_store import PostgresWorkingStore
@@ -78,6 +79,7 @@ async def create_postgres_memory_stores(
     read_consistency: ReadConsistency = "session",
     replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
     replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
+    row_level_security: bool | None = None,
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -116,6 +118,12 @@ async def create_postgres_memory_stores(
     and reads avoid that replica for ``replica_retry_seconds`` (5 s, doubled for each failure in
     a row, up to a minute); when the primary fails too, the ``StorageError`` names the replica
     (host, port and database, never a credential). See docs/postgres.md, "Read replicas".
+
+    ``row_level_security``: ``None`` (default) follows the database -- where revision 0014's
+    tenant policies are enabled (``prism-memory rls enable``), every tenant-scoped statement sets
+    its tenant transaction-locally, in its own round trip; ``True`` enables and forces them first
+    where they are not (the tables' owner only); ``False`` never sets the tenant (for a role with
+    ``BYPASSRLS``). See docs/postgres.md, "Row-level security".
     """
     vector_store, opened = await _open_vector_store(
         url,
@@ -134,16 +142,19 @@ async def create_postgres_memory_stores(
         replica_timeout_seconds=replica_timeout_seconds,
         replica_retry_seconds=replica_retry_seconds,
         owns_engine=False,  # PostgresMemoryStores.close() disposes of it
+        row_level_security=row_level_security,
     )
+    working_store = PostgresWorkingStore(
+        opened.engine,
+        opened.tables,
+        owns_engine=False,
+        engine_sets_plans=sets_plans(opened.engine),
+        pooling=opened.pooling,
+    )
+    working_store.executor.sets_tenant = vector_store.executor.sets_tenant
     return PostgresMemoryStores(
         vector_store=vector_store,
-        working_store=PostgresWorkingStore(
-            opened.engine,
-            opened.tables,
-            owns_engine=False,
-            engine_sets_plans=sets_plans(opened.engine),
-            pooling=opened.pooling,
-        ),
+        working_store=working_store,
         engine=opened.engine,
         owns_engine=opened.owned,
     )
@@ -166,6 +177,7 @@ async def create_postgres_vector_store(
     read_consistency: ReadConsistency = "session",
     replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
     replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
+    row_level_security: bool | None = None,
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
@@ -186,6 +198,7 @@ async def create_postgres_vector_store(
         replica_timeout_seconds=replica_timeout_seconds,
         replica_retry_seconds=replica_retry_seconds,
         owns_engine=True,
+        row_level_security=row_level_security,
     )
     return store
 
@@ -208,6 +221,7 @@ async def _open_vector_store(
     replica_timeout_seconds: float,
     replica_retry_seconds: float,
     owns_engine: bool,
+    row_level_security: bool | None = None,
 ) -> tuple[PostgresVectorStore, Opened]:
     """The factories' common part: the replica's engine, the primary's (migrated and checked),
     and the vector store on both; it disposes of an engine made from a URL when ``owns_engine``."""
@@ -237,6 +251,16 @@ async def _open_vector_store(
         if replica is not None and owns_replica:
             await replica.engine.dispose()
         raise
+    try:
+        sets_tenant = await open_row_security(
+            opened.engine, opened.tables.names, row_level_security
+        )
+    except BaseException:
+        if replica is not None and owns_replica:
+            await replica.engine.dispose()
+        if opened.owned:
+            await opened.engine.dispose()
+        raise
     store = PostgresVectorStore(
         opened.engine,
         opened.tables,
@@ -247,4 +271,5 @@ async def _open_vector_store(
         replica=replica,
         owns_replica_engine=owns_replica,
     )
+    store.executor.sets_tenant = sets_tenant
     return store, opened
