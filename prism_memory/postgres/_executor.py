@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -70,11 +71,11 @@ from ._replica import (
     describe_endpoint,
     failure_reason,
 )
-from ._tenancy import watch
+from ._tenancy import TenantScoping, per_tenant, unit_settings
 from .statements import to_positional
-from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
+from .statements.catalog import PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
-from .statements.tenancy import SET_TENANT, set_tenant_literal, tenant_gate, tenant_of
+from .statements.tenancy import set_tenant_literal, tenant_gate, tenant_of
 
 __all__ = [
     "REPLICA_RETRY_MAX_SECONDS",
@@ -101,13 +102,16 @@ def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
 class DriverUnit:
     """Statements inside one transaction on an asyncpg connection (:meth:`Executor.transaction`)."""
 
-    __slots__ = ("driver",)
+    __slots__ = ("driver", "tenancy")
 
-    def __init__(self, driver: Any) -> None:
+    def __init__(self, driver: Any, tenancy: TenantScoping | None = None) -> None:
         self.driver = driver
+        self.tenancy = tenancy
 
     async def fetch(self, statement: str, params: Params = None) -> list[Any]:
         """The rows of one named statement."""
+        if self.tenancy is not None:
+            self.tenancy.note(params)
         positional, args = _bound(statement, params)
         return list(await self.driver.fetch(positional, *args))
 
@@ -197,6 +201,7 @@ class Executor:
         # in a unit that asks for them transaction-locally.
         self._sets_plans = sets_plans
         self.sets_tenant = False
+        self.tenancy = TenantScoping()
         """Row-level security is on (docs/postgres.md, "Row-level security"): every
         tenant-scoped statement sets ``prism_memory.tenant_id`` transaction-locally, in its own
         round trip (:mod:`~prism_memory.postgres.statements.tenancy`; the factories decide)."""
@@ -238,8 +243,7 @@ class Executor:
         """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
         it has replayed what it must (:meth:`_replica_ready`) and answers in time (else on the
         primary); else on the primary, where ``writes=False`` says it only reads (a replica read
-        that follows need not wait for it). ``tenant``: the tenant every statement of the unit
-        acts for (set first, with row-level security on)."""
+        that follows need not wait for it). ``tenant``: what it acts for (row-level security)."""
         tenant = tenant if self.sets_tenant else None
         replica = self._usable_replica() if read else None
         try:
@@ -249,15 +253,13 @@ class Executor:
                     async with self._replica_named(replica, action):
                         with otel.db_span(action), wrap_db_errors(action):
                             async with session:  # its transaction began with its connection
-                                await _unit_settings(
-                                    session, custom_plans, tenant, self.sets_tenant
-                                )
+                                await unit_settings(session, custom_plans, tenant, self.sets_tenant)
                                 yield SessionUnit(session)
                                 await session.commit()
                     return
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._primary.sessions() as session, session.begin():
-                    await _unit_settings(session, custom_plans, tenant, self.sets_tenant)
+                    await unit_settings(session, custom_plans, tenant, self.sets_tenant)
                     yield SessionUnit(session)
         finally:
             if writes and not read:
@@ -375,8 +377,13 @@ class Executor:
         asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
         read cancelled midway drops its connection, like a write (:meth:`_driver`). With row-level
         security on, a read for one tenant sets it in the same statement (:func:`tenant_gate`)."""
+        if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
+            return await per_tenant(
+                each, lambda one: self._fetch_on(endpoint, action, statement, one)
+            )
         tenant = tenant_of(params) if self.sets_tenant else None
         if tenant is not None:
+            self.tenancy.note(params)
             statement, params = tenant_gate(statement), {**(params or {}), "rls_tenant": tenant}
         positional, args = _bound(statement, params)
         for attempt in (1, 2):
@@ -410,8 +417,13 @@ class Executor:
         mid-statement leaves it applied or not, and the caller's next attempt decides.
         ``visible=False``: no read sees what it changes (a claim's lease), so a replica read
         after it need not wait for it."""
+        if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
+            run = functools.partial(self.write, action, statement, count=count, visible=visible)
+            return await per_tenant(each, run, count=count)
         positional, args = _bound(statement, params)
         tenant = tenant_of(params) if self.sets_tenant else None
+        if tenant is not None:
+            self.tenancy.note(params)
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._alone(driver, tenant):
@@ -444,7 +456,7 @@ class Executor:
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._begun(driver, begin):
-                    yield DriverUnit(driver)
+                    yield DriverUnit(driver, self.tenancy if self.sets_tenant else None)
         finally:
             self.wrote()
 
@@ -570,19 +582,6 @@ class Executor:
         if self._owns_engine:
             self._owns_engine = False
             await self._primary.engine.dispose()
-
-
-async def _unit_settings(
-    session: AsyncSession, custom_plans: bool, tenant: str | None, watched: bool
-) -> None:
-    """A unit's transaction-local settings in one statement: custom plans, the tenant; and,
-    ``watched`` (row-level security on), each statement's tenant set before it runs."""
-    if watched:
-        watch(session, tenant)
-    parts = ([CUSTOM_PLANS] if custom_plans else []) + ([SET_TENANT] if tenant else [])
-    if parts:  # "SELECT a, b" and "SELECT c": one SELECT of all three
-        joined = ", ".join(part.removeprefix("SELECT ") for part in parts)
-        await session.execute(text(f"SELECT {joined}"), {"rls_tenant": tenant} if tenant else {})
 
 
 def _connection_lost(exc: BaseException, driver: Any) -> bool:

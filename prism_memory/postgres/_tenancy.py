@@ -13,15 +13,18 @@ as it is: under the policies it sees no tenant's rows.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState
 
+from ..errors import ConfigurationError
+from .statements.catalog import CUSTOM_PLANS
 from .statements.tenancy import SET_TENANT, tenant_of
 
-__all__ = ["statement_tenant", "watch"]
+__all__ = ["TenantScoping", "per_tenant", "statement_tenant", "unit_settings", "watch"]
 
 _SET = "prism_memory_tenant"
 """``session.info`` key: the tenant the unit's transaction has set."""
@@ -67,3 +70,83 @@ def watch(session: AsyncSession, tenant: str | None) -> None:
         sync.info[_SET] = found
 
     event.listen(sync, "do_orm_execute", before)
+
+
+async def unit_settings(
+    session: AsyncSession, custom_plans: bool, tenant: str | None, watched: bool
+) -> None:
+    """A unit's transaction-local settings in one statement: custom plans, the tenant; and,
+    ``watched`` (row-level security on), each statement's tenant set before it runs."""
+    if watched:
+        watch(session, tenant)
+    parts = ([CUSTOM_PLANS] if custom_plans else []) + ([SET_TENANT] if tenant else [])
+    if parts:  # "SELECT a, b" and "SELECT c": one SELECT of all three
+        joined = ", ".join(part.removeprefix("SELECT ") for part in parts)
+        await session.execute(text(f"SELECT {joined}"), {"rls_tenant": tenant} if tenant else {})
+
+
+async def per_tenant(
+    each: list[dict[str, Any]],
+    run: Callable[[dict[str, Any]], Awaitable[Sequence[Any]]],
+    *,
+    count: bool = False,
+) -> list[Any]:
+    """``run`` once per tenant's parameters (:meth:`TenantScoping.split`): the rows of all, or
+    with ``count`` the sum of the one-item counts."""
+    done = [await run(one) for one in each]
+    return [sum(part[0] for part in done)] if count else [row for part in done for row in part]
+
+
+class TenantScoping:
+    """An executor's book for statements that name no single tenant, with row-level security on
+    (a transaction may act for one tenant only):
+
+    * a statement over several tenants' rows (``:tenants``: a claim over many threads, the
+      results of a batch, a lookup of many keys) runs once per tenant, each run seeing that
+      tenant's rows only (:meth:`split`; a claim's ``:limit`` then applies per tenant);
+    * a statement keyed by a lease owner alone (``:worker``: releasing its leases) runs once per
+      tenant that owner leased rows in through this executor (:meth:`note`).
+
+    ``held``: the connected role is held by the policies (neither superuser nor ``BYPASSRLS``),
+    so store-wide work -- the generations' backfill, progress, switch and promotion -- is refused
+    (:meth:`refuse_store_wide`) rather than run blind to every tenant but none.
+    """
+
+    __slots__ = ("held", "leases")
+
+    def __init__(self) -> None:
+        self.held = False
+        self.leases: dict[str, set[str]] = {}
+
+    def note(self, params: Mapping[str, Any] | None) -> None:
+        """Remember the tenants a statement leased rows in for its ``:worker``."""
+        if not params or not isinstance(params.get("worker"), str):
+            return
+        tenant = tenant_of(params)
+        tenants = [tenant] if tenant is not None else params.get("tenants") or []
+        if tenants:
+            self.leases.setdefault(params["worker"], set()).update(tenants)
+
+    def split(self, params: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+        """The per-tenant parameters of a statement that must run once per tenant, or ``None``:
+        the same arrays every time, each run for one of their tenants (the policies keep each
+        run to its tenant's rows, so positions -- ``WITH ORDINALITY`` -- stay those of the
+        whole arrays)."""
+        if not params or isinstance(params.get("tenant"), str):
+            return None
+        tenants = params.get("tenants")
+        if isinstance(tenants, list | tuple) and len(set(tenants)) > 1:
+            return [{**params, "tenant": t} for t in sorted(set(tenants))]
+        worker = params.get("worker")
+        if tenants is None and isinstance(worker, str) and worker in self.leases:
+            return [{**params, "tenant": t} for t in sorted(self.leases.pop(worker))]
+        return None
+
+    def refuse_store_wide(self, action: str) -> None:
+        """Raise :class:`ConfigurationError` when the role is held by the policies."""
+        if self.held:
+            raise ConfigurationError(
+                f"{action} reads every tenant's rows, and row-level security holds this role to "
+                "one tenant: run it as a role with BYPASSRLS (docs/postgres.md, "
+                '"Row-level security")'
+            )

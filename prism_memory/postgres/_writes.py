@@ -296,6 +296,15 @@ class EntryWriter:
         """
         if not rows:
             return 0, 0
+        tenants = {row.scope.tenant_id for row in rows}
+        if len(tenants) > 1 and self._executor.sets_tenant:
+            # row-level security: a transaction acts for one tenant, so a batch is written per
+            # tenant (each tenant's rows all or none; docs/postgres.md, "Row-level security")
+            done = [
+                await self.import_rows([r for r in rows if r.scope.tenant_id == tenant], now=now)
+                for tenant in sorted(tenants)
+            ]
+            return sum(d[0] for d in done), sum(d[1] for d in done)
         sql = EntrySql.for_tables(self._tables)
         widths = {own_parts(row.vector)[0].shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
@@ -309,7 +318,6 @@ class EntryWriter:
                 )
         records = stage_records(rows)
         keys = sorted({thread_lock_key(row.scope) for row in rows})
-        tenants = {row.scope.tenant_id for row in rows}
         tenant = next(iter(tenants)) if len(tenants) == 1 else None
         async with self._executor.transaction(
             "import_entries", sql.import_begin, tenant=tenant

@@ -152,6 +152,7 @@ async def create_postgres_memory_stores(
         pooling=opened.pooling,
     )
     working_store.executor.sets_tenant = vector_store.executor.sets_tenant
+    working_store.executor.tenancy.held = vector_store.executor.tenancy.held
     return PostgresMemoryStores(
         vector_store=vector_store,
         working_store=working_store,
@@ -252,7 +253,7 @@ async def _open_vector_store(
             await replica.engine.dispose()
         raise
     try:
-        sets_tenant = await open_row_security(
+        sets_tenant, held = await open_row_security(
             opened.engine, opened.tables.names, row_level_security
         )
     except BaseException:
@@ -271,5 +272,5 @@ async def _open_vector_store(
         replica=replica,
         owns_replica_engine=owns_replica,
     )
-    store.executor.sets_tenant = sets_tenant
+    store.executor.sets_tenant, store.executor.tenancy.held = sets_tenant, held
     return store, opened

@@ -210,20 +210,24 @@ async def row_security_url(
         await engine.dispose()
 
 
-async def open_row_security(engine: AsyncEngine, names: Names, wanted: bool | None) -> bool:
+async def open_row_security(
+    engine: AsyncEngine, names: Names, wanted: bool | None
+) -> tuple[bool, bool]:
     """The factories' ``row_level_security`` option: whether the stores must set the tenant of
-    their statements. ``None`` follows the database (on when a tenant-keyed table has row-level
-    security enabled); ``True`` enables it first where it is not (needs the tables' owner);
-    ``False`` never sets the tenant -- refused with :class:`ConfigurationError` when the tables
+    their statements, and whether the connected role is held by the policies. ``None`` follows
+    the database (set it when a tenant-keyed table has row-level security enabled and the role is
+    held by it); ``True`` enables it first where it is not (needs the tables' owner) and always
+    sets it; ``False`` never sets it -- refused with :class:`ConfigurationError` when the tables
     enforce policies on the connected role, which would then read and write nothing."""
     with wrap_db_errors("row-level security"):
         async with engine.begin() as conn:
             status = await row_security_status(conn, names)
             if wanted and not status.enabled:
                 status = await set_row_level_security(conn, names, enable=True)
-    if wanted is False and status.partly_enabled and not status.exempt:
+    held = status.partly_enabled and not status.exempt
+    if wanted is False and held:
         raise ConfigurationError(
             "row_level_security=False, but the tables enforce row-level security on this role: "
             "the stores would find no rows (pass True or None, or connect as a BYPASSRLS role)"
         )
-    return bool(wanted) or (wanted is None and status.partly_enabled)
+    return bool(wanted) or (wanted is None and held), held
