@@ -22,7 +22,7 @@ from sqlalchemy.orm import ORMExecuteState
 
 from ..errors import ConfigurationError
 from .statements.catalog import CUSTOM_PLANS
-from .statements.tenancy import SET_TENANT, tenant_of
+from .statements.tenancy import SET_TENANT, one_select, tenant_of
 
 __all__ = ["TenantScoping", "per_tenant", "statement_tenant", "unit_settings", "watch"]
 
@@ -80,9 +80,8 @@ async def unit_settings(
     if watched:
         watch(session, tenant)
     parts = ([CUSTOM_PLANS] if custom_plans else []) + ([SET_TENANT] if tenant else [])
-    if parts:  # "SELECT a, b" and "SELECT c": one SELECT of all three
-        joined = ", ".join(part.removeprefix("SELECT ") for part in parts)
-        await session.execute(text(f"SELECT {joined}"), {"rls_tenant": tenant} if tenant else {})
+    if parts:
+        await session.execute(text(one_select(parts)), {"rls_tenant": tenant} if tenant else {})
 
 
 async def per_tenant(

@@ -38,6 +38,7 @@ __all__ = [
     "alter_row_security",
     "create_policy",
     "drop_policy",
+    "one_select",
     "set_tenant_literal",
     "tenant_gate",
     "tenant_of",
@@ -154,3 +155,9 @@ def tenant_of(params: Mapping[str, Any] | None) -> str | None:
         first = tenants[0]
         return first if all(other == first for other in tenants) else None
     return None
+
+
+def one_select(selects: list[str]) -> str:
+    """Statements ``SELECT a, b`` and ``SELECT c`` (settings, no ``FROM``) as one ``SELECT a, b,
+    c``: one round trip."""
+    return "SELECT " + ", ".join(select.removeprefix("SELECT ") for select in selects)
