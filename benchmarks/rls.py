@@ -9,7 +9,8 @@ pooled engines made from its URL (the factory's defaults): on the ``on`` schema 
 tenant of every statement (a read in the statement itself, a write transaction in its ``BEGIN``),
 on the ``off`` schema they set nothing. Each round asks both the same recalls (a thread drawn with
 its size's weight, a stored row's vector plus noise, K=10), the first route rotating between
-rounds; then ``remember(wait=True)`` calls of ``--batch`` rows into fresh threads, alternating.
+rounds; then ``--writes`` ``remember(wait=True)`` calls of ``--batch`` rows, in turn on one open
+memory per tenant (a fresh thread each round), the routes alternating.
 A lookup embedder: embedding costs nothing, so the figures are the library's and the server's.
 
     .venv/bin/python benchmarks/rls.py                 # 10,000 rows, about two minutes
@@ -167,17 +168,23 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             table[f"new {i}"] = fresh[i] / np.linalg.norm(fresh[i])
         for round_ in range(args.rounds):
             for name in order:
+                writers = [
+                    memory_on(
+                        routes[name],
+                        tenant_of(t, args.tenants),
+                        f"w{round_}-{t}",
+                        embedder,
+                        reads_only=False,
+                    )
+                    for t in range(args.tenants)
+                ]
                 began = time.perf_counter()
                 for call in range(args.writes):
-                    tenant = tenant_of(call, args.tenants)
-                    async with memory_on(
-                        routes[name], tenant, f"w{round_}-{call}", embedder, reads_only=True
-                    ) as m:
-                        await m.remember(
-                            [{"id": f"n{i}", "text": f"new {i}"} for i in range(args.batch)],
-                            wait=True,
-                        )
+                    batch = [{"id": f"c{call}-n{i}", "text": f"new {i}"} for i in range(args.batch)]
+                    await writers[call % args.tenants].remember(batch, wait=True)
                 writes[name].append(args.writes * args.batch / (time.perf_counter() - began))
+                for writer in writers:
+                    await writer.aclose()
             order = order[1:] + order[:1]
         gc.unfreeze()
     finally:
