@@ -201,10 +201,10 @@ class Executor:
         # in a unit that asks for them transaction-locally.
         self._sets_plans = sets_plans
         self.sets_tenant = False
-        self.tenancy = TenantScoping()
         """Row-level security is on (docs/postgres.md, "Row-level security"): every
         tenant-scoped statement sets ``prism_memory.tenant_id`` transaction-locally, in its own
         round trip (:mod:`~prism_memory.postgres.statements.tenancy`; the factories decide)."""
+        self.tenancy = TenantScoping()
 
     @property
     def engine(self) -> AsyncEngine:

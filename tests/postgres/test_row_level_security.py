@@ -286,3 +286,23 @@ async def test_the_revision_downgrades_and_upgrades_again(engine, schema, postgr
         status = await row_security_status(conn, names)
     assert all(t.has_policy and not t.enabled for t in status.tables)
     assert len(status.tables) == 8
+
+
+async def test_a_tenant_with_quotes_and_backslashes_is_set_as_it_is(
+    make_postgres_stores, postgres_url, app_role
+):
+    """The tenant a transaction sets in its ``BEGIN`` message is a literal (the simple protocol
+    binds nothing): escaped, it arrives exactly, whatever ``standard_conforming_strings`` says."""
+    owner = await make_postgres_stores(dimension=16)
+    async with rls_stores(postgres_url, owner, app_role) as stores:
+        executor = stores.vector_store.executor
+        for tenant in ("o'brien", "back\\slash", "e'\\'x", "plain"):
+            async with executor.transaction("probe", tenant=tenant) as unit:
+                seen = await unit.fetchval("SELECT current_setting('prism_memory.tenant_id')")
+            assert seen == tenant
+            (row,) = await executor.write(
+                "probe",
+                "SELECT current_setting('prism_memory.tenant_id') = CAST(:tenant AS text)",
+                {"tenant": tenant},
+            )
+            assert row[0] is True
