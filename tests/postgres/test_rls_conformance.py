@@ -19,6 +19,7 @@ import pytest
 
 from prism_memory import HashEmbedder
 from prism_memory.errors import ConfigurationError
+from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
 from prism_memory.testing._roles import ROLE_CHECKS
 from tests.conftest import _run_in_thread
@@ -118,3 +119,7 @@ async def test_store_wide_work_is_refused_to_a_role_the_policies_hold(
         ):
             with pytest.raises(ConfigurationError, match="BYPASSRLS"):
                 await refused
+        # the service worker's turn over tenants too (it would find no tenant with work)
+        worker = IndexingWorker(store, HashEmbedder(dimensions=64))
+        with pytest.raises(ConfigurationError, match="BYPASSRLS"):
+            await worker.due_tenants()
