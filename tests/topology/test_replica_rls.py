@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 
-from prism_memory import HashEmbedder, IndexingPolicy, create_memory
+from prism_memory import HashEmbedder, create_memory
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres.rls import row_security_url
@@ -45,7 +45,6 @@ async def test_replica_reads_keep_to_their_tenant(replica_pair, schema):
                     embedder=HashEmbedder(dimensions=WIDTH),
                     vector_store=stores.vector_store,
                     working_store=stores.working_store,
-                    indexing=IndexingPolicy(in_process=False),
                 )
                 for tenant in ("a", "b")
             }
