@@ -17,6 +17,7 @@ from ._mcp import mcp
 from ._migrate import migrate_app
 from ._models import models_app
 from ._ops import doctor, stats, worker
+from ._rls import rls_app
 from ._thread_ops import export, rebuild
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(migrate_app, name="migrate")
 app.add_typer(models_app, name="models")
+app.add_typer(rls_app, name="rls")
 
 
 @app.callback()

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -70,9 +71,11 @@ from ._replica import (
     describe_endpoint,
     failure_reason,
 )
+from ._tenancy import TenantScoping, per_tenant, unit_settings
 from .statements import to_positional
-from .statements.catalog import CUSTOM_PLANS, PRIMARY_LSN, REPLAYED_LSN
+from .statements.catalog import PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
+from .statements.tenancy import set_tenant_literal, tenant_gate, tenant_of
 
 __all__ = [
     "REPLICA_RETRY_MAX_SECONDS",
@@ -99,13 +102,16 @@ def _bound(statement: str, params: Params) -> tuple[str, list[Any]]:
 class DriverUnit:
     """Statements inside one transaction on an asyncpg connection (:meth:`Executor.transaction`)."""
 
-    __slots__ = ("driver",)
+    __slots__ = ("driver", "tenancy")
 
-    def __init__(self, driver: Any) -> None:
+    def __init__(self, driver: Any, tenancy: TenantScoping | None = None) -> None:
         self.driver = driver
+        self.tenancy = tenancy
 
     async def fetch(self, statement: str, params: Params = None) -> list[Any]:
         """The rows of one named statement."""
+        if self.tenancy is not None:
+            self.tenancy.note(params)
         positional, args = _bound(statement, params)
         return list(await self.driver.fetch(positional, *args))
 
@@ -194,6 +200,11 @@ class Executor:
         # so a read that needs custom plans goes to the driver directly; on a host's engine it runs
         # in a unit that asks for them transaction-locally.
         self._sets_plans = sets_plans
+        self.sets_tenant = False
+        """Row-level security is on (docs/postgres.md, "Row-level security"): every
+        tenant-scoped statement sets ``prism_memory.tenant_id`` transaction-locally, in its own
+        round trip (:mod:`~prism_memory.postgres.statements.tenancy`; the factories decide)."""
+        self.tenancy = TenantScoping()
 
     @property
     def engine(self) -> AsyncEngine:
@@ -221,12 +232,19 @@ class Executor:
 
     @asynccontextmanager
     async def unit(
-        self, action: str, *, writes: bool = True, read: bool = False, custom_plans: bool = False
+        self,
+        action: str,
+        *,
+        writes: bool = True,
+        read: bool = False,
+        custom_plans: bool = False,
+        tenant: str | None = None,
     ) -> AsyncIterator[SessionUnit]:
         """One unit of work in a SQLAlchemy session. ``read``: it only reads, on the replica when
         it has replayed what it must (:meth:`_replica_ready`) and answers in time (else on the
         primary); else on the primary, where ``writes=False`` says it only reads (a replica read
-        that follows need not wait for it)."""
+        that follows need not wait for it). ``tenant``: what it acts for (row-level security)."""
+        tenant = tenant if self.sets_tenant else None
         replica = self._usable_replica() if read else None
         try:
             if replica is not None:
@@ -235,15 +253,13 @@ class Executor:
                     async with self._replica_named(replica, action):
                         with otel.db_span(action), wrap_db_errors(action):
                             async with session:  # its transaction began with its connection
-                                if custom_plans:
-                                    await session.execute(text(CUSTOM_PLANS))
+                                await unit_settings(session, custom_plans, tenant, self.sets_tenant)
                                 yield SessionUnit(session)
                                 await session.commit()
                     return
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._primary.sessions() as session, session.begin():
-                    if custom_plans:
-                        await session.execute(text(CUSTOM_PLANS))
+                    await unit_settings(session, custom_plans, tenant, self.sets_tenant)
                     yield SessionUnit(session)
         finally:
             if writes and not read:
@@ -303,7 +319,10 @@ class Executor:
         primary. ``custom_plans`` on a host's engine: inside a unit that asks for them
         (:attr:`sets_plans`)."""
         if custom_plans and not self._sets_plans:
-            async with self.unit(action, read=replica, writes=False, custom_plans=True) as unit:
+            tenant = tenant_of(params)
+            async with self.unit(
+                action, read=replica, writes=False, custom_plans=True, tenant=tenant
+            ) as unit:
                 return await unit.fetch(statement, params)
         target = self._usable_replica() if replica else None
         if target is None:
@@ -356,7 +375,16 @@ class Executor:
         """One read on ``endpoint``: the statement goes straight to the pooled connection's
         asyncpg driver -- no transaction around it, prepared once per connection and cached by
         asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
-        read cancelled midway drops its connection, like a write (:meth:`_driver`)."""
+        read cancelled midway drops its connection, like a write (:meth:`_driver`). With row-level
+        security on, a read for one tenant sets it in the same statement (:func:`tenant_gate`)."""
+        if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
+            return await per_tenant(
+                each, lambda one: self._fetch_on(endpoint, action, statement, one)
+            )
+        tenant = tenant_of(params) if self.sets_tenant else None
+        if tenant is not None:
+            self.tenancy.note(params)
+            statement, params = tenant_gate(statement), {**(params or {}), "rls_tenant": tenant}
         positional, args = _bound(statement, params)
         for attempt in (1, 2):
             with otel.db_span(action), wrap_db_errors(action):
@@ -389,10 +417,16 @@ class Executor:
         mid-statement leaves it applied or not, and the caller's next attempt decides.
         ``visible=False``: no read sees what it changes (a claim's lease), so a replica read
         after it need not wait for it."""
+        if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
+            run = functools.partial(self.write, action, statement, count=count, visible=visible)
+            return await per_tenant(each, run, count=count)
         positional, args = _bound(statement, params)
+        tenant = tenant_of(params) if self.sets_tenant else None
+        if tenant is not None:
+            self.tenancy.note(params)
         try:
             with otel.db_span(action), wrap_db_errors(action):
-                async with self._driver() as driver, self._alone(driver):
+                async with self._driver() as driver, self._alone(driver, tenant):
                     if count:
                         return [_changed(await driver.execute(positional, *args))]
                     return list(await driver.fetch(positional, *args))
@@ -410,14 +444,19 @@ class Executor:
     # ---- transactions on the driver -------------------------------------------------------
 
     @asynccontextmanager
-    async def transaction(self, action: str, begin: str = BEGIN) -> AsyncIterator[DriverUnit]:
+    async def transaction(
+        self, action: str, begin: str = BEGIN, *, tenant: str | None = None
+    ) -> AsyncIterator[DriverUnit]:
         """A transaction on the asyncpg driver of a pooled connection: ``begin`` (``BEGIN ...``,
         and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
-        rolled back when the body raises (a connection left in a transaction is then dropped)."""
+        rolled back when the body raises (a connection left in a transaction is then dropped).
+        ``tenant``: with row-level security on, set in ``begin``'s round trip."""
+        if tenant is not None and self.sets_tenant:
+            begin = f"{begin}; {set_tenant_literal(tenant)}"
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._begun(driver, begin):
-                    yield DriverUnit(driver)
+                    yield DriverUnit(driver, self.tenancy if self.sets_tenant else None)
         finally:
             self.wrote()
 
@@ -463,11 +502,18 @@ class Executor:
         else:
             await kept.give(pooled)
 
-    def _alone(self, driver: Any) -> contextlib.AbstractAsyncContextManager[None]:
+    def _alone(
+        self, driver: Any, tenant: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """Around a statement that runs outside any transaction of ours: nothing, or behind a
         transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
         prepared on one server connection could otherwise be bound and run on another. That
-        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none."""
+        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none.
+        A write for ``tenant`` (row-level security on) runs in a transaction that sets it with
+        its ``BEGIN``."""
+        if tenant is not None:
+            begin = POOLED_BEGIN if self._pooling == "transaction" else BEGIN
+            return self._begun(driver, f"{begin}; {set_tenant_literal(tenant)}")
         if self._pooling == "transaction":
             return self._begun(driver, POOLED_BEGIN)
         return contextlib.nullcontext()

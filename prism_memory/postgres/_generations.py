@@ -190,6 +190,7 @@ class PostgresGenerations(VectorGenerations):
         after: EntryKey | None = None,
     ) -> list[ClaimedEntry]:
         """Lease entries without a current vector of ``model`` (:attr:`GenerationSql.claim`)."""
+        self._executor.tenancy.refuse_store_wide("a generation's backfill claim")
         check_limit(limit)
         check_lease(lease_seconds)
         await self._registered_or_raise(model)
@@ -216,6 +217,7 @@ class PostgresGenerations(VectorGenerations):
 
     async def generation_progress(self, model: str, *, now: datetime) -> GenerationProgress:
         """Counts of :attr:`GenerationSql.progress`."""
+        self._executor.tenancy.refuse_store_wide("a generation's progress")
         row = await self._repository.progress(_check_model(model, "model"), now)
         if row["role"] is None:
             raise NotFoundError("the model is not a registered generation of this store")
@@ -228,6 +230,7 @@ class PostgresGenerations(VectorGenerations):
     ) -> Generation:
         """Flip the active generation in one statement (:attr:`GenerationSql.switch`); entries
         written after ``now - max_lag_seconds`` do not hold it back (0: every entry counts)."""
+        self._executor.tenancy.refuse_store_wide("a generation switch")
         lag = check_max_lag(max_lag_seconds)
         horizon = now - timedelta(seconds=lag) if lag else None
         row = await self._repository.switch(
@@ -247,6 +250,7 @@ class PostgresGenerations(VectorGenerations):
         """One batch of :attr:`GenerationSql.promote`, then, when it was not full,
         :attr:`GenerationSql.finish_promotion` (see :meth:`VectorGenerations.promote_generation`).
         """
+        self._executor.tenancy.refuse_store_wide("a generation promotion")
         check_limit(limit)
         generation = await self._registered_or_raise(model)
         promoted = generation.role == "primary"  # then: move what old-model writers added since

@@ -31,7 +31,7 @@ class PostgresGovernance(GovernanceStore):
         """Apply ``change`` in one session unit, under the thread's advisory lock (see
         :meth:`~prism_memory.stores.base.GovernanceStore.apply_governance`); a failure at any
         step rolls every step back."""
-        async with self._executor.unit("apply_governance") as unit:
+        async with self._executor.unit("apply_governance", tenant=scope.tenant_id) as unit:
             entries = EntryRepository(unit, self._tables)
             tombstones = TombstoneRepository(unit, self._tables)
             await entries.lock_thread(scope)

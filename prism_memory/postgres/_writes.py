@@ -157,7 +157,7 @@ class EntryWriter:
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
         begin = begin_locked_statement(scope)
-        async with self._executor.transaction("put_entries", begin) as unit:
+        async with self._executor.transaction("put_entries", begin, tenant=scope.tenant_id) as unit:
             entries = self._entries.within(unit)
             sources = await _lineage_sources(entries, scope, unique)
             rows = await entries.insert_batch(params, appended=appended, exact=exact)
@@ -204,6 +204,15 @@ class EntryWriter:
         """
         if not rows:
             return 0, 0
+        tenants = {row.scope.tenant_id for row in rows}
+        if len(tenants) > 1 and self._executor.sets_tenant:
+            # row-level security: a transaction acts for one tenant, so a batch is written per
+            # tenant (each tenant's rows all or none; docs/postgres.md, "Row-level security")
+            done = [
+                await self.import_rows([r for r in rows if r.scope.tenant_id == tenant], now=now)
+                for tenant in sorted(tenants)
+            ]
+            return sum(d[0] for d in done), sum(d[1] for d in done)
         sql = EntrySql.for_tables(self._tables).importing
         widths = {own_parts(row.vector)[0].shape[0] for row in rows if row.vector is not None}
         if len(widths) > 1:
@@ -217,7 +226,10 @@ class EntryWriter:
                 )
         records = stage_records(rows)
         keys = sorted({thread_lock_key(row.scope) for row in rows})
-        async with self._executor.transaction("import_entries", sql.import_begin) as unit:
+        tenant = next(iter(tenants)) if len(tenants) == 1 else None
+        async with self._executor.transaction(
+            "import_entries", sql.import_begin, tenant=tenant
+        ) as unit:
             entries = self._entries.within(unit)
             await entries.lock_threads(keys)
             inherited = await _import_lineage(entries, rows, now)

@@ -15,6 +15,7 @@ from ..stores.backend import MemoryBackend
 from ._engine import Pooling, sets_plans
 from ._executor import REPLICA_RETRY_SECONDS, REPLICA_TIMEOUT_SECONDS, ReadConsistency
 from ._open import Opened, open_engine, open_replica
+from .rls import open_row_security
 from .store import PostgresVectorStore
 from .tables import DEFAULT_SCHEMA, DEFAULT_TABLE
 from .working_store import PostgresWorkingStore
@@ -86,6 +87,7 @@ async def create_postgres_memory_stores(
     read_consistency: ReadConsistency = "session",
     replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
     replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
+    row_level_security: bool | None = None,
 ) -> PostgresMemoryStores:
     """Open the PostgreSQL vector and working stores of ``schema``/``table``.
 
@@ -124,6 +126,12 @@ async def create_postgres_memory_stores(
     and reads avoid that replica for ``replica_retry_seconds`` (5 s, doubled for each failure in
     a row, up to a minute); when the primary fails too, the ``StorageError`` names the replica
     (host, port and database, never a credential). See docs/postgres.md, "Read replicas".
+
+    ``row_level_security``: ``None`` (default) follows the database -- where revision 0014's
+    tenant policies are enabled (``prism-memory rls enable``), every tenant-scoped statement sets
+    its tenant transaction-locally, in its own round trip; ``True`` enables and forces them first
+    where they are not (the tables' owner only); ``False`` never sets the tenant (for a role with
+    ``BYPASSRLS``). See docs/postgres.md, "Row-level security".
     """
     vector_store, opened = await _open_vector_store(
         url,
@@ -142,16 +150,20 @@ async def create_postgres_memory_stores(
         replica_timeout_seconds=replica_timeout_seconds,
         replica_retry_seconds=replica_retry_seconds,
         owns_engine=False,  # PostgresMemoryStores.close() disposes of it
+        row_level_security=row_level_security,
     )
+    working_store = PostgresWorkingStore(
+        opened.engine,
+        opened.tables,
+        owns_engine=False,
+        engine_sets_plans=sets_plans(opened.engine),
+        pooling=opened.pooling,
+    )
+    working_store.executor.sets_tenant = vector_store.executor.sets_tenant
+    working_store.executor.tenancy.held = vector_store.executor.tenancy.held
     return PostgresMemoryStores(
         vector_store=vector_store,
-        working_store=PostgresWorkingStore(
-            opened.engine,
-            opened.tables,
-            owns_engine=False,
-            engine_sets_plans=sets_plans(opened.engine),
-            pooling=opened.pooling,
-        ),
+        working_store=working_store,
         engine=opened.engine,
         owns_engine=opened.owned,
     )
@@ -174,6 +186,7 @@ async def create_postgres_vector_store(
     read_consistency: ReadConsistency = "session",
     replica_timeout_seconds: float = REPLICA_TIMEOUT_SECONDS,
     replica_retry_seconds: float = REPLICA_RETRY_SECONDS,
+    row_level_security: bool | None = None,
 ) -> PostgresVectorStore:
     """Open the PostgreSQL vector store alone; same arguments as
     :func:`create_postgres_memory_stores`. Its ``close()`` disposes of an engine it created."""
@@ -194,6 +207,7 @@ async def create_postgres_vector_store(
         replica_timeout_seconds=replica_timeout_seconds,
         replica_retry_seconds=replica_retry_seconds,
         owns_engine=True,
+        row_level_security=row_level_security,
     )
     return store
 
@@ -216,6 +230,7 @@ async def _open_vector_store(
     replica_timeout_seconds: float,
     replica_retry_seconds: float,
     owns_engine: bool,
+    row_level_security: bool | None = None,
 ) -> tuple[PostgresVectorStore, Opened]:
     """The factories' common part: the replica's engine, the primary's (migrated and checked),
     and the vector store on both; it disposes of an engine made from a URL when ``owns_engine``."""
@@ -255,4 +270,14 @@ async def _open_vector_store(
         replica=replica,
         owns_replica_engine=owns_replica,
     )
+    try:
+        sets_tenant, held = await open_row_security(
+            store.executor, opened.tables.names, row_level_security
+        )
+    except BaseException:
+        await store.close()  # the replica engine too, when the store owns it
+        if opened.owned and not owns_engine:
+            await opened.engine.dispose()
+        raise
+    store.executor.sets_tenant, store.executor.tenancy.held = sets_tenant, held
     return store, opened

@@ -15,6 +15,7 @@ from ..errors import ConfigurationError
 from ._engine import create_engine
 from ._executor import Executor, SessionUnit
 from .migrate import head_revision
+from .rls import row_security_status
 from .statements import TableSql
 from .statements.catalog import (
     EMBEDDING_TYPE,
@@ -182,6 +183,8 @@ async def _check(
             "`prism-memory migrate upgrade head` rebuilds it"
         )
 
+    await _check_row_security(unit, names, found)
+
     (backlog,) = await unit.fetch(sql.backlog)
     found.facts["pending"] = str(backlog["pending"])
     found.facts["failed"] = str(backlog["failed"])
@@ -197,6 +200,27 @@ async def _check(
                 f"{backlog['pending']} entries pending, the oldest for {age:.0f}s: is a worker "
                 "running (`prism-memory worker`)?"
             )
+
+
+async def _check_row_security(unit: SessionUnit, names: Names, found: Diagnosis) -> None:
+    """Row-level security (docs/postgres.md): off is a fact (enabling it is the deploy's
+    choice); once any table has it on, a table without the policy or not enabled and forced is a
+    problem, and a connection it does not hold (a superuser, ``BYPASSRLS``) is warned of."""
+    status = await row_security_status(unit, names)
+    exempt = " (superuser)" if status.superuser else " (BYPASSRLS)" if status.bypassrls else ""
+    found.facts["role"] = status.role + exempt
+    if not status.partly_enabled:
+        policies = all(t.has_policy for t in status.tables) and not status.missing
+        found.facts["row-level security"] = (
+            "off (`prism-memory rls enable` turns it on)" if policies else "off, no policies"
+        )
+        return
+    found.facts["row-level security"] = "on" if status.enabled else "partly on"
+    for line in status.problems():
+        if "connected as" in line:
+            found.warnings.append(line)
+        else:
+            found.problems.append(line)
 
 
 @dataclass(slots=True)

@@ -197,8 +197,10 @@ class IndexingWorker:
 
         A loose index scan over ``<table>_pending_tenant_idx``: one index probe per tenant, however
         long any tenant's backlog is. A tenant whose rows are all leased or waiting for a retry is
-        listed too; its claim simply comes back empty.
+        listed too; its claim simply comes back empty. Refused to a role row-level security holds
+        (it would find no tenant): the worker runs as a BYPASSRLS role.
         """
+        self.store.executor.tenancy.refuse_store_wide("the worker's turn over tenants")
         return await self._indexing.due_tenants(_TENANTS_PER_ROUND)
 
     async def claim_for_tenant(self, tenant_id: str, *, limit: int) -> list[ClaimedEntry]:

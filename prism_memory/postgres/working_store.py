@@ -81,7 +81,7 @@ class PostgresWorkingStore(WorkingStore):
         With ``expected_version`` the statement only applies at that version (``0``: no document
         yet); otherwise :class:`~prism_memory.errors.ConflictError`.
         """
-        async with self.executor.unit("put_working") as unit:
+        async with self.executor.unit("put_working", tenant=tenant_id) as unit:
             repo = WorkingRepository(unit, self._tables)
             written = await repo.put(
                 tenant_id,

@@ -278,4 +278,40 @@ ALTER TABLE prism_memory.semantic_memory ADD COLUMN window_embeddings VECTOR[];
 
 UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0013' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0012';
 
+-- Running upgrade prism_memory_0013 -> prism_memory_0014
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_invalidation";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_invalidation" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_share_grant";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_share_grant" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_rag_source_acl";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_rag_source_acl" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_rag_scope_generations";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_rag_scope_generations" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_rag_chunks";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_rag_chunks" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_working";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_working" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+DROP POLICY IF EXISTS prism_memory_tenant ON "prism_memory"."semantic_memory_vectors";
+
+CREATE POLICY prism_memory_tenant ON "prism_memory"."semantic_memory_vectors" USING (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true))) WITH CHECK (tenant_id = (SELECT current_setting('prism_memory.tenant_id', true)));
+
+UPDATE prism_memory.semantic_memory_alembic_version SET version_num='prism_memory_0014' WHERE prism_memory.semantic_memory_alembic_version.version_num = 'prism_memory_0013';
+
 COMMIT;
