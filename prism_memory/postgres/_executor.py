@@ -75,7 +75,7 @@ from ._tenancy import TenantScoping, per_tenant, unit_settings
 from .statements import to_positional
 from .statements.catalog import PRIMARY_LSN, REPLAYED_LSN
 from .statements.session import BEGIN, COMMIT, POOLED_BEGIN, ROLLBACK
-from .statements.tenancy import set_tenant_literal, tenant_gate, tenant_of
+from .statements.tenancy import begin_for, tenant_gate, tenant_of
 
 __all__ = [
     "REPLICA_RETRY_MAX_SECONDS",
@@ -381,9 +381,8 @@ class Executor:
             return await per_tenant(
                 each, lambda one: self._fetch_on(endpoint, action, statement, one)
             )
-        tenant = tenant_of(params) if self.sets_tenant else None
+        tenant = self.tenancy.noted(params) if self.sets_tenant else None
         if tenant is not None:
-            self.tenancy.note(params)
             statement, params = tenant_gate(statement), {**(params or {}), "rls_tenant": tenant}
         positional, args = _bound(statement, params)
         for attempt in (1, 2):
@@ -421,9 +420,7 @@ class Executor:
             run = functools.partial(self.write, action, statement, count=count, visible=visible)
             return await per_tenant(each, run, count=count)
         positional, args = _bound(statement, params)
-        tenant = tenant_of(params) if self.sets_tenant else None
-        if tenant is not None:
-            self.tenancy.note(params)
+        tenant = self.tenancy.noted(params) if self.sets_tenant else None
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._alone(driver, tenant):
@@ -451,8 +448,7 @@ class Executor:
         and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
         rolled back when the body raises (a connection left in a transaction is then dropped).
         ``tenant``: with row-level security on, set in ``begin``'s round trip."""
-        if tenant is not None and self.sets_tenant:
-            begin = f"{begin}; {set_tenant_literal(tenant)}"
+        begin = begin_for(begin, tenant if self.sets_tenant else None)
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._begun(driver, begin):
@@ -511,11 +507,9 @@ class Executor:
         transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none.
         A write for ``tenant`` (row-level security on) runs in a transaction that sets it with
         its ``BEGIN``."""
-        if tenant is not None:
+        if tenant is not None or self._pooling == "transaction":
             begin = POOLED_BEGIN if self._pooling == "transaction" else BEGIN
-            return self._begun(driver, f"{begin}; {set_tenant_literal(tenant)}")
-        if self._pooling == "transaction":
-            return self._begun(driver, POOLED_BEGIN)
+            return self._begun(driver, begin_for(begin, tenant))
         return contextlib.nullcontext()
 
     # ---- replica routing ------------------------------------------------------------------

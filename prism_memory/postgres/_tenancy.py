@@ -126,6 +126,13 @@ class TenantScoping:
         if tenants:
             self.leases.setdefault(params["worker"], set()).update(tenants)
 
+    def noted(self, params: Mapping[str, Any] | None) -> str | None:
+        """The one tenant ``params`` name (:func:`tenant_of`), its lease noted (:meth:`note`)."""
+        tenant = tenant_of(params)
+        if tenant is not None:
+            self.note(params)
+        return tenant
+
     def split(self, params: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
         """The per-tenant parameters of a statement that must run once per tenant, or ``None``:
         the same arrays every time, each run for one of their tenants (the policies keep each

@@ -23,6 +23,10 @@ PACKAGE = Path(prism_memory.__file__).parent
 ALLOWED: dict[str, str] = {
     "postgres/_executor.py": "the executor: every unit, its connections and its statements",
     "postgres/_engine.py": "the engines and the connections the executor keeps; the codec's setup",
+    "postgres/_tenancy.py": (
+        "the executor's own row-level security step: the tenant set on a unit's session before "
+        "its statements (inside Executor.unit, in its span and error translation)"
+    ),
     "postgres/repositories/entries.py": "Core statements on a session of an executor unit",
     "postgres/repositories/indexing.py": "Core statements on a session of an executor unit",
     "postgres/repositories/mapped.py": "ORM statements on a session of an executor unit",

@@ -142,6 +142,12 @@ def set_tenant_literal(tenant: str) -> str:
     return f"SELECT set_config('{TENANT_SETTING}', E'{escaped}', true)"
 
 
+def begin_for(begin: str, tenant: str | None) -> str:
+    """``begin`` with ``tenant``'s ``set_config`` in the same round trip (row-level security), or
+    ``begin`` as it is when there is no tenant to set."""
+    return begin if tenant is None else f"{begin}; {set_tenant_literal(tenant)}"
+
+
 def tenant_of(params: Mapping[str, Any] | None) -> str | None:
     """The one tenant a statement's parameters name (``:tenant``, or ``:tenants`` all alike), or
     ``None``: a store-wide statement, or one over several tenants."""
