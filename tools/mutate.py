@@ -192,6 +192,7 @@ MODULES: dict[str, list[str]] = {
         "tests/postgres/test_executor_units.py",
         "tests/unit/test_replica_readiness.py",
         "tests/postgres/test_read_retry.py",
+        "tests/topology/test_host_engine_reads.py",
         "tests/topology/test_pooler_session_state.py",
         "tests/topology/test_replica_routing.py",
         "tests/topology/test_replica.py",
