@@ -70,6 +70,10 @@ async def test_close_disposes_the_engines_it_owns_once(postgres_url: str) -> Non
         await lent.fetch("probe", "SELECT 1")
         await lent.close()
         assert engine.pool.checkedin() == 1  # its kept connection is back in a pool that lives on
+        borrower = Executor(engine, owns_engine=False, replica=ReadReplica(replica_engine))
+        await borrower.fetch("probe", "SELECT 1", replica=True)
+        await borrower.close()
+        assert replica_engine.pool.checkedin() == 1  # a replica's engine is not its own either
 
         owner = Executor(
             engine,
