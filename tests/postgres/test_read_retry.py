@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from prism_memory.errors import StorageError
+from prism_memory.errors import PrismMemoryError, StorageError
 from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres._executor import Executor
 
@@ -37,5 +37,47 @@ async def test_a_read_on_a_connection_the_server_ended_is_retried_once(postgres_
             await executor.write("probe", PID)
         [third] = await executor.fetch("probe", PID)
         assert third["pid"] not in (first["pid"], second["pid"])
+    finally:
+        await executor.close()
+
+
+async def test_a_read_that_loses_its_connection_twice_fails_as_a_storage_error(
+    postgres_url: str,
+) -> None:
+    executor = Executor(create_engine(postgres_url), owns_engine=True, sets_plans=True)
+    try:
+        # the read ends its own server connection: on the first try and on the retry
+        with pytest.raises(StorageError):
+            await executor.fetch("probe", "SELECT pg_terminate_backend(pg_backend_pid())")
+        assert await executor.fetchval("probe", "SELECT 1") == 1  # a fresh connection answers
+    finally:
+        await executor.close()
+
+
+async def test_a_read_that_fails_on_a_sound_connection_is_not_retried(postgres_url: str) -> None:
+    executor = Executor(create_engine(postgres_url), owns_engine=True, sets_plans=True)
+    try:
+        [first] = await executor.fetch("probe", PID)
+        with pytest.raises(PrismMemoryError):
+            await executor.fetch("probe", "SELECT 1 / CAST(:zero AS int)", {"zero": 0})
+        # not retried: the connection was not dropped (nor the pool disposed), the next read has it
+        [second] = await executor.fetch("probe", PID)
+        assert second["pid"] == first["pid"]
+    finally:
+        await executor.close()
+
+
+async def test_a_failed_transaction_is_rolled_back_and_its_connection_kept(
+    postgres_url: str,
+) -> None:
+    executor = Executor(create_engine(postgres_url), owns_engine=True, sets_plans=True)
+    try:
+        [first] = await executor.fetch("probe", PID)
+        with pytest.raises(PrismMemoryError):
+            async with executor.transaction("probe") as unit:
+                await unit.fetch("SELECT 1 / CAST(:zero AS int)", {"zero": 0})
+        # rolled back, so not left in a transaction: kept, not dropped
+        [second] = await executor.fetch("probe", PID)
+        assert second["pid"] == first["pid"]
     finally:
         await executor.close()
