@@ -5,11 +5,14 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
+from prism_memory.errors import StorageError
 from prism_memory.postgres._engine import create_engine
 from prism_memory.postgres._executor import Executor, ReadReplica, Unit
 
@@ -97,3 +100,55 @@ async def test_close_disposes_the_engines_it_owns_once(postgres_url: str) -> Non
     finally:
         await engine.dispose()
         await replica_engine.dispose()
+
+
+async def test_a_read_unit_goes_to_the_primary_when_the_replica_cannot_connect(
+    postgres_url: str,
+) -> None:
+    nobody = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/replica")  # refused
+    executor = Executor(
+        create_engine(postgres_url),
+        owns_engine=True,
+        sets_plans=True,
+        replica=ReadReplica(nobody),
+        owns_replica_engine=True,
+    )
+    try:
+        async with executor.unit("probe", read=True, writes=False) as unit:
+            assert await unit.fetchval("SELECT CAST(:v AS int)", {"v": 7}) == 7
+    finally:
+        await executor.close()
+
+
+async def test_a_replica_unit_that_succeeds_resets_the_back_off(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the same server stands in for the replica; a unit that loses its connection there fails
+    executor = Executor(
+        create_engine(postgres_url),
+        owns_engine=True,
+        sets_plans=True,
+        replica=ReadReplica(create_engine(postgres_url), retry_seconds=10.0),
+        owns_replica_engine=True,
+    )
+    replica = executor._replica
+    assert replica is not None
+
+    async def fail() -> None:
+        with pytest.raises(StorageError, match="on the read replica"):
+            async with executor.unit("probe", read=True, writes=False) as unit:
+                await unit.fetch("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="prism_memory.postgres"):
+            await fail()
+            assert "reads go to the primary for 10 s" in caplog.text
+            replica.down_until = 0.0  # the back-off is over
+            async with executor.unit("probe", read=True, writes=False) as unit:
+                assert await unit.fetchval("SELECT 1") == 1
+            caplog.clear()
+            await fail()
+            # the success before reset the count: 10 s again, not doubled
+            assert "reads go to the primary for 10 s" in caplog.text
+    finally:
+        await executor.close()
