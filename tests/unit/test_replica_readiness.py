@@ -165,6 +165,18 @@ async def test_a_replay_that_arrives_while_a_read_waits_is_used() -> None:
     await ex.close()
 
 
+async def test_a_wait_shorter_than_a_second_still_waits() -> None:
+    """The default wait is a quarter of a second: a read keeps looking until it is over."""
+    ex = Scripted(wait_seconds=0.95)
+    ex.primary, ex.replayed = 100, 0
+    ex.wrote()
+    read = asyncio.create_task(ex._replica_ready("read"))
+    await _polled(ex, 1)
+    ex.replayed = 100  # arrives milliseconds later: well inside the wait
+    assert await asyncio.wait_for(read, 30)
+    await ex.close()
+
+
 def test_the_replica_defaults() -> None:
     engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
     replica = ReadReplica(engine)
