@@ -198,7 +198,8 @@ MODULES: dict[str, list[str]] = {
         "tests/topology/test_replica.py",
         "tests/postgres/test_server_terminated.py",
         "tests/postgres/test_write_faults.py",
-        "tests/topology/test_replica_faults.py",
+        # not tests/topology/test_replica_faults.py: it stops and freezes the standby, which only
+        # a pair it started itself allows (the session's shared pair cannot be stopped)
     ],
     "prism_memory/postgres/_engine.py": [
         "tests/unit/test_engine_config.py",

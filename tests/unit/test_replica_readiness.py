@@ -196,18 +196,21 @@ def test_the_replica_defaults() -> None:
 
 class FlakyReplica(Executor):
     """An executor whose replica fails every read while :attr:`replica_down`; the primary answers
-    ``[("primary",)]`` (no connection is ever opened)."""
+    ``[("primary",)]``, or fails too while :attr:`primary_down` (no connection is ever opened)."""
 
     def __init__(self) -> None:
         engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
         replica = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/replica")
         super().__init__(engine, owns_engine=True, replica=ReadReplica(replica, retry_seconds=10.0))
         self.replica_down = True
+        self.primary_down = False
 
     async def _fetch_on(
         self, endpoint: Any, action: str, statement: str, params: Any = None
     ) -> list[Any]:
         if endpoint is not self._replica:
+            if self.primary_down:
+                raise StorageError("the primary is gone")
             return [("primary",)]
         if self.replica_down:
             raise StorageError("the replica is gone")
@@ -234,4 +237,15 @@ async def test_a_read_the_replica_fails_is_answered_and_a_success_resets_the_bac
         assert await ex.fetch("read", "SELECT 1", replica=True) == [("primary",)]
         # the success before reset the count: 10 s again, not doubled
         assert "reads go to the primary for 10 s" in caplog.text
+    await ex.close()
+
+
+async def test_when_the_primary_fails_too_the_error_names_both() -> None:
+    ex = FlakyReplica()
+    ex.primary_down = True
+    with pytest.raises(StorageError) as raised:
+        await ex.fetch("recall", "SELECT 1", replica=True)
+    message = str(raised.value)
+    assert message.startswith("recall failed on the read replica 127.0.0.1:9/replica (")
+    assert "and then on the primary" in message
     await ex.close()
