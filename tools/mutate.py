@@ -204,6 +204,7 @@ MODULES: dict[str, list[str]] = {
     "prism_memory/postgres/_engine.py": [
         "tests/unit/test_engine_config.py",
         "tests/postgres/test_engine_codec.py",
+        "tests/postgres/test_kept_connections.py",
         "tests/topology/test_pooler_session_state.py",
         "tests/topology/test_pooler.py",
         "tests/postgres/test_server_terminated.py",
