@@ -37,9 +37,13 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def mutation(session: nox.Session) -> None:
-    """Mutation testing of the pure modules (minutes; not in the default sessions or .ci/run).
+    """Mutation testing (minutes for the pure modules, much longer for the ones whose tests need
+    servers; not in the default sessions or .ci/run).
 
-    ``nox -s mutation -- --module limits`` runs one module; see CONTRIBUTING.md.
+    ``.[test]`` brings what every covered module's tests import: the MCP SDK, the OpenTelemetry API
+    and SDK, the embedded PostgreSQL; PgBouncer is a system program (Debian ``pgbouncer``), needed
+    by the executor's and the engine's tests. ``nox -s mutation -- --module limits`` runs one
+    module; see CONTRIBUTING.md.
     """
     session.install("-e", ".[test]")
     session.run("python", "tools/mutate.py", *session.posargs)

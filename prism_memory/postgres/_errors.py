@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from asyncpg import InterfaceError
+from asyncpg.exceptions import InternalClientError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..errors import (
@@ -158,8 +159,9 @@ def wrap_db_errors(action: str) -> Iterator[None]:
         yield
     except PrismMemoryError:
         raise
-    except (DBAPIError, SQLAlchemyError, OSError, InterfaceError) as exc:
-        # InterfaceError: the asyncpg driver's own, such as a call on a connection that died
+    except (DBAPIError, SQLAlchemyError, OSError, InterfaceError, InternalClientError) as exc:
+        # InterfaceError: the asyncpg driver's own, such as a call on a connection that died;
+        # InternalClientError: its state error on a connection the server ended a moment ago
         raise translate(exc, action) from exc
     except Exception as exc:
         if sqlstate_of(exc) is not None:  # an asyncpg error that bypassed SQLAlchemy

@@ -15,7 +15,10 @@ from prism_memory.stores.base import VectorStore
 
 from .conftest import Telemetry
 
-CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"  # the GenAI conventions' name
+# the GenAI conventions' name, written out here (never the package's constant), and built at run
+# time: a literal here would be the very (interned) string object the package holds, which the
+# mutation tool rebinds along with the package's constant when it mutates the name
+CAPTURE_ENV = "".join(["OTEL_INSTRUMENTATION_GENAI_", "CAPTURE_MESSAGE_CONTENT"])
 SECRET = "sk-IDCANARY-9d41"
 TEXT = "Ada keeps bees on the roof"
 

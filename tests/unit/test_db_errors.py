@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from asyncpg import InterfaceError
+from asyncpg.exceptions import InternalClientError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from prism_memory.errors import (
@@ -295,6 +296,13 @@ def test_our_own_error_passes_unchanged():
         (SQLAlchemyError("pool exhausted"), StorageError, "put failed: pool exhausted"),
         (OSError("connection refused"), StorageError, "put failed: connection refused"),
         (InterfaceError("connection is closed"), StorageError, "put failed: connection is closed"),
+        # asyncpg's own state error on a connection the server ended a moment ago (not an
+        # InterfaceError): seen on a write racing the server's termination notice
+        (
+            InternalClientError("another operation (2) is in progress"),
+            StorageError,
+            "put failed: another operation (2) is in progress",
+        ),
         (CodedError("bad value", "22P02"), ValidationError, "put failed: bad value"),
     ],
 )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from prism_memory.errors import StorageError
 from prism_memory.postgres._executor import Executor, ReadReplica
 from prism_memory.postgres.statements.catalog import PRIMARY_LSN, REPLAYED_LSN
 
@@ -163,6 +165,18 @@ async def test_a_replay_that_arrives_while_a_read_waits_is_used() -> None:
     await ex.close()
 
 
+async def test_a_wait_shorter_than_a_second_still_waits() -> None:
+    """The default wait is a quarter of a second: a read keeps looking until it is over."""
+    ex = Scripted(wait_seconds=0.95)
+    ex.primary, ex.replayed = 100, 0
+    ex.wrote()
+    read = asyncio.create_task(ex._replica_ready("read"))
+    await _polled(ex, 1)
+    ex.replayed = 100  # arrives milliseconds later: well inside the wait
+    assert await asyncio.wait_for(read, 30)
+    await ex.close()
+
+
 def test_the_replica_defaults() -> None:
     engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
     replica = ReadReplica(engine)
@@ -178,3 +192,60 @@ def test_the_replica_defaults() -> None:
     assert plain.read_replica is None
     assert plain.pooling == "transaction"
     assert plain.sets_plans is True
+
+
+class FlakyReplica(Executor):
+    """An executor whose replica fails every read while :attr:`replica_down`; the primary answers
+    ``[("primary",)]``, or fails too while :attr:`primary_down` (no connection is ever opened)."""
+
+    def __init__(self) -> None:
+        engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+        replica = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/replica")
+        super().__init__(engine, owns_engine=True, replica=ReadReplica(replica, retry_seconds=10.0))
+        self.replica_down = True
+        self.primary_down = False
+
+    async def _fetch_on(
+        self, endpoint: Any, action: str, statement: str, params: Any = None
+    ) -> list[Any]:
+        if endpoint is not self._replica:
+            if self.primary_down:
+                raise StorageError("the primary is gone")
+            return [("primary",)]
+        if self.replica_down:
+            raise StorageError("the replica is gone")
+        return [("replica",)]
+
+
+async def test_a_read_the_replica_fails_is_answered_and_a_success_resets_the_back_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ex = FlakyReplica()
+    replica = ex._replica
+    assert replica is not None
+    with caplog.at_level(logging.WARNING, logger="prism_memory.postgres"):
+        assert await ex.fetch("read", "SELECT 1", replica=True) == [("primary",)]
+        assert "reads go to the primary for 10 s" in caplog.text
+        assert await ex.fetch("read", "SELECT 1", replica=True) == [("primary",)]  # avoided
+        assert caplog.text.count("read replica") == 1
+
+        replica.down_until = 0.0  # the back-off is over, and the replica is back
+        ex.replica_down = False
+        assert await ex.fetch("read", "SELECT 1", replica=True) == [("replica",)]
+        caplog.clear()
+        ex.replica_down = True
+        assert await ex.fetch("read", "SELECT 1", replica=True) == [("primary",)]
+        # the success before reset the count: 10 s again, not doubled
+        assert "reads go to the primary for 10 s" in caplog.text
+    await ex.close()
+
+
+async def test_when_the_primary_fails_too_the_error_names_both() -> None:
+    ex = FlakyReplica()
+    ex.primary_down = True
+    with pytest.raises(StorageError) as raised:
+        await ex.fetch("recall", "SELECT 1", replica=True)
+    message = str(raised.value)
+    assert message.startswith("recall failed on the read replica 127.0.0.1:9/replica (")
+    assert "and then on the primary" in message
+    await ex.close()

@@ -38,6 +38,12 @@ def test_the_primary_key_probe_names_its_tenant_when_asked() -> None:
     plain = sql.first_stored(key, "e.id")
     assert plain.startswith(f"(SELECT e.id FROM {sql.entries} e WHERE ROW(")
     assert "e.tenant_id =" not in plain
+    # the key given in its four parts without a tenant: the same whole-key row comparison
+    assert sql.first_stored(TableSql.thread_key_parts("i.id"), "e.id") == plain
+    assert (
+        "WHERE ROW(e.tenant_id, e.resource_id, e.thread_id, e.id) >= ROW(CAST(:tenant AS text), "
+        "CAST(:resource AS text), CAST(:thread AS text), i.id) ORDER BY"
+    ) in plain
     parts = TableSql.thread_key_parts("i.id")
     named = sql.first_stored(parts, "e.id", tenant=":tenant")
     # after the tenant's equality the row comparison covers the other three key columns, so the

@@ -1,0 +1,44 @@
+"""A connection opened before ``CREATE EXTENSION vector`` gets pgvector's codec on its next checkout
+(``prism_memory.postgres._engine``; issue 47's mutation run), on the real PostgreSQL: a fresh
+database without the extension, one pooled connection kept across it."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from prism_memory.postgres._engine import create_engine
+from prism_memory.postgres._executor import Executor
+
+pytestmark = pytest.mark.postgres
+
+VECTOR = "SELECT CAST('[1,2,3]' AS vector) AS v"
+
+
+async def test_the_codec_arrives_with_the_extension(postgres_url: str) -> None:
+    name = f"pm_codec_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(postgres_url, pooled=False).execution_options(
+        isolation_level="AUTOCOMMIT"
+    )
+    async with admin.connect() as conn:
+        await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    executor = Executor(create_engine(url, pool_size=1), owns_engine=True, sets_plans=True)
+    try:
+        # the one pooled connection opens while the database has no vector type
+        assert await executor.fetchval("probe", "SELECT 1") == 1
+        await executor.release()  # back to the pool, as it stays
+        await executor.write("probe", "CREATE EXTENSION vector")
+        await executor.release()
+        (value,) = await executor.fetch("probe", VECTOR)
+        assert isinstance(value["v"], np.ndarray)  # decoded by the codec, not vector's text
+        assert value["v"].tolist() == [1.0, 2.0, 3.0]
+    finally:
+        await executor.close()
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
