@@ -53,6 +53,7 @@ from .models import (
     WorkingMemoryRecord,
 )
 from .reranking import Reranker, check_reranker
+from .stores.backend import MemoryBackend
 from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 
@@ -86,6 +87,7 @@ __all__ = [
     "Lineage",
     "LineageCapError",
     "Memory",
+    "MemoryBackend",
     "MemoryConsent",
     "MemoryEntry",
     "MemoryIdentity",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from . import _telemetry as otel
 from ._clock import utcnow
 from ._cursor import decode_cursor
 from ._memory.core import (
@@ -37,7 +38,7 @@ from ._memory.sharing import SharingService, check_grant
 from ._memory.working_memory import WorkingService, check_update
 from ._processor import WorkingMemoryProcessor
 from .context import ContextProvider, TokenCounter
-from .embedding import Embedder, check_embedder, embedder_model
+from .embedding import Embedder, check_embedder
 from .entries import entry_digest
 from .errors import ConfigurationError, DimensionMismatchError, ValidationError
 from .indexing import IndexingPolicy, QueueMember
@@ -61,6 +62,7 @@ from .models import (
 )
 from .redaction import Redactor, Scrubber
 from .reranking import Reranker, check_reranker
+from .stores.backend import MemoryBackend, backend_of
 from .stores.base import VectorStore, WorkingStore
 from .stores.memory import InMemoryVectorStore, InMemoryWorkingStore
 from .working import compile_validator
@@ -81,67 +83,22 @@ class Memory:
     and on a durable store anything not yet embedded stays pending for the next start.
     """
 
-    def __init__(
-        self,
-        *,
-        tenant_id: str,
-        resource_id: str,
-        thread_id: str | None,
-        embedder: Embedder,
-        vector_store: VectorStore,
-        working_store: WorkingStore,
-        validator: Callable[[Any], dict[str, Any]],
-        template: str | None,
-        limits: Limits,
-        scrubber: Scrubber,
-        require_consent: bool,
-        importance_from: ImportanceFrom | None,
-        on_invalidate: OnInvalidate | None,
-        retention: timedelta | None,
-        working_scope: Literal["resource", "thread"],
-        indexing: IndexingPolicy,
-        clock: Callable[[], datetime],
-        next_embedder: Embedder | None = None,
-        reranker: Reranker | None = None,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self.resource_id = resource_id
-        self.thread_id = thread_id
-        self.embedder = embedder
-        self.embedding_model = embedder_model(embedder)
+    def __init__(self, ctx: MemoryContext, *, vector_store: VectorStore) -> None:
+        self.tenant_id = ctx.tenant_id
+        self.resource_id = ctx.resource_id
+        self.thread_id = ctx.thread_id
+        self.embedder = ctx.embedder
+        self.embedding_model = ctx.embedding_model
         """The embedder's ``model`` identifier, recorded with every vector this memory stores."""
-        self.next_embedder = next_embedder
+        self.next_embedder = ctx.next_embedder
         """The embedder of a model change in progress (see :func:`create_memory`), or ``None``."""
+        self.backend = ctx.backend
+        """The role objects this memory calls (:class:`~prism_memory.stores.MemoryBackend`)."""
         self.vector_store = vector_store
-        self.working_store = working_store
-        self.limits = limits
-        self._ctx = ctx = MemoryContext(
-            tenant_id=tenant_id,
-            resource_id=resource_id,
-            thread_id=thread_id,
-            embedder=embedder,
-            embedding_model=self.embedding_model,
-            vector_store=vector_store,
-            working_store=working_store,
-            limits=limits,
-            scrubber=scrubber,
-            clock=clock,
-            indexing=indexing,
-            require_consent=require_consent,
-            retention=retention,
-            working_thread=thread_id if working_scope == "thread" else None,
-            validator=validator,
-            template=template,
-            importance_from=importance_from,
-            on_invalidate=on_invalidate,
-            next_embedder=next_embedder,
-            next_writer=None
-            if next_embedder is None
-            else NextModelWriter(
-                vector_store, next_embedder, batch_size=limits.embed_batch, clock=clock
-            ),
-            reranker=reranker,
-        )
+        """The vector store given to :func:`create_memory` (or one over ``backend``'s roles)."""
+        self.working_store = ctx.backend.working
+        self.limits = ctx.limits
+        self._ctx = ctx
         self._session = session = IndexingSession(ctx)
         self._models = models = ModelGuard(ctx)
         self._working = WorkingService(ctx)
@@ -497,6 +454,7 @@ def create_memory(
     embedder: Embedder,
     vector_store: VectorStore | None = None,
     working_store: WorkingStore | None = None,
+    backend: MemoryBackend | None = None,
     schema: Mapping[str, Any] | type[pydantic.BaseModel] | None = None,
     validate_working_memory: Callable[[dict[str, Any]], Any] | None = None,
     working_memory_template: str | None = None,
@@ -528,6 +486,10 @@ def create_memory(
 
     ``reranker`` (a :class:`~prism_memory.reranking.Reranker`) reorders every recall's best fused
     candidates before the cut to ``top_k`` (docs/reranking.md); ``None`` keeps the fusion's order.
+
+    ``backend`` (a :class:`~prism_memory.stores.MemoryBackend`: one object per store role) is
+    the storage instead of ``vector_store`` and ``working_store`` (docs/stores.md); a memory
+    made on a vector store calls that store's role objects the same way.
     """
     tenant = check_key(tenant_id, "tenant_id")
     resource = check_key(resource_id, "resource_id")
@@ -539,16 +501,12 @@ def create_memory(
             raise ConfigurationError(
                 "next_embedder must name its model, and another model than embedder's"
             )
-    store = vector_store if vector_store is not None else InMemoryVectorStore()
-    if not isinstance(store, VectorStore):
-        raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")
-    if store.dimension is not None and store.dimension != width:
+    store, roles = _storage(vector_store, working_store, backend)
+    if roles.entries.dimension is not None and roles.entries.dimension != width:
         raise DimensionMismatchError(
-            f"the vector store is pinned to width {store.dimension}, the embedder makes {width}"
+            f"the vector store is pinned to width {roles.entries.dimension}, the embedder makes "
+            f"{width}"
         )
-    working = working_store if working_store is not None else InMemoryWorkingStore()
-    if not isinstance(working, WorkingStore):
-        raise ConfigurationError("working_store must subclass prism_memory.stores.WorkingStore")
     if working_scope not in ("resource", "thread"):
         raise ConfigurationError("working_scope must be 'resource' or 'thread'")
     if working_scope == "thread" and thread is None:
@@ -560,24 +518,55 @@ def create_memory(
     for name, hook in (("importance_from", importance_from), ("on_invalidate", on_invalidate)):
         if hook is not None and not callable(hook):
             raise ConfigurationError(f"{name} must be callable")
-    return Memory(
+    checked_limits = parse(Limits, limits if limits is not None else {}, "limits")
+    clock = clock or utcnow
+    ctx = MemoryContext(
         tenant_id=tenant,
         resource_id=resource,
         thread_id=thread,
         embedder=embedder,
-        vector_store=store,
-        working_store=working,
+        embedding_model=model,
+        backend=roles,
+        store_id=otel.store_id(store),
+        limits=checked_limits,
+        scrubber=Scrubber(redactor, secrets),
+        clock=clock,
+        indexing=indexing or IndexingPolicy(),
+        require_consent=bool(require_consent),
+        retention=None if retention_days is None else timedelta(days=retention_days),
+        working_thread=thread if working_scope == "thread" else None,
         validator=compile_validator(schema, validate_working_memory),
         template=working_memory_template,
-        limits=parse(Limits, limits if limits is not None else {}, "limits"),
-        scrubber=Scrubber(redactor, secrets),
-        require_consent=bool(require_consent),
         importance_from=importance_from,
         on_invalidate=on_invalidate,
-        retention=None if retention_days is None else timedelta(days=retention_days),
-        working_scope=working_scope,
-        indexing=indexing or IndexingPolicy(),
-        clock=clock or utcnow,
         next_embedder=next_embedder,
+        next_writer=None
+        if next_embedder is None
+        else NextModelWriter(
+            roles.generations, next_embedder, batch_size=checked_limits.embed_batch, clock=clock
+        ),
         reranker=None if reranker is None else check_reranker(reranker),
     )
+    return Memory(ctx, vector_store=store)
+
+
+def _storage(
+    vector_store: VectorStore | None,
+    working_store: WorkingStore | None,
+    backend: MemoryBackend | None,
+) -> tuple[VectorStore, MemoryBackend]:
+    """The vector store and the role objects of a memory: ``backend``'s, or those of
+    ``vector_store`` and ``working_store`` (fresh in-memory stores by default)."""
+    if backend is not None:
+        if vector_store is not None or working_store is not None:
+            raise ConfigurationError("pass backend, or vector_store and working_store, not both")
+        if not isinstance(backend, MemoryBackend):
+            raise ConfigurationError("backend must be a prism_memory.stores.MemoryBackend")
+        return backend.vector_store(), backend
+    store = vector_store if vector_store is not None else InMemoryVectorStore()
+    if not isinstance(store, VectorStore):
+        raise ConfigurationError("vector_store must subclass prism_memory.stores.VectorStore")
+    working = working_store if working_store is not None else InMemoryWorkingStore()
+    if not isinstance(working, WorkingStore):
+        raise ConfigurationError("working_store must subclass prism_memory.stores.WorkingStore")
+    return store, backend_of(store, working)

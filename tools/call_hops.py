@@ -4,6 +4,7 @@ cross from one module to another, and the modules it comes back to after leaving
     python tools/call_hops.py                 # in memory and on an embedded PostgreSQL
     python tools/call_hops.py --url postgresql+asyncpg://...   # on that database
     python tools/call_hops.py --paths         # also print every path that comes back
+    python tools/call_hops.py --hops          # also print every hop (caller -> callee)
 
 What is counted, for one warm ``remember(wait=True)``, one ``remember`` whose ``done`` is then
 awaited (the indexing queue's background task included) and one warm ``recall``:
@@ -138,6 +139,10 @@ def validators() -> set[CodeType]:
     return codes
 
 
+SHOW_HOPS = "--hops" in sys.argv
+"""``--hops``: also print every hop (``caller module:function -> callee module:function``)."""
+
+
 async def _trace(name: str, call: Callable[[], Awaitable[object]], show: bool) -> None:
     graph = CallGraph(validators())
     sys.setprofile(graph.profile)
@@ -154,6 +159,9 @@ async def _trace(name: str, call: Callable[[], Awaitable[object]], show: bool) -
         f"comes back to {len(returns)} modules"
     )
     print("  deepest: " + " -> ".join(deepest))
+    if SHOW_HOPS:
+        for caller, callee in sorted(hops):
+            print(f"    {caller[0]}:{caller[1]} -> {callee[0]}:{callee[1]}")
     for module, paths in sorted(returns.items()):
         print(f"  back to {module} ({len(paths)} paths)")
         if show:
@@ -183,6 +191,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a PostgreSQL URL (default: an embedded server)")
     parser.add_argument("--paths", action="store_true", help="print the paths that come back")
+    parser.add_argument("--hops", action="store_true", help="print every hop of each call")
     args = parser.parse_args()
 
     from prism_memory import HashEmbedder, create_memory

@@ -25,7 +25,8 @@ from ..limits import Limits
 from ..models import Candidate, MemoryIdentity, MemoryRecord, Vector
 from ..redaction import Scrubber
 from ..reranking import Reranker
-from ..stores.base import RecallFilter, VectorGenerations, VectorStore, WorkingStore
+from ..stores.backend import MemoryBackend
+from ..stores.base import RecallFilter
 from ..windows import WindowedVector, embed_entries, embed_whole
 
 __all__ = [
@@ -69,8 +70,10 @@ class MemoryContext:
     thread_id: str | None
     embedder: Embedder
     embedding_model: str | None
-    vector_store: VectorStore
-    working_store: WorkingStore
+    backend: MemoryBackend
+    """The role objects this memory calls: entries, ledger, governance, grants, working..."""
+    store_id: str
+    """``gen_ai.memory.store.id`` of the store (telemetry)."""
     limits: Limits
     scrubber: Scrubber
     clock: Callable[[], datetime]
@@ -205,8 +208,8 @@ class ModelGuard:
     async def _registered(self) -> dict[str, int]:
         """The store's vector generations, model -> width (empty: it has none, or leaves the
         role out -- its methods raise :class:`ConfigurationError` -- and the refusal stands)."""
-        store = self._ctx.vector_store
-        if not isinstance(store, VectorGenerations):
+        store = self._ctx.backend.generations
+        if store is None:
             return {}
         try:
             return {g.model: g.width for g in await store.generations()}
@@ -220,7 +223,7 @@ class ModelGuard:
         model change to another width: the store holds both until the old one is dropped)."""
         if self._width_checked:
             return
-        width, held = self._ctx.embedder.dimensions, await self._ctx.vector_store.vector_width()
+        width, held = self._ctx.embedder.dimensions, await self._ctx.backend.entries.vector_width()
         model = self._ctx.embedding_model
         if (
             held is not None
@@ -244,7 +247,7 @@ class ModelGuard:
         model = self._ctx.embedding_model
         if model is None or switch_model or self._checked:
             return
-        held = await self._ctx.vector_store.embedding_models(scope)
+        held = await self._ctx.backend.entries.embedding_models(scope)
         foreign = sorted(held - {model})
         if foreign:  # a store's generations are one model change, not foreign to each other
             registered = await self._registered()

@@ -39,7 +39,7 @@ class ExportService:
         arguments checked and resolved by the facade)."""
         ctx = self._ctx
         scope = ctx.identity
-        store = ctx.vector_store
+        store = ctx.backend.entries
         deadline = time.monotonic() + seconds
         recall_filter = ctx.recall_filter(ctx.clock(), require_consent=True)
         entries: list[dict[str, Any]] = []
@@ -90,13 +90,13 @@ class ExportService:
         await self._models.check_write(scope, switch_model=switch_model)
         page_size = ctx.limits.resolve("rebuild_batch", batch_size)
         deadline = time.monotonic() + ctx.limits.resolve("rebuild_seconds", max_seconds)
-        page = await ctx.vector_store.list_by_thread(scope, after=after, limit=page_size)
+        page = await ctx.backend.entries.list_by_thread(scope, after=after, limit=page_size)
         rebuilt = 0
         step = ctx.limits.embed_batch
         for start in range(0, len(page), step):
             chunk = page[start : start + step]
             vectors = await embed_entries(ctx.embedder, [r.text for r in chunk], batch_size=step)
-            rebuilt += await ctx.vector_store.store_vectors(
+            rebuilt += await ctx.backend.ledger.store_vectors(
                 scope,
                 [(r.id, r.revision, v) for r, v in zip(chunk, vectors, strict=True)],
                 now=ctx.clock(),

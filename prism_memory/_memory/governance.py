@@ -53,7 +53,7 @@ class GovernanceService:
 
     async def get(self, identity: MemoryIdentity, entry_id: str) -> MemoryRecord:
         """One stored entry, whatever its state; :class:`NotFoundError` if absent."""
-        found = await self._ctx.vector_store.get_entries(
+        found = await self._ctx.backend.entries.get_entries(
             identity, [check_key(entry_id, "entry id")]
         )
         if not found:
@@ -62,7 +62,7 @@ class GovernanceService:
 
     async def index_status(self, wanted: Sequence[str]) -> dict[str, IndexStatus]:
         """``id -> pending | indexed | failed`` for the ``wanted`` ids the thread holds."""
-        status = await self._ctx.vector_store.index_status(self._ctx.identity, wanted)
+        status = await self._ctx.backend.ledger.index_status(self._ctx.identity, wanted)
         return {entry_id: state for entry_id, (state, _) in status.items()}
 
     async def set_consent(
@@ -84,7 +84,7 @@ class GovernanceService:
         update.applied_to(record.effective_consent, now)  # a bad source or scope: nothing sent
         # the store decides revoke-or-grant against the consent it reads under the thread's lock
         change = GovernanceChange(consent_update=update)
-        result = await ctx.vector_store.apply_governance(identity, change, now=now)
+        result = await ctx.backend.governance.apply_governance(identity, change, now=now)
         if result.walked:
             await self._notify([record.id, *result.dependents])
         assert result.record is not None
@@ -110,7 +110,7 @@ class GovernanceService:
             text=(record.id, clean, vector),
             text_model=ctx.embedding_model,
         )
-        result = await ctx.vector_store.apply_governance(identity, change, now=now)
+        result = await ctx.backend.governance.apply_governance(identity, change, now=now)
         corrected = result.record
         assert corrected is not None
         if ctx.next_writer is not None:  # the new text's vector of a migration's next model
@@ -162,7 +162,7 @@ class GovernanceService:
         ids, ``None`` for the whole thread)."""
         ctx = self._ctx
         identity = ctx.identity
-        store = ctx.vector_store
+        store = ctx.backend.entries
         if wanted is None:
             targets = [
                 record.id
@@ -176,7 +176,7 @@ class GovernanceService:
         now = ctx.clock()
         if hold:
             change = GovernanceChange(walk=self._walk(targets, "held"), hold=tuple(targets))
-            result = await store.apply_governance(identity, change, now=now)
+            result = await ctx.backend.governance.apply_governance(identity, change, now=now)
             await self._notify([*targets, *result.dependents])
             return 0
         if wanted is not None and len(targets) > ctx.limits.delete_batch:
@@ -213,7 +213,9 @@ class GovernanceService:
                 walk=self._walk(batch, reason, delete=True), delete=tuple(batch)
             )
             try:
-                result = await self._ctx.vector_store.apply_governance(identity, change, now=now)
+                result = await self._ctx.backend.governance.apply_governance(
+                    identity, change, now=now
+                )
             except CapExceededError:
                 if len(batch) == 1:
                     blocked.extend(batch)
@@ -236,7 +238,7 @@ class GovernanceService:
         total = 0
         blocked: list[str] = []
         while True:
-            page = await ctx.vector_store.list_oldest(
+            page = await ctx.backend.entries.list_oldest(
                 identity,
                 limit=ctx.limits.delete_batch * 4 + len(blocked),
                 occurred_before=occurred_before,
@@ -256,7 +258,7 @@ class GovernanceService:
         """See :meth:`Memory.apply_retention <prism_memory.memory.Memory.apply_retention>`
         (``days``: the checked age window, ``batch``: the resolved ``batch_size``)."""
         ctx = self._ctx
-        store = ctx.vector_store
+        store = ctx.backend.entries
         identity = ctx.identity
         now = ctx.clock()
         scanned = await store.list_oldest(identity, limit=batch)

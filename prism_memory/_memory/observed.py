@@ -68,7 +68,7 @@ async def observed(
 ) -> Any:
     """Run ``call`` (``Memory.<name>``, a ``gen_ai.operation.name`` of ``operation``) observed."""
     meters = otel.instruments()
-    store = otel.store_id(ctx.vector_store)
+    store = ctx.store_id
     tracing = otel.tracer() is not None
     started = time.perf_counter()
     manager: Any = (

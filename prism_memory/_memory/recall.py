@@ -207,12 +207,12 @@ class RecallService:
         """See :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
         ctx = self._ctx
         identity = ctx.identity
-        store = ctx.vector_store
+        store = ctx.backend.entries
         await self._session.wait_own(query.wait)
         route = self._route
         now = ctx.clock()
         recall_filter = ctx.recall_filter(now, require_consent=query.require_consent)
-        shared = await shared_source(store, identity, query.shared_thread, now)
+        shared = await shared_source(ctx.backend.grants, identity, query.shared_thread, now)
         for round_ in range(MAX_MODEL_ROUNDS):
             # the query in the model the store answers from: a search names the active model,
             # and a query of another model is embedded again with it (never ranked across)

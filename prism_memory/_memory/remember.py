@@ -16,12 +16,12 @@ from .._offload import PREPARE_SLICE_CHARS, terms_of_texts
 from ..entries import prepare_entry
 from ..errors import (
     CapExceededError,
+    ConfigurationError,
     DimensionMismatchError,
     IndexingError,
     InvalidVectorError,
     ValidationError,
 )
-from ..indexing import QueueMember
 from ..models import (
     IndexingReport,
     MemoryEntry,
@@ -39,6 +39,13 @@ __all__ = ["EntryInput", "RememberService"]
 logger = logging.getLogger("prism_memory.memory")
 
 EntryInput = MemoryEntry | Mapping[str, Any]
+
+
+def _settled(report: IndexingReport) -> asyncio.Future[IndexingReport]:
+    """A ``done`` future already resolved to ``report``."""
+    future: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
+    future.set_result(report)
+    return future
 
 
 class RememberService:
@@ -86,15 +93,12 @@ class RememberService:
             for (key, entry), terms in zip(prepared.items(), made, strict=True)
         }
         await self._models.check_write(scope)
-        # worker-only mode: stored pending, embedded by `prism-memory worker` alone
-        queue = await self._session.ensure_queue() if ctx.indexing.in_process else None
-        pending, done, indexed = await self._hand_over(scope, prepared, now, queue, wait=wait)
-        self._session.track(done, len(pending))
-        meters = otel.instruments()
-        if meters is not None and pending:
-            meters.pending.add(
-                len(pending), {"gen_ai.memory.store.id": otel.store_id(ctx.vector_store)}
-            )
+        pending, done, indexed = await self._hand_over(scope, prepared, now, wait=wait)
+        if pending:
+            self._session.track(done, len(pending))
+            meters = otel.instruments()
+            if meters is not None:
+                meters.pending.add(len(pending), {"gen_ai.memory.store.id": ctx.store_id})
         result = RememberResult(accepted=tuple(prepared), pending=pending, done=done)
         if wait:
             report = await done
@@ -104,9 +108,7 @@ class RememberService:
                 )
             if indexed:
                 report = replace(report, indexed=tuple(sorted({*report.indexed, *indexed})))
-                settled: asyncio.Future[IndexingReport] = asyncio.get_running_loop().create_future()
-                settled.set_result(report)
-                done = settled
+                done = _settled(report)
             result = replace(result, pending=(), done=done)  # everything it waited for is indexed
         return result
 
@@ -115,7 +117,6 @@ class RememberService:
         scope: MemoryIdentity,
         prepared: Mapping[str, NewEntry],
         now: datetime,
-        queue: QueueMember | None,
         *,
         wait: bool,
     ) -> tuple[tuple[str, ...], asyncio.Future[IndexingReport], tuple[str, ...]]:
@@ -125,7 +126,9 @@ class RememberService:
 
         1. ``wait`` with a queue: embed first and store the new rows indexed, with their vectors
            (:meth:`_put_indexed`); if that fails, or while the memory writes a model change's
-           next vectors too (``next_embedder``), fall through to 2.
+           next vectors too (``next_embedder``), fall through to 2. When every row is stored
+           indexed (nothing pending or failed), the queue is not asked at all: nothing to join,
+           start, lease or watch.
         2. Otherwise the new rows are stored pending and leased to this memory's worker
            (``queue.lease``), so it embeds them without a claim round trip and no other worker
            takes them meanwhile. Worker-only mode (no queue): stored pending, unleased.
@@ -137,25 +140,34 @@ class RememberService:
         ``put_entries`` says which rows it inserted (:attr:`StoredEntries.inserted`; an existing
         id is never rewritten). ``indexed`` lists the new rows stored with their vectors in step 1.
         """
-        store = self._ctx.vector_store
+        ctx = self._ctx
+        store = ctx.backend.entries
         new = list(prepared.values())
-        writer = self._ctx.next_writer
-        # during a model change the queue embeds them (the next model's vectors first), so a row
-        # is never indexed -- recallable under the old model -- without the new model's vector
-        embed_first = wait and queue is not None and (writer is None or not await writer.active())
+        writer = ctx.next_writer
+        # worker-only mode (not in_process): stored pending, embedded by `prism-memory worker`
+        # alone. During a model change the queue embeds them (the next model's vectors first),
+        # so a row is never indexed -- recallable under the old model -- without the new
+        # model's vector
+        in_process = ctx.indexing.in_process
+        if in_process and self._session.closed:
+            raise ConfigurationError("this memory is closed")
+        embed_first = wait and in_process and (writer is None or not await writer.active())
         records = await self._put_indexed(scope, new, now) if embed_first else None
         indexed = (
             ()
             if records is None
             else tuple(r.id for r in records if r.status == "indexed" and r.id in records.inserted)
         )
+        if records is not None and all(r.status == "indexed" for r in records):
+            return (), _settled(IndexingReport(indexed=())), indexed  # no queue needed
+        queue = await self._session.ensure_queue() if in_process else None
         lease = None
         if records is None:
             lease = queue.lease(prepared) if queue is not None else None
             records = await store.put_entries(scope, new, now=now, lease=lease)
         failed = [record.id for record in records if record.status == "failed"]
         if failed:
-            await store.requeue_failed(scope, failed)
+            await self._ctx.backend.ledger.requeue_failed(scope, failed)
         pending = tuple(r.id for r in records if r.status == "pending" or r.id in failed)
         if queue is None:
             return pending, self._session.watch_worker(scope, pending), indexed
@@ -195,7 +207,7 @@ class RememberService:
             logger.debug("embedding before the write failed; storing pending: %s", exc)
             return None
         try:
-            return await ctx.vector_store.put_entries(
+            return await ctx.backend.entries.put_entries(
                 scope, entries, now=now, vectors=vectors, model=ctx.embedding_model
             )
         except DimensionMismatchError as exc:  # checked before any write: nothing was written

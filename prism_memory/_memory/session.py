@@ -20,7 +20,7 @@ logger = logging.getLogger("prism_memory.memory")
 class IndexingSession:
     """This memory's share of the (shared) indexing queue, and its writes not yet embedded."""
 
-    __slots__ = ("_closed", "_ctx", "_inflight", "_pollers", "queue")
+    __slots__ = ("_ctx", "_inflight", "_pollers", "closed", "queue")
 
     def __init__(self, ctx: MemoryContext) -> None:
         self._ctx = ctx
@@ -29,7 +29,8 @@ class IndexingSession:
         """This memory's ``done`` futures not yet resolved, each with how many rows it waits for."""
         self._pollers: set[asyncio.Task[None]] = set()
         """Worker-only mode: the tasks asking the store whether the worker embedded a write."""
-        self._closed = False
+        self.closed = False
+        """Whether the memory was closed (it then writes nothing more)."""
 
     async def enter(self) -> None:
         """Join the queue at once when the memory embeds in process (it resumes the thread)."""
@@ -38,12 +39,12 @@ class IndexingSession:
 
     async def ensure_queue(self) -> QueueMember:
         """The queue member of this memory, joined (and started) on first use."""
-        if self._closed:
+        if self.closed:
             raise ConfigurationError("this memory is closed")
         if self.queue is None:  # one queue per store and embedder, shared by its open memories
             ctx = self._ctx
             self.queue = join_queue(
-                store=ctx.vector_store,
+                store=ctx.backend.ledger,
                 embedder=ctx.embedder,
                 scope=ctx.identity,
                 batch_size=ctx.limits.embed_batch,
@@ -79,7 +80,7 @@ class IndexingSession:
 
     async def aclose(self) -> int:
         """See :meth:`Memory.aclose`: the bounded drain of this memory's own writes."""
-        self._closed = True
+        self.closed = True
         policy = self._ctx.indexing
         waiting = [future for future in self._inflight if not future.done()]
         if waiting and self.queue is not None:
@@ -115,7 +116,7 @@ class IndexingSession:
         async def poll() -> None:
             try:
                 report = await wait_for_worker(
-                    self._ctx.vector_store, scope, ids, self._ctx.indexing
+                    self._ctx.backend.ledger, scope, ids, self._ctx.indexing
                 )
             except asyncio.CancelledError:
                 if not future.done():

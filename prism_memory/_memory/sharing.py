@@ -57,17 +57,16 @@ class SharingService:
         if not ids:
             await self.revoke_share(grant.child_thread_id)
             return grant
-        store = self._ctx.vector_store
-        found = {r.id for r in await store.get_entries(scope, list(ids))}
+        found = {r.id for r in await self._ctx.backend.entries.get_entries(scope, list(ids))}
         missing = sorted(set(ids) - found)
         if missing:
             raise NotFoundError(f"cannot share {len(missing)} entries this thread does not hold")
-        return await store.put_share_grant(grant)
+        return await self._ctx.backend.grants.put_share_grant(grant)
 
     async def revoke_share(self, child: str) -> int:
         """Withdraw the grant to ``child``; 1 if there was one, else 0."""
         scope = self._ctx.identity
-        return await self._ctx.vector_store.delete_share_grant(
+        return await self._ctx.backend.grants.delete_share_grant(
             scope.tenant_id, scope.resource_id, scope.thread_id, child
         )
 

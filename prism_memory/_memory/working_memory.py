@@ -43,7 +43,7 @@ class WorkingService:
     async def get(self) -> WorkingMemoryRecord | None:
         """The current document, or ``None`` before the first write."""
         ctx = self._ctx
-        return await ctx.working_store.get_working(
+        return await ctx.backend.working.get_working(
             ctx.tenant_id, ctx.resource_id, ctx.working_thread
         )
 
@@ -56,7 +56,7 @@ class WorkingService:
         scrub = ctx.scrubber
         document = ctx.validator(scrub.value(data) if scrub.active else data)
         check_size(document, ctx.limits.working_memory_bytes)
-        return await ctx.working_store.put_working(
+        return await ctx.backend.working.put_working(
             ctx.tenant_id,
             ctx.resource_id,
             ctx.working_thread,

@@ -14,9 +14,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from .. import _telemetry as otel
 from .._windowed import OwnVector
@@ -215,17 +215,8 @@ class IndexingQueue:
             self._draining = drain
             self._stop.set()
             self._wake.set()
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout=self._policy.drain_seconds)
-            except TimeoutError:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        drains = [*self._drains, *self._lanes.apart_tasks()]
-        for side in drains:
-            side.cancel()
-        if drains:
-            await asyncio.wait(drains)
+            await _stop_within(task, self._policy.drain_seconds)
+        await _cancel_all([*self._drains, *self._lanes.apart_tasks()])
         self._threads.drop_adopted()  # their leases are released below
         self._lanes.held.clear()
         if self._leased:  # a queue that never leased a row has nothing to release
@@ -264,7 +255,8 @@ class IndexingQueue:
                     name=f"prism-drain-{self.worker_id}",
                 )
                 self._drains.add(side)
-                side.add_done_callback(self._drain_done)
+                side.add_done_callback(self._drains.discard)
+                side.add_done_callback(_drain_done)
                 # past the bound the drain goes on in the background (the queue keeps serving
                 # the other members); asyncio.wait neither cancels it nor raises its error
                 await asyncio.wait({side}, timeout=self._policy.drain_seconds)
@@ -273,11 +265,6 @@ class IndexingQueue:
             self._waiters.fail(member)
         finally:
             self._threads.left(member.scope)
-
-    def _drain_done(self, task: asyncio.Task[int]) -> None:
-        self._drains.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("draining a closed memory's thread failed: %s", task.exception())
 
     def wake_thread(self, scope: MemoryIdentity) -> None:
         """Tell the worker new rows of ``scope``'s thread are pending (it looks there next)."""
@@ -397,21 +384,7 @@ class IndexingQueue:
         as one span linked to the ``remember`` calls that handed the rows over."""
         if otel.tracer() is None:
             return await self._embed_and_store(claimed)
-        store = otel.store_id(self._store)
-        attributes = {
-            "gen_ai.operation.name": "update_memory",
-            "gen_ai.memory.store.id": store,
-            "gen_ai.memory.record.count": len(claimed),
-            "code.function.name": "indexing.index_batch",
-        }
-        with otel.start("update_memory", attributes, links=otel.link_for(claimed)) as span:
-            try:
-                indexed = await self._embed_and_store(claimed)
-            except BaseException as exc:
-                otel.set_error(span, exc)
-                raise
-            span.set_attribute("prism_memory.indexed", indexed)
-            return indexed
+        return await _traced_batch(self._store, claimed, lambda: self._embed_and_store(claimed))
 
     async def _embed_and_store(self, claimed: Sequence[ClaimedEntry]) -> int:
         try:
@@ -455,13 +428,64 @@ class IndexingQueue:
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, OwnVector]], indexed: int) -> None:
         self.indexed_total += indexed
-        meters = otel.instruments()
-        if meters is not None and indexed:
-            meters.pending.add(-indexed, {"gen_ai.memory.store.id": otel.store_id(self._store)})
+        if indexed:
+            _metered(self._store, indexed)
         items = [item for item, _ in done]
         self._threads.count(items, indexed)
         if indexed == len(done):
             self._waiters.settle(items)
+
+
+async def _stop_within(task: asyncio.Task[None], seconds: float) -> None:
+    """Wait up to ``seconds`` for ``task`` to end, then cancel it."""
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout=seconds)
+    except TimeoutError:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until they ended."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+
+
+def _drain_done(task: asyncio.Task[int]) -> None:
+    """A leaving member's drain ended: its failure is logged (no one awaits it)."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("draining a closed memory's thread failed: %s", task.exception())
+
+
+async def _traced_batch(
+    store: IndexingLedger, claimed: Sequence[ClaimedEntry], work: Callable[[], Awaitable[int]]
+) -> int:
+    """``work`` (a batch's embedding and storing) in one span, linked to the ``remember`` calls
+    that handed its rows over."""
+    attributes = {
+        "gen_ai.operation.name": "update_memory",
+        "gen_ai.memory.store.id": otel.store_id(store),
+        "gen_ai.memory.record.count": len(claimed),
+        "code.function.name": "indexing.index_batch",
+    }
+    with otel.start("update_memory", attributes, links=otel.link_for(claimed)) as span:
+        try:
+            indexed = await work()
+        except BaseException as exc:
+            otel.set_error(span, exc)
+            raise
+        span.set_attribute("prism_memory.indexed", indexed)
+        return indexed
+
+
+def _metered(store: IndexingLedger, indexed: int) -> None:
+    """Count ``indexed`` rows off the pending gauge, when metrics are on."""
+    meters = otel.instruments()
+    if meters is not None:
+        meters.pending.add(-indexed, {"gen_ai.memory.store.id": otel.store_id(store)})
 
 
 class QueueSeats(Protocol):

@@ -1,4 +1,4 @@
-"""The deferred-indexing ledger of :class:`~prism_memory.postgres.PostgresVectorStore`: claims
+"""The deferred-indexing ledger of the PostgreSQL backend, :class:`PostgresLedger`: claims
 (one statement each, committed at once), vector results, failures and re-queues -- every one a
 call of :class:`~prism_memory.postgres.repositories.IndexingRepository`."""
 
@@ -9,17 +9,18 @@ from datetime import datetime
 
 from .._windowed import OwnVector
 from ..models import IndexStatus, MemoryIdentity, check_id_collection
-from ..stores.base import ClaimedEntry, check_claim
+from ..stores.base import ClaimedEntry, IndexingLedger, check_claim
 from ._executor import Executor
-from ._writes import VectorWidth
+from ._width import VectorWidth
 from .repositories import EntryRepository, IndexingRepository
 from .tables import PrismTables
 
-__all__: list[str] = []
+__all__ = ["PostgresLedger"]
 
 
-class IndexingLedger:
-    """The indexing-ledger methods of the vector store contract, over the entries table."""
+class PostgresLedger(IndexingLedger):
+    """The :class:`~prism_memory.stores.base.IndexingLedger` of the PostgreSQL backend, over the
+    entries table."""
 
     def __init__(self, executor: Executor, tables: PrismTables, width: VectorWidth) -> None:
         self._width = width

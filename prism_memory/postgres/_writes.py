@@ -1,89 +1,39 @@
 """Writing new entries on PostgreSQL: ``put_entries`` (remember's hot path) and the bulk import,
 each one transaction on the asyncpg driver under the threads' advisory locks
 (:meth:`~prism_memory.postgres._executor.Executor.transaction`), every statement a call of
-:class:`~prism_memory.postgres.repositories.EntryRepository` inside it; and the width of the
-stored vectors, which every write checks against."""
+:class:`~prism_memory.postgres.repositories.EntryRepository` inside it. The write half of the
+entries role (:class:`~prism_memory.postgres._entries.PostgresEntries`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from .._windowed import OwnVector, WindowedVector, checked_own, own_parts
-from ..errors import DimensionMismatchError, NotFoundError
+from .._windowed import OwnVector, own_parts
+from ..errors import DimensionMismatchError
 from ..models import MemoryIdentity, MemoryRecord, Vector
 from ..stores.base import (
     EntryLease,
-    GovernanceChange,
-    GovernanceResult,
     ImportRow,
     NewEntry,
     StoredEntries,
     Tombstone,
     check_entry_vectors,
     check_lineage_sources,
-    expand_walk,
     lineage_source_ids,
 )
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
-from .repositories import EntryRepository, TombstoneRepository
+from ._width import VectorWidth
+from .repositories import EntryRepository
 from .rows import insert_params, inserted_record, stage_records, window_params
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
 from .tables import PrismTables
 
 __all__: list[str] = []
-
-
-class VectorWidth:
-    """The width of the entries' vectors: the pinned ``dimension``, else the width of the first
-    vector stored (an unpinned table keeps one width), read once and remembered -- unless the
-    store registered vector generations: then the width of the vectors' model's generation, or
-    the primary's (``registry``), for a promotion may have changed the entries' own width."""
-
-    __slots__ = ("dimension", "registry", "value")
-
-    def __init__(
-        self,
-        dimension: int | None,
-        registry: Callable[[str | None], Awaitable[int | None]] | None = None,
-    ) -> None:
-        self.dimension = dimension
-        self.registry = registry
-        self.value = dimension
-
-    async def known(self, entries: EntryRepository, model: str | None = None) -> int | None:
-        """The width vectors of ``model`` must have, read through ``entries`` while it is not
-        known yet."""
-        if self.registry is not None:
-            registered = await self.registry(model)
-            if registered is not None:
-                return registered
-        if self.value is None:
-            self.value = await entries.any_width()
-        return self.value
-
-    def learn(self, width: int | None) -> None:
-        """Remember the width of vectors just stored (the first ones of an unpinned table)."""
-        if self.value is None and width is not None:
-            self.value = width
-
-    @staticmethod
-    def check(
-        vectors: Iterable[tuple[object, str]], width: int | None
-    ) -> tuple[list[OwnVector], int | None]:
-        """Every own vector (and its later windows, :class:`~prism_memory.windows.WindowedVector`)
-        finite and of ``width`` (the first one's when ``None``), each named by its label in an
-        error; the checked vectors and their width."""
-        checked: list[OwnVector] = []
-        for vector, label in vectors:
-            main, windows = checked_own(vector, label, width)
-            width = main.shape[0]
-            checked.append(main if windows is None else WindowedVector(main, windows))
-        return checked, width
 
 
 def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
@@ -116,59 +66,19 @@ def _lineage_scopes(rows: Sequence[ImportRow]) -> dict[MemoryIdentity, list[Impo
 
 
 class _StoredAndNewError(Exception):
-    """:attr:`EntrySql.insert_new` met a batch of stored and new ids: written again exactly."""
+    """:attr:`RowSql.insert_new` met a batch of stored and new ids: written again exactly."""
 
 
 class EntryWriter:
-    """``put_entries`` and ``import_rows`` of :class:`~prism_memory.postgres.PostgresVectorStore`."""
+    """``put_entries`` and ``import_rows``: the write half of
+    :class:`~prism_memory.postgres._entries.PostgresEntries`, which adds the reads."""
 
     def __init__(self, executor: Executor, tables: PrismTables, width: VectorWidth) -> None:
         self._executor = executor
         self._tables = tables
         self._width = width
         self._entries = EntryRepository(executor, tables)
-
-    async def apply_governance(
-        self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
-    ) -> GovernanceResult:
-        """Apply ``change`` in one session unit, under the thread's advisory lock (see
-        :meth:`VectorStore.apply_governance`); a failure at any step rolls every step back."""
-        async with self._executor.unit("apply_governance") as unit:
-            entries = EntryRepository(unit, self._tables)
-            tombstones = TombstoneRepository(unit, self._tables)
-            await entries.lock_thread(scope)
-            # the lineage walk runs under the lock, so no writer can add a dependent meanwhile
-            change, dependents = await expand_walk(
-                change,
-                lambda ids, limit: entries.dependents(scope, ids, limit),
-                lambda ids: entries.get(scope, ids),
-                now,
-            )
-            await tombstones.upsert(scope, change.tombstones)
-            record: MemoryRecord | None = None
-            width: int | None = None
-            if change.consent is not None:
-                entry_id, consent = change.consent
-                record = await entries.set_consent(scope, entry_id, consent)
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            if change.text is not None:
-                entry_id, new_text, vector = change.text
-                width = await self._width.known(entries, change.text_model)
-                (checked,), width = self._width.check([(vector, "the new text's vector")], width)
-                record = await entries.replace_text(
-                    scope, entry_id, new_text, checked, now, change.text_model
-                )
-                if record is None:
-                    raise NotFoundError("the entry does not exist in this scope")
-            held = await entries.set_legal_hold(scope, change.hold)
-            deleted = await entries.delete(scope, change.delete)
-            if change.untombstone is not None:
-                await tombstones.remove(scope, *change.untombstone)
-        self._width.learn(width)
-        return GovernanceResult.after_walk(
-            record, held=held, deleted=deleted, dependents=dependents
-        )
+        """The entries' repository, each call its own unit of work."""
 
     async def put_entries(
         self,
@@ -187,8 +97,8 @@ class EntryWriter:
         advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
         sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
         then one statement inserts the new rows -- with their vectors, ``indexed``, when
-        ``vectors`` are given (:attr:`EntrySql.insert_new`, or without a window over the batch
-        :attr:`EntrySql.insert_new_appended` when no entry gives a sequence; a batch of stored
+        ``vectors`` are given (:attr:`RowSql.insert_new`, or without a window over the batch
+        :attr:`RowSql.insert_new_appended` when no entry gives a sequence; a batch of stored
         and new ids is written again with :attr:`EntrySql.insert`). Only when some ids already
         exist are they read back, as stored; an existing id is never rewritten.
         """
@@ -239,20 +149,18 @@ class EntryWriter:
     ) -> tuple[dict[str, MemoryRecord], set[str]]:
         """:meth:`put_entries`' transaction: the records by id, and the ids it inserted
         (``indexed`` with their vectors, else pending). With :attr:`EntrySql.insert` when
-        ``exact``; else with :attr:`EntrySql.insert_new` (:attr:`~EntrySql.insert_new_appended`
+        ``exact``; else with :attr:`RowSql.insert_new` (:attr:`~RowSql.insert_new_appended`
         when no entry gives a sequence), raising :class:`_StoredAndNewError` (the transaction
         rolled back) when that skipped some rows but not all."""
-        sql = EntrySql.for_tables(self._tables).rows
         appended = not exact and all(entry.sequence is None for entry in unique)
-        statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
         begin = begin_locked_statement(scope)
         async with self._executor.transaction("put_entries", begin) as unit:
-            entries = EntryRepository(unit, self._tables)
+            entries = self._entries.within(unit)
             sources = await _lineage_sources(entries, scope, unique)
-            rows = await entries.insert(statement, params)
+            rows = await entries.insert_batch(params, appended=appended, exact=exact)
             if appended:  # one row: how many it inserted, from which sequence on
                 count, first = int(rows[0]["inserted"]), rows[0]["first"]
                 numbered = unique if count else []
@@ -288,7 +196,7 @@ class EntryWriter:
         under them, per thread that holds lineage, its sources checked and their tombstones read
         (:func:`_import_lineage`); a binary ``COPY`` of the batch into the staging table (vectors
         pre-encoded in pgvector's binary format); one set-based ``INSERT ... SELECT``
-        (:attr:`EntrySql.import_insert`); the tombstones the new derived rows inherit
+        (:attr:`ImportSql.import_insert`); the tombstones the new derived rows inherit
         (:attr:`EntrySql.inherit`); ``COMMIT``. Nothing is written unless all of it is. The entries
         table has no index worth building afterwards instead (its B-trees and GIN indexes are kept
         up row by row, cheaply; there is no HNSW graph to maintain): ``deferred_vector_index()``
@@ -310,13 +218,13 @@ class EntryWriter:
         records = stage_records(rows)
         keys = sorted({thread_lock_key(row.scope) for row in rows})
         async with self._executor.transaction("import_entries", sql.import_begin) as unit:
-            entries = EntryRepository(unit, self._tables)
+            entries = self._entries.within(unit)
             await entries.lock_threads(keys)
             inherited = await _import_lineage(entries, rows, now)
             await entries.stage(records)
             # the stage's ``ord`` is the row's place in the batch, from 0
             _, windows = window_params([row.vector for row in rows], first=0)
-            (row,) = await entries.insert(sql.import_insert, {"now": now, **windows})
+            row = await entries.insert_staged({"now": now, **windows})
             # after the insert, which cleared what a forgotten entry of the same id left
             for scope, tombstones in inherited.items():
                 await entries.inherit(scope, tombstones)

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..stores.backend import MemoryBackend
 from ._engine import Pooling, sets_plans
 from ._executor import REPLICA_RETRY_SECONDS, REPLICA_TIMEOUT_SECONDS, ReadConsistency
 from ._open import Opened, open_engine, open_replica
@@ -27,7 +28,8 @@ __all__ = [
 
 @dataclass(slots=True)
 class PostgresMemoryStores:
-    """The two PostgreSQL stores of one schema, sharing one engine.
+    """The two PostgreSQL stores of one schema, sharing one engine; :attr:`backend` is the same
+    storage as a bundle of role objects (``create_memory(backend=stores.backend)``).
 
     ``close()`` disposes of the engine only when the factory created it from a URL.
     """
@@ -36,6 +38,12 @@ class PostgresMemoryStores:
     working_store: PostgresWorkingStore
     engine: AsyncEngine
     owns_engine: bool
+
+    @property
+    def backend(self) -> MemoryBackend:
+        """The PostgreSQL backend's role objects: entries, ledger, governance, grants, working,
+        generations and RAG (the vector store's, and the working store)."""
+        return self.vector_store.backend(self.working_store)
 
     async def close(self) -> None:
         """Dispose of the engine if the factory created it; a host's engine is left alone."""

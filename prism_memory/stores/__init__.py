@@ -1,5 +1,6 @@
 """Store contracts and the in-memory reference adapters."""
 
+from .backend import MemoryBackend
 from .base import (
     VECTOR_STORE_ROLES,
     ClaimedEntry,
@@ -26,6 +27,7 @@ __all__ = [
     "GovernancePrimitives",
     "GovernanceStore",
     "IndexingLedger",
+    "MemoryBackend",
     "NewEntry",
     "RecallFilter",
     "SearchRequest",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio.lowlevel
 
 from .._offload import OFFLOAD_CHARS, terms_of_texts
-from ._memory_rows import _SearchIndex, _Thread
+from ._memory_index import _SearchIndex
+from ._memory_rows import _Thread
 
 BUILD_SLICE = 1024
 """The event loop runs again after at most this many postings are added (a few ms)."""

@@ -16,7 +16,8 @@ from ..embedding import assert_finite_vector
 from ..lexical import CorpusStats, leg_scores, term_weights
 from ..models import Candidate, MemoryIdentity, MemoryRecord, check_id_collection
 from ._memory_build import build_index
-from ._memory_rows import _export, _InMemoryState, _key, _Positions, _ScopeKey, _SearchIndex
+from ._memory_index import _Positions, _SearchIndex
+from ._memory_rows import _export, _InMemoryState, _key, _ScopeKey
 from .base import RecallFilter, SearchRequest, SearchResult, check_limit
 
 _Picks = tuple[int, list[float], list[int]]
@@ -58,16 +59,13 @@ class _EntryReads:
     """:meth:`search`, :meth:`neighbors` and the thread lists of the in-memory store, over its
     state (the store delegates to it)."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: _InMemoryState) -> None:
-        self._state = state
+    _state: _InMemoryState
 
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Candidate selection for recall; see :class:`~prism_memory.stores.base.SearchRequest`.
 
         Nearest ``limit`` by cosine -- an entry with later windows by its best window with the
-        margin (:meth:`~._memory_rows._SearchIndex.similarities`) -- (ties: sequence, then id) plus up to ``limit`` lexical matches
+        margin (:meth:`~._memory_index._SearchIndex.similarities`) -- (ties: sequence, then id) plus up to ``limit`` lexical matches
         by :func:`~prism_memory.lexical.leg_score` (ties: sequence, then id), deduplicated, with
         the statistics of every eligible record of the pools. While the store has two
         generations, a registered :attr:`~SearchRequest.model` (``None``: the primary's) searches

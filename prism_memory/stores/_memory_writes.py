@@ -32,10 +32,7 @@ class _EntryWrites:
     """:meth:`put_entries`, :meth:`import_rows`, legal hold, metadata merges and deletions of
     the in-memory store."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: _InMemoryState) -> None:
-        self._state = state
+    _state: _InMemoryState
 
     async def put_entries(
         self,

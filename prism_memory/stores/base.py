@@ -86,7 +86,8 @@ from ._role_generations import (
     Promotion,
     VectorGenerations,
 )
-from ._role_grants import GovernanceStore, ShareGrants
+from ._role_governance import GovernanceStore
+from ._role_grants import ShareGrants
 from ._role_ledger import IndexingLedger
 
 __all__ = [

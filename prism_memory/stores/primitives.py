@@ -16,13 +16,20 @@ from datetime import datetime
 
 from .._windowed import OwnVector
 from ..models import MemoryConsent, MemoryIdentity, MemoryRecord, TombstoneReason
-from .base import GovernanceChange, GovernanceResult, Tombstone, VectorStore, expand_walk
+from .base import (
+    EntryStore,
+    GovernanceChange,
+    GovernanceResult,
+    Tombstone,
+    VectorStore,
+    expand_walk,
+)
 
-__all__ = ["GovernancePrimitives"]
+__all__ = ["GovernancePrimitives", "GovernanceSteps", "apply_by_steps"]
 
 
-class GovernancePrimitives(VectorStore):
-    """A :class:`~prism_memory.stores.base.VectorStore` whose governance composes six primitives."""
+class GovernanceSteps(abc.ABC):
+    """The six primitives a governance change is composed of (:func:`apply_by_steps`)."""
 
     @abc.abstractmethod
     async def set_consent(
@@ -65,36 +72,57 @@ class GovernancePrimitives(VectorStore):
     ) -> int:
         """Delete the tombstones ``cause_id`` caused with ``reason``; return how many."""
 
+
+async def apply_by_steps(
+    steps: GovernanceSteps,
+    entries: EntryStore,
+    scope: MemoryIdentity,
+    change: GovernanceChange,
+    *,
+    now: datetime,
+) -> GovernanceResult:
+    """Apply ``change`` with ``steps``' primitives, its lineage walk read through ``entries``.
+
+    The primitives run in a fail-closed order (tombstones first, tombstone removal last), which
+    an adapter without transactions may keep: a failure part-way leaves the entries excluded (by
+    their own tombstones). :class:`NotFoundError` (nothing changed) if the change's ``consent``
+    or ``text`` entry is absent.
+    """
+    change, dependents = await expand_walk(
+        change,
+        lambda ids, limit: entries.dependents(scope, ids, limit=limit),
+        lambda ids: entries.get_entries(scope, ids),
+        now,
+    )
+    await steps.add_tombstones(scope, change.tombstones)
+    record: MemoryRecord | None = None
+    if change.consent is not None:
+        record = await steps.set_consent(scope, *change.consent, now=now)
+    if change.text is not None:
+        entry_id, new_text, vector = change.text
+        record = await steps.replace_text(
+            scope, entry_id, new_text, vector, now=now, model=change.text_model
+        )
+    held = await steps.set_legal_hold(scope, change.hold, True) if change.hold else 0
+    deleted = await steps.delete_entries(scope, change.delete) if change.delete else 0
+    if change.untombstone is not None:
+        await steps.remove_tombstones(scope, *change.untombstone)
+    return GovernanceResult.after_walk(record, held=held, deleted=deleted, dependents=dependents)
+
+
+class GovernancePrimitives(VectorStore, GovernanceSteps):
+    """A :class:`~prism_memory.stores.base.VectorStore` whose governance composes six primitives
+    (:class:`GovernanceSteps`)."""
+
     async def apply_governance(
         self, scope: MemoryIdentity, change: GovernanceChange, *, now: datetime
     ) -> GovernanceResult:
         """Apply ``change`` all-or-nothing; :class:`NotFoundError` (nothing changed) if its
         ``consent`` or ``text`` entry is absent.
 
-        This composes the primitives in a fail-closed order (tombstones first, tombstone removal
-        last), which an adapter without transactions may keep: a failure part-way leaves the
-        entries excluded (by their own tombstones). The PostgreSQL store instead applies the
-        change in one transaction.
+        This composes the primitives in a fail-closed order (:func:`apply_by_steps`), which an
+        adapter without transactions may keep: a failure part-way leaves the entries excluded
+        (by their own tombstones). The PostgreSQL store instead applies the change in one
+        transaction.
         """
-        change, dependents = await expand_walk(
-            change,
-            lambda ids, limit: self.dependents(scope, ids, limit=limit),
-            lambda ids: self.get_entries(scope, ids),
-            now,
-        )
-        await self.add_tombstones(scope, change.tombstones)
-        record: MemoryRecord | None = None
-        if change.consent is not None:
-            record = await self.set_consent(scope, *change.consent, now=now)
-        if change.text is not None:
-            entry_id, new_text, vector = change.text
-            record = await self.replace_text(
-                scope, entry_id, new_text, vector, now=now, model=change.text_model
-            )
-        held = await self.set_legal_hold(scope, change.hold, True) if change.hold else 0
-        deleted = await self.delete_entries(scope, change.delete) if change.delete else 0
-        if change.untombstone is not None:
-            await self.remove_tombstones(scope, *change.untombstone)
-        return GovernanceResult.after_walk(
-            record, held=held, deleted=deleted, dependents=dependents
-        )
+        return await apply_by_steps(self, self, scope, change, now=now)

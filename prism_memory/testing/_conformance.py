@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from ..embedding import HashEmbedder
+from ..stores.backend import MemoryBackend
 from ..stores.base import VectorGenerations
 from ._conformance_agents import AGENT_CHECKS
 from ._conformance_indexing import INDEXING_CHECKS
@@ -83,13 +84,19 @@ async def _kit(factory: KitFactory) -> ConformanceKit:
         made = await made
     if isinstance(made, ConformanceKit):
         return made
+    if isinstance(made, MemoryBackend):
+        return ConformanceKit.of_backend(HashEmbedder(), made)
     if isinstance(made, Mapping):
+        if "backend" in made:
+            return ConformanceKit.of_backend(
+                made.get("embedder") or HashEmbedder(), made["backend"]
+            )
         return ConformanceKit(
             embedder=made.get("embedder") or HashEmbedder(),
             vector_store=made["vector_store"],
             working_store=made["working_store"],
         )
-    raise TypeError("the factory must return a ConformanceKit or a mapping")
+    raise TypeError("the factory must return a ConformanceKit, a MemoryBackend or a mapping")
 
 
 async def run_conformance_check(name: str, factory: KitFactory) -> None:
@@ -108,6 +115,10 @@ async def run_memory_conformance(
     factory: KitFactory, *, only: list[str] | None = None, roles: Iterable[str] | None = None
 ) -> None:
     """Run every check (or ``only`` those) and raise :class:`ConformanceError` if any fails.
+
+    ``factory`` makes the stores under test: a :class:`ConformanceKit` of a vector and a working
+    store, or of a :class:`~prism_memory.stores.MemoryBackend` -- the backend's role objects,
+    which the checks' memories call (``ConformanceKit.of_backend``, or the bundle itself).
 
     ``roles`` names the store roles the adapter implements (of :data:`MEMORY_ROLES`, the core
     ``"entries"`` and ``"indexing"`` always among them): only the checks that exercise nothing

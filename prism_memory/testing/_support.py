@@ -15,6 +15,7 @@ from ..embedding import Embedder
 from ..errors import ConfigurationError, ValidationError
 from ..indexing import IndexingPolicy
 from ..memory import Memory, create_memory
+from ..stores.backend import MemoryBackend
 from ..stores.base import VectorStore, WorkingStore
 from ._fixtures import ManualClock
 
@@ -23,17 +24,29 @@ __all__ = ["ConformanceError", "ConformanceKit", "KitFactory"]
 
 @dataclass(frozen=True, slots=True)
 class ConformanceKit:
-    """What a factory hands the suite: an embedder and the two stores under test."""
+    """What a factory hands the suite: an embedder and the two stores under test -- or the
+    backend's role objects (:meth:`of_backend`), which the checks' memories then call."""
 
     embedder: Embedder
     vector_store: VectorStore
     working_store: WorkingStore
+    backend: MemoryBackend | None = None
+    """The bundle under test, role by role (``vector_store`` is then one store over its roles,
+    for the checks that call a store method directly)."""
+
+    @classmethod
+    def of_backend(cls, embedder: Embedder, backend: MemoryBackend) -> ConformanceKit:
+        """A kit of ``backend``'s role objects (``create_memory(backend=...)``)."""
+        return cls(embedder, backend.vector_store(), backend.working, backend)
 
 
 KitFactory = Callable[
-    [], "ConformanceKit | Mapping[str, Any] | Awaitable[ConformanceKit | Mapping[str, Any]]"
+    [],
+    "ConformanceKit | MemoryBackend | Mapping[str, Any] | "
+    "Awaitable[ConformanceKit | MemoryBackend | Mapping[str, Any]]",
 ]
-"""Returns a :class:`ConformanceKit` (or a mapping with the same keys), possibly awaitably."""
+"""Returns a :class:`ConformanceKit`, a :class:`~prism_memory.stores.MemoryBackend` (checked with
+a :class:`~prism_memory.HashEmbedder`) or a mapping with the kit's keys, possibly awaitably."""
 
 
 class ConformanceError(AssertionError):
@@ -75,12 +88,15 @@ class _Case:
         options.setdefault("embedder", self.kit.embedder)
         options.setdefault("indexing", _FAST)
         options.setdefault("clock", self.clock)
+        if self.kit.backend is not None:
+            options.setdefault("backend", self.kit.backend)
+        else:
+            options.setdefault("vector_store", self.kit.vector_store)
+            options.setdefault("working_store", self.kit.working_store)
         return create_memory(
             tenant_id=options.pop("tenant_id", self.tenant),
             resource_id=options.pop("resource_id", "user-ada"),
             thread_id=thread,
-            vector_store=self.kit.vector_store,
-            working_store=self.kit.working_store,
             **options,
         )
 

@@ -19,6 +19,7 @@ import pytest
 
 from prism_memory import HashEmbedder, InMemoryVectorStore, InMemoryWorkingStore, create_memory
 from prism_memory.memory import Memory
+from prism_memory.stores.backend import role_object
 from prism_memory.stores.base import VectorStore, WorkingStore
 from prism_memory.testing import ManualClock
 
@@ -39,7 +40,7 @@ class Gate:
     apply one at a time in the order they arrived (the first to arrive goes first)."""
 
     def __init__(self, store: VectorStore, racers: int) -> None:
-        self.store = store
+        self.store = role_object(store, "apply_governance")  # what a memory on ``store`` calls
         self.racers = racers
         self.arrived = 0
         self.done = 0

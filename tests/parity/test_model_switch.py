@@ -32,6 +32,7 @@ from prism_memory import (
 )
 from prism_memory._clock import utcnow
 from prism_memory.memory import Memory
+from prism_memory.stores.backend import role_object
 from prism_memory.stores.base import (
     SearchRequest,
     SearchResult,
@@ -90,7 +91,7 @@ class SearchLog:
     """Records, per task, the model each search ranked with and the active model it reported."""
 
     def __init__(self, store: VectorStore) -> None:
-        self.store = store
+        self.store = role_object(store, "search")  # what a memory on ``store`` calls
         self.calls: dict[str, list[tuple[str | None, str | None]]] = {}
         self.original = store.search
 

@@ -28,8 +28,16 @@ def test_the_postgres_vector_store_is_composed() -> None:
 
     assert issubclass(PostgresVectorStore, VectorStore)
     assert issubclass(PostgresVectorStore, RagStore)  # SPEC §6: also the RAG store
-    # Its classes are itself and the contracts it implements: no mixin of the adapter's own.
-    contracts = {"prism_memory.stores.base", "prism_memory.stores.rag_base", "abc", "builtins"}
+    # Its classes are itself, the contracts it implements and the compatibility shape that makes
+    # each role method its role object's (stores/backend.py, no behaviour): no mixin of the
+    # adapter's own.
+    contracts = {
+        "prism_memory.stores.base",
+        "prism_memory.stores.rag_base",
+        "prism_memory.stores.backend",
+        "abc",
+        "builtins",
+    }
     mixins = [
         cls.__qualname__
         for cls in PostgresVectorStore.__mro__[1:]

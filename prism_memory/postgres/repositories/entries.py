@@ -66,10 +66,25 @@ class EntryRepository(_Repository):
         """The advisory locks of many threads (:attr:`ImportSql.lock_threads`, in one order)."""
         await self._value("lock_threads", self.sql.importing.lock_threads, {"keys": list(keys)})
 
-    async def insert(self, statement: str, params: Mapping[str, Any]) -> Sequence[Any]:
-        """One of the batch inserts (:attr:`RowSql.insert`, ``insert_new``,
-        ``insert_new_appended``, ``import_insert``) with its values; its rows."""
-        return await self._written("put_entries", statement, params)
+    async def insert_batch(
+        self, params: Mapping[str, Any], *, appended: bool, exact: bool
+    ) -> Sequence[Any]:
+        """remember's batch insert (``put_entries``) with its values; its rows:
+        :attr:`RowSql.insert` when ``exact`` (every id, stored ones numbered too), else
+        :attr:`RowSql.insert_new` -- or :attr:`RowSql.insert_new_appended` when ``appended``
+        (no entry gives a sequence: one row, how many it inserted and from which sequence)."""
+        sql = self.sql.rows
+        statement = sql.insert_new_appended if appended else sql.insert if exact else sql.insert_new
+        on = self.on
+        if isinstance(on, Executor):  # a unit of its own (put_entries runs it in a transaction)
+            return await on.write("put_entries", statement, params)
+        return await on.fetch(statement, params)
+
+    async def insert_staged(self, params: Mapping[str, Any]) -> Any:
+        """The bulk import's one set-based insert from the staging table
+        (:attr:`ImportSql.import_insert`); its one row (``inserted``, ``pending``)."""
+        (row,) = await self._written("import_entries", self.sql.importing.import_insert, params)
+        return row
 
     async def stage(self, records: Iterable[Any]) -> None:
         """A binary ``COPY`` of an import batch into the staging table (:attr:`ImportSql.stage`;
@@ -262,10 +277,12 @@ class EntryRepository(_Repository):
         """Candidate selection for recall, with the corpus statistics (see :meth:`RecallSql.search`),
         in one round trip -- on the read replica when it may answer; ``by_model``: ranking each
         row's vector of ``request.model``, its own or the one kept beside it."""
-        statement, params, terms = search_statement(
-            self.sql.recall, scope, request, by_model=by_model
-        )
-        rows = await self._rows("search", statement, params, replica=True, custom_plans=True)
+        statement, params, terms = search_statement(self.sql.recall, scope, request, by_model=by_model)
+        on = self.on  # recall's hot read: straight to the executor (as _rows would)
+        if isinstance(on, Executor):
+            rows = await on.fetch("search", statement, params, replica=True, custom_plans=True)
+        else:
+            rows = await on.fetch(statement, params)
         return search_result(rows, terms)
 
     async def neighbors(
