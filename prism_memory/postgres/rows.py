@@ -18,8 +18,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from .._columns import CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
-from .._results import record_from_row, row_candidate
+from .._results import Candidate, record_from_row, row_candidate
 from .._windowed import OwnVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
@@ -36,7 +37,7 @@ from ..stores.base import (
     NewEntry,
     SearchResult,
 )
-from ._codec import decode_vectors, encode_vectors
+from ._codec import decode_matrix, decode_vectors, encode_vectors
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -321,12 +322,18 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
     found = [r for r in rows if r["id"] is not None]
-    vectors = decode_vectors([r["embedding"] for r in found])
-    # ranking reads a few fields of every candidate; whole records are read for the hits only
-    candidates = [
-        row_candidate(vector, r, None if r["windows"] is None else _windows(r["windows"]))
-        for r, vector in zip(found, vectors, strict=True)
-    ]
+    # the candidates as columns: the vectors one float64 matrix of one buffer, the rows kept
+    # for the records of the hits alone (CandidateColumns)
+    sent = [r["embedding"] for r in found]
+    held = [r["windows"] for r in found]
+    windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
+    candidates: Sequence[Candidate]
+    if len(set(map(len, sent))) <= 1:
+        candidates = CandidateColumns.from_rows(found, decode_matrix(sent), windows)
+    else:  # vectors of two widths (two models: the facade refuses to rank them) as objects
+        listed = windows or [None] * len(found)
+        vectors = decode_vectors(sent)
+        candidates = [row_candidate(*each) for each in zip(vectors, found, listed, strict=True)]
     return SearchResult(
         candidates, stats, pending=int(first["pending"]), active_model=first["active_model"]
     )
