@@ -72,7 +72,7 @@ def decode_matrix(sent: Sequence[bytes]) -> npt.NDArray[np.float64]:
     if not sent:
         return np.zeros((0, 0), dtype=np.float64)
     size = len(sent[0])
-    if any(len(data) != size for data in sent):
+    if len(set(map(len, sent))) > 1:
         raise ValueError("the candidates' vectors differ in width")
     # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
     matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)

@@ -12,6 +12,7 @@ statement's rows into candidates and corpus statistics (:func:`search_result`). 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -308,6 +309,10 @@ def _windows(sent: Sequence[bytes]) -> Vector:
     return cast("Vector", np.stack(decode_vectors(sent)))
 
 
+_SENT = operator.itemgetter("embedding", "windows")
+"""A search row's vector and later windows, as ``vector_send`` bytes."""
+
+
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
     the active generation's model from rows of :meth:`RecallSql.search` (an empty corpus is one
@@ -321,16 +326,17 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         int(first["total_length"]),
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
-    found = [r for r in rows if r["id"] is not None]
+    # the statistics row is the outer side of a left join: one row without a candidate, or
+    # every row a candidate
+    found = rows if first["id"] is not None else ()
     # the candidates as columns: the vectors one float64 matrix of one buffer, the rows kept
     # for the records of the hits alone (CandidateColumns)
-    sent = [r["embedding"] for r in found]
-    held = [r["windows"] for r in found]
+    sent, held = zip(*map(_SENT, found), strict=True) if found else ((), ())
     windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
     candidates: Sequence[Candidate]
-    if len(set(map(len, sent))) <= 1:
+    try:
         candidates = CandidateColumns.from_rows(found, decode_matrix(sent), windows)
-    else:  # vectors of two widths (two models: the facade refuses to rank them) as objects
+    except ValueError:  # vectors of two widths (two models: the facade refuses to rank them)
         listed = windows or [None] * len(found)
         vectors = decode_vectors(sent)
         candidates = [row_candidate(*each) for each in zip(vectors, found, listed, strict=True)]
