@@ -320,12 +320,24 @@ def _score(
     dense = semantic / semantic_scale
     bm25_scale = _scale(float(evidence.max()))
     lexical = evidence / bm25_scale
-    weight = lexical_weight * min(1.0, max(0.0, float(np.median(dense))))
+    weight = lexical_weight * min(1.0, max(0.0, _median(dense)))
     blend = (1.0 - weight) * dense + weight * lexical
     similarity = np.minimum(1.0, np.maximum(-1.0, blend))  # both parts are ≤ 1: removes an ulp
     return _Scores(
         semantic, raw, raw - evidence, lexical, similarity, semantic_scale, bm25_scale, weight
     )
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    """``np.median`` of ``n ≥ 1`` float64 values without NaN, the same value bit for bit (the mean
+    of the two middle values is their sum halved, as ``np.mean`` computes it), without its
+    dispatch: a partition around the middle."""
+    n = len(values)
+    middle = n // 2
+    if n % 2:
+        return float(np.partition(values, middle)[middle])
+    part = np.partition(values, (middle - 1, middle))
+    return float((part[middle - 1] + part[middle]) / 2.0)
 
 
 def _ranked(

@@ -23,7 +23,14 @@ from prism_memory._entry_fields import RECORD_COLUMNS
 from prism_memory.lexical import CorpusStats, query_terms, term_profile
 from prism_memory.models import Candidate, MemoryRecord, RecallHit, RecallScoring
 from prism_memory.postgres._codec import decode_matrix
-from prism_memory.ranking import DEFAULT_SCORING, _ranked, _score, recency_score, rerank
+from prism_memory.ranking import (
+    DEFAULT_SCORING,
+    _median,
+    _ranked,
+    _score,
+    recency_score,
+    rerank,
+)
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "rho", "sigma")
@@ -251,3 +258,13 @@ def test_columns_read_as_candidates(case: dict[str, Any]) -> None:
         assert made.record == given_.record
         assert np.array_equal(made.vector, given_.vector)
     assert columns[-1].id == case["candidates"][-1].id
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=300)
+)
+def test_median_is_numpys(values: list[float]) -> None:
+    """The re-rank's median (the lexical weight's) is ``np.median``'s value, bit for bit."""
+    array = np.array(values, dtype=np.float64)
+    assert _median(array) == float(np.median(array))
