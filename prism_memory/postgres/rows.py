@@ -328,10 +328,14 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
     )
     # the statistics row is the outer side of a left join: one row without a candidate, or
     # every row a candidate
-    found = rows if first["id"] is not None else ()
+    if first["id"] is None:
+        return SearchResult(
+            [], stats, pending=int(first["pending"]), active_model=first["active_model"]
+        )
+    found = rows
     # the candidates as columns: the vectors one float64 matrix of one buffer, the rows kept
     # for the records of the hits alone (CandidateColumns)
-    sent, held = zip(*map(_SENT, found), strict=True) if found else ((), ())
+    sent, held = zip(*map(_SENT, found), strict=True)
     windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
     candidates: Sequence[Candidate]
     try:
