@@ -109,7 +109,7 @@ async def worker(args: argparse.Namespace) -> None:
         for thread, text in queries:
             m = memory(scenario, thread)
             c0, t0 = time.thread_time(), time.perf_counter()
-            result = await m.recall(text, top_k=10)
+            result = await m.recall(text, top_k=order.get("top_k", 10))
             wall.append(time.perf_counter() - t0)
             cpu.append(time.thread_time() - c0)
             hits.append([hit.record.id for hit in result.hits])
@@ -241,11 +241,13 @@ def run(args: argparse.Namespace) -> None:
     base = os.path.abspath(args.base)
     here = os.path.dirname(HERE)
     schema = f"ab_{uuid.uuid4().hex[:10]}"
-    results: dict[str, Any] = {"rows": args.rows, "queries": args.queries, "rounds": args.rounds}
+    results: dict[str, Any] = {
+        "rows": args.rows, "queries": args.queries, "rounds": args.rounds, "top_k": args.top_k
+    }  # fmt: skip
     with database(args.url) as (url, _), tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "data.pickle")
         head = asyncio.run(prepare(args, url, schema, path))
-        for scenario, name in enumerate(SCENARIOS):
+        for scenario, name in enumerate(SCENARIOS[: args.scenarios]):
             asyncio.run(enter(scenario, url, schema, path))
             workers = [
                 Worker("base", base, url, schema, head, path),
@@ -254,12 +256,15 @@ def run(args: argparse.Namespace) -> None:
             wall: dict[str, list[float]] = {"base": [], "branch": []}
             cpu: dict[str, list[float]] = {"base": [], "branch": []}
             ratios: list[float] = []
-            warm = [w.ask({"scenario": scenario, "warm": True})["hits"] for w in workers]
+            warm = [
+                w.ask({"scenario": scenario, "warm": True, "top_k": args.top_k})["hits"]
+                for w in workers
+            ]
             same = sum(a == b for a, b in zip(*warm, strict=True))
             for r in range(args.rounds):
                 got: dict[str, dict[str, Any]] = {}
                 for w in workers if r % 2 == 0 else workers[::-1]:
-                    got[w.name] = w.ask({"scenario": scenario})
+                    got[w.name] = w.ask({"scenario": scenario, "top_k": args.top_k})
                 for who, answer in got.items():
                     wall[who] += answer["wall"]
                     cpu[who] += answer["cpu"]
@@ -301,6 +306,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="default: rows / 100")
     parser.add_argument("--queries", type=int, default=300, help="recalls per round")
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--top-k", type=int, default=10, help="recall's top_k (default 10)")
+    parser.add_argument(
+        "--scenarios", type=int, default=len(SCENARIOS), help="the first N store states only"
+    )
     parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
     parser.add_argument("--out", help="write the figures as JSON here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)

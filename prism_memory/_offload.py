@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ._columns import CandidateColumns, Profile
 from .lexical import TextTerms, remembered_profile, term_profile, text_terms, tokenize
 from .models import Candidate
 
@@ -117,7 +118,11 @@ async def profile_candidates(candidates: Sequence[Candidate]) -> None:
     """Give each candidate without a :attr:`~prism_memory.models.Candidate.profile` (a store
     that keeps none) the :func:`~prism_memory.lexical.term_profile` of its text -- on worker
     threads when they are long -- so the re-rank never tokenizes a large candidate set on the
-    event loop. In place for a small set (the re-rank would make the same profiles)."""
+    event loop. In place for a small set (the re-rank would make the same profiles); columns
+    (:class:`~prism_memory._columns.CandidateColumns`) get their ``profiles`` column."""
+    if isinstance(candidates, CandidateColumns):
+        await _profile_columns(candidates)
+        return
     bare = [candidate for candidate in candidates if candidate.profile is None]
     if sum(len(candidate.text) for candidate in bare) <= OFFLOAD_CHARS:
         return
@@ -127,3 +132,19 @@ async def profile_candidates(candidates: Sequence[Candidate]) -> None:
     made = await off_loop(term_profile, [candidate.text for candidate in bare])
     for candidate, profile in zip(bare, made, strict=True):
         candidate.profile = profile
+
+
+async def _profile_columns(columns: CandidateColumns) -> None:
+    """:func:`profile_candidates` of candidates as columns: the texts without a kept profile."""
+    texts, kept = columns.texts, columns.profiles
+    bare = [at for at in range(len(texts)) if kept is None or kept[at] is None]
+    if sum(len(texts[at]) for at in bare) <= OFFLOAD_CHARS:
+        return
+    profiles: list[Profile | None] = list(kept) if kept is not None else [None] * len(texts)
+    for at in bare:  # memoised ones first, on the loop (a dict lookup each)
+        profiles[at] = remembered_profile(texts[at])
+    bare = [at for at in bare if profiles[at] is None]
+    made = await off_loop(term_profile, [texts[at] for at in bare])
+    for at, profile in zip(bare, made, strict=True):
+        profiles[at] = profile
+    columns.profiles = profiles

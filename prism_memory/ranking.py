@@ -65,6 +65,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ._columns import CandidateColumns
 from ._windowed import WINDOW_MARGIN
 from .lexical import (
     BM25_B,
@@ -287,7 +288,7 @@ def _bm25s(
 
 
 def _score(
-    vectors: Sequence[Vector],
+    vectors: Sequence[Vector] | npt.NDArray[np.float64],
     texts: Sequence[str],
     *,
     query_vector: Vector,
@@ -304,8 +305,14 @@ def _score(
     terms = query_terms(query_text)
     if stats is None:
         stats, profiles = corpus_stats(texts, terms), None
-    # one pass from the float32 rows to the float64 matrix (no float32 stack copied again)
-    semantic = _cosines(query_vector, np.array(vectors, dtype=np.float64))
+    # one pass from the float32 rows to the float64 matrix (no float32 stack copied again); a
+    # float64 matrix (the candidates' columns) as it is
+    matrix = (
+        vectors
+        if isinstance(vectors, np.ndarray) and vectors.dtype == np.float64 and vectors.ndim == 2
+        else np.array(vectors, dtype=np.float64)
+    )
+    semantic = _cosines(query_vector, matrix)
     if windows:
         semantic = _effective(semantic, query_vector, windows)
     raw, evidence = _bm25s(terms, texts, stats, chance_margin, profiles)
@@ -313,12 +320,24 @@ def _score(
     dense = semantic / semantic_scale
     bm25_scale = _scale(float(evidence.max()))
     lexical = evidence / bm25_scale
-    weight = lexical_weight * min(1.0, max(0.0, float(np.median(dense))))
+    weight = lexical_weight * min(1.0, max(0.0, _median(dense)))
     blend = (1.0 - weight) * dense + weight * lexical
     similarity = np.minimum(1.0, np.maximum(-1.0, blend))  # both parts are ≤ 1: removes an ulp
     return _Scores(
         semantic, raw, raw - evidence, lexical, similarity, semantic_scale, bm25_scale, weight
     )
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    """``np.median`` of ``n ≥ 1`` float64 values without NaN, the same value bit for bit (the mean
+    of the two middle values is their sum halved, as ``np.mean`` computes it), without its
+    dispatch: a partition around the middle."""
+    n = len(values)
+    middle = n // 2
+    if n % 2:
+        return float(np.partition(values, middle)[middle])
+    part = np.partition(values, (middle - 1, middle))
+    return float((part[middle - 1] + part[middle]) / 2.0)
 
 
 def _ranked(
@@ -393,7 +412,7 @@ def fuse(
 
 
 def rerank(
-    candidates: Iterable[Candidate],
+    candidates: Iterable[Candidate] | CandidateColumns,
     *,
     query_vector: Vector,
     query_text: str,
@@ -405,33 +424,37 @@ def rerank(
 ) -> list[RecallHit]:
     """Fuse, blend and return the best ``top_k`` recall hits, deterministically ordered.
 
-    Duplicate candidates (same thread and id) are scored once. ``shared_thread_id`` marks hits that
-    came from a parent thread through a share grant. ``stats`` are the statistics the store
-    returned with the candidates. Ties on the score break on sequence, then id, then similarity.
+    ``candidates``: :class:`Candidate` objects, or the same as columns
+    (:class:`~prism_memory._columns.CandidateColumns`, what a store decoding rows hands over):
+    objects are turned into columns once, here, and the re-rank reads columns alone -- a record
+    is made for the hits only. Duplicate candidates (same thread and id) are scored once.
+    ``shared_thread_id`` marks hits that came from a parent thread through a share grant.
+    ``stats`` are the statistics the store returned with the candidates. Ties on the score break
+    on sequence, then id, then similarity.
     """
     rules = scoring if scoring is not None else DEFAULT_SCORING
     w_similarity, w_recency, w_importance = rules.weights()
-    chosen = list(candidates)
+    chosen = CandidateColumns.of(candidates)
+    ids, count = chosen.ids, len(chosen.ids)
     # distinct ids are distinct (thread, id) pairs: the pairs are only built when ids repeat
-    if len({c.id for c in chosen}) < len(chosen) and len(
-        {(c.thread_id, c.id) for c in chosen}
-    ) < len(chosen):  # score each record once
-        unique: dict[tuple[str, str], Candidate] = {}
-        for candidate in chosen:
-            unique.setdefault((candidate.thread_id, candidate.id), candidate)
-        chosen = list(unique.values())
-    if not chosen:
+    if len(set(ids)) < count:
+        first: dict[tuple[str, str], int] = {}
+        for at, pair in enumerate(zip(chosen.thread_ids, ids, strict=True)):
+            first.setdefault(pair, at)  # score each record once: its first candidate
+        if len(first) < count:
+            chosen = chosen.take(list(first.values()))
+    if not len(chosen):
         return []
     scores = _score(
-        [c.vector for c in chosen],
-        [c.text for c in chosen],
+        chosen.matrix,
+        chosen.texts,
         query_vector=query_vector,
         query_text=query_text,
         stats=stats,
         lexical_weight=rules.lexical_weight,
         chance_margin=rules.chance_margin,
-        profiles=[c.profile for c in chosen],
-        windows=[c.windows for c in chosen],
+        profiles=chosen.profiles,
+        windows=chosen.windows or (),
     )
     half_life = rules.half_life_ms
     alone = w_recency == 0.0 and w_importance == 0.0
@@ -440,16 +463,14 @@ def rerank(
         # they are then computed for the hits only, to report them
         blend = w_similarity * scores.similarity + 0.0
     else:
-        recency = _recencies(chosen, now, half_life)
-        importance = _importances(chosen)
+        recency = _recencies(chosen.occurred_at, now, half_life)
+        importance = _importances(chosen.importances)
         blend = w_similarity * scores.similarity + w_recency * recency + w_importance * importance
     score = np.minimum(1.0, np.maximum(-1.0, blend))  # normalised weights may sum to 1 + 1 ulp
-    order = _ranked(score, [c.sequence for c in chosen], [c.id for c in chosen], scores.similarity)[
-        :top_k
-    ]
+    order = _ranked(score, chosen.sequences, chosen.ids, scores.similarity)[:top_k]
     if alone:
-        hits = [chosen[i] for i in order]
-        recency, importance = _recencies(hits, now, half_life), _importances(hits)
+        recency = _recencies([chosen.occurred_at[i] for i in order], now, half_life)
+        importance = _importances([chosen.importances[i] for i in order])
     else:
         recency, importance = recency[order], importance[order]
     similarity, semantic = scores.similarity.tolist(), scores.semantic.tolist()
@@ -457,16 +478,17 @@ def rerank(
     recencies, importances, final = recency.tolist(), importance.tolist(), score.tolist()
     semantic_scale, bm25_scale = scores.semantic_scale, scores.bm25_scale
     weight = scores.lexical_weight
+    threads, record = chosen.thread_ids, chosen.record
     return [  # positionally, in RecallHit's field order (no keyword parsing per hit)
         RecallHit(
-            chosen[i].record,  # built here, for the hits only, when the store deferred it
+            record(i),  # made here, for the hits only
             similarity[i],
             semantic[i],
             lexical[i],
             recencies[rank],
             importances[rank],
             final[i],
-            shared_thread_id is not None and chosen[i].thread_id == shared_thread_id,
+            shared_thread_id is not None and threads[i] == shared_thread_id,
             raw[i],
             semantic_scale,
             bm25_scale,
@@ -478,18 +500,18 @@ def rerank(
 
 
 def _recencies(
-    candidates: Sequence[Candidate], now: datetime, half_life: float | None
+    occurred_at: Sequence[datetime], now: datetime, half_life: float | None
 ) -> npt.NDArray[np.float64]:
-    """:func:`recency_score` of each candidate (1 for each without a half-life)."""
+    """:func:`recency_score` of each time (1 for each without a half-life)."""
     if half_life is None:
-        return np.ones(len(candidates), dtype=np.float64)
-    ages = [recency_score(c.occurred_at, now, half_life) for c in candidates]
+        return np.ones(len(occurred_at), dtype=np.float64)
+    ages = [recency_score(at, now, half_life) for at in occurred_at]
     return np.array(ages, dtype=np.float64)
 
 
-def _importances(candidates: Sequence[Candidate]) -> npt.NDArray[np.float64]:
-    """Each candidate's importance, clamped to [0, 1]."""
-    given = np.array([c.importance for c in candidates], dtype=np.float64)
+def _importances(importances: Sequence[float]) -> npt.NDArray[np.float64]:
+    """Each importance, clamped to [0, 1]."""
+    given = np.array(importances, dtype=np.float64)
     clamped: npt.NDArray[np.float64] = np.minimum(1.0, np.maximum(0.0, given))
     return clamped
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
+from .._columns import CandidateColumns
 from ..embedding import Embedder
 from ..errors import (
     ConfigurationError,
@@ -193,7 +194,12 @@ class ModelGuard:
         together (whatever the model is)."""
         if model is _OWN_MODEL:
             model = self._ctx.embedding_model
-        known = {c.embedding_model for c in candidates if c.embedding_model is not None}
+        models = (
+            candidates.embedding_models
+            if isinstance(candidates, CandidateColumns)  # read as a column, no object each
+            else [c.embedding_model for c in candidates]
+        )
+        known = {found for found in models if found is not None}
         if model is not None:
             foreign = sorted(known - {model})
         else:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..models import Vector
 
-__all__ = ["decode_vector", "decode_vectors", "encode_vector", "encode_vectors"]
+__all__ = ["decode_matrix", "decode_vector", "decode_vectors", "encode_vector", "encode_vectors"]
 
 _HEADER = struct.Struct(">HH")
 
@@ -62,3 +63,17 @@ def decode_vectors(sent: Sequence[bytes]) -> Sequence[Vector]:
     # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
     matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
     return list(matrix[:, 1:].astype(np.float32))
+
+
+def decode_matrix(sent: Sequence[bytes]) -> npt.NDArray[np.float64]:
+    """The vectors of ``sent`` (``vector_send`` bytes of one width) as one float64 ``(n, width)``
+    matrix, converted from the joined buffer in one pass (recall's candidates); rows of mixed
+    widths raise ``ValueError`` (a table holds one model's vectors per search)."""
+    if not sent:
+        return np.zeros((0, 0), dtype=np.float64)
+    size = len(sent[0])
+    if len(set(map(len, sent))) > 1:
+        raise ValueError("the candidates' vectors differ in width")
+    # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
+    matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
+    return matrix[:, 1:].astype(np.float64)

@@ -12,14 +12,16 @@ statement's rows into candidates and corpus statistics (:func:`search_result`). 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
 
+from .._columns import CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
-from .._results import record_from_row, row_candidate
+from .._results import Candidate, record_from_row, row_candidate
 from .._windowed import OwnVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
@@ -36,7 +38,7 @@ from ..stores.base import (
     NewEntry,
     SearchResult,
 )
-from ._codec import decode_vectors, encode_vectors
+from ._codec import decode_matrix, decode_vectors, encode_vectors
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -307,6 +309,10 @@ def _windows(sent: Sequence[bytes]) -> Vector:
     return cast("Vector", np.stack(decode_vectors(sent)))
 
 
+_SENT = operator.itemgetter("embedding", "windows")
+"""A search row's vector and later windows, as ``vector_send`` bytes."""
+
+
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
     the active generation's model from rows of :meth:`RecallSql.search` (an empty corpus is one
@@ -320,13 +326,24 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         int(first["total_length"]),
         {terms[int(o) - 1]: int(c) for o, c in zip(ords, counts, strict=True)},
     )
-    found = [r for r in rows if r["id"] is not None]
-    vectors = decode_vectors([r["embedding"] for r in found])
-    # ranking reads a few fields of every candidate; whole records are read for the hits only
-    candidates = [
-        row_candidate(vector, r, None if r["windows"] is None else _windows(r["windows"]))
-        for r, vector in zip(found, vectors, strict=True)
-    ]
+    # the statistics row is the outer side of a left join: one row without a candidate, or
+    # every row a candidate
+    if first["id"] is None:
+        return SearchResult(
+            [], stats, pending=int(first["pending"]), active_model=first["active_model"]
+        )
+    found = rows
+    # the candidates as columns: the vectors one float64 matrix of one buffer, the rows kept
+    # for the records of the hits alone (CandidateColumns)
+    sent, held = zip(*map(_SENT, found), strict=True)
+    windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
+    candidates: Sequence[Candidate]
+    try:
+        candidates = CandidateColumns.from_rows(found, decode_matrix(sent), windows)
+    except ValueError:  # vectors of two widths (two models: the facade refuses to rank them)
+        listed = windows or [None] * len(found)
+        vectors = decode_vectors(sent)
+        candidates = [row_candidate(*each) for each in zip(vectors, found, listed, strict=True)]
     return SearchResult(
         candidates, stats, pending=int(first["pending"]), active_model=first["active_model"]
     )

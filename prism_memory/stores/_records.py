@@ -3,7 +3,7 @@ tombstones, claims and leases (re-exported by :mod:`prism_memory.stores.base`)."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -173,7 +173,10 @@ class SearchRequest:
 class SearchResult:
     """What :meth:`VectorStore.search` returns: candidates of both legs and the corpus statistics."""
 
-    candidates: list[Candidate]
+    candidates: Sequence[Candidate]
+    """A list of :class:`Candidate` objects, or -- from a store that decodes rows -- the same as
+    columns (:class:`~prism_memory._columns.CandidateColumns`, a sequence of candidates made on
+    access), which the re-rank reads without an object per candidate."""
     stats: CorpusStats
     pending: int | None = None
     """How many of the scope thread's entries wait for their vector (:meth:`VectorStore.count_pending`),
