@@ -196,7 +196,7 @@ async def row_security_url(
     names = names_for(schema, table)
     executor = Executor(create_engine(url, pooled=False), owns_engine=True)
     try:
-        async with executor.unit("row-level security", writes=enable is not None) as unit:
+        async with executor.unit("row_level_security", writes=enable is not None) as unit:
             if enable is None:
                 return await row_security_status(unit, names)
             return await set_row_level_security(unit, names, enable=enable)
@@ -213,7 +213,7 @@ async def open_row_security(
     held by it); ``True`` enables it first where it is not (needs the tables' owner) and always
     sets it; ``False`` never sets it -- refused with :class:`ConfigurationError` when the tables
     enforce policies on the connected role, which would then read and write nothing."""
-    async with executor.unit("row-level security", writes=bool(wanted)) as unit:
+    async with executor.unit("row_level_security", writes=bool(wanted)) as unit:
         status = await row_security_status(unit, names)
         if wanted and not status.enabled:
             status = await set_row_level_security(unit, names, enable=True)
