@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import text
 
 from prism_memory import HashEmbedder, IndexingPolicy, create_memory
 from prism_memory.errors import ConfigurationError
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres import migrate as prism_migrate
+from prism_memory.postgres._engine import create_engine
+from prism_memory.postgres.rls import row_security_url
 from prism_memory.postgres.worker import IndexingWorker
 from tests.rls_support import grant_schema, open_schema_to, role_url, temporary_role
 from tests.topology_fixtures import PgBouncer, find_pgbouncer, start_pgbouncer
@@ -138,15 +141,60 @@ async def test_migrations_through_a_transaction_pooler_are_refused(pgbouncer_url
         )
 
 
-async def test_direct_url_runs_the_migrations(pgbouncer_url, postgres_url, make_postgres_stores):
+async def _default_privileges(postgres_url: str, schema: str, roles: Roles) -> None:
+    """docs/postgres.md's recipe before the first migration: the schema, made by its owner, and
+    what the roles may do on the tables the migrations will create in it."""
+    engine = create_engine(postgres_url, pooled=False)
+    grantees = f"{roles.app_role}, {roles.operator_role}"
+    try:
+        async with engine.begin() as conn:
+            for statement in (
+                f'CREATE SCHEMA "{schema}"',
+                f'GRANT USAGE ON SCHEMA "{schema}" TO {grantees}',
+                f'ALTER DEFAULT PRIVILEGES IN SCHEMA "{schema}" '
+                f"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {grantees}",
+            ):
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def test_direct_url_runs_the_migrations(postgres_url, make_postgres_stores, roles: Roles):
+    """The migrations run as the owner on the direct URL; with row-level security, the
+    application role opens the stores through the pooler on the privileges granted by default,
+    and once the owner enables it, the reopened stores set the tenant of their statements."""
     fresh = f"pm_pool_{uuid.uuid4().hex[:12]}"
+    if roles.rls:
+        await _default_privileges(postgres_url, fresh, roles)
+    options = {"schema": fresh, "dimension": WIDTH, "pooling": "transaction"}
     stores = await create_postgres_memory_stores(
-        pgbouncer_url, schema=fresh, dimension=WIDTH, pooling="transaction", direct_url=postgres_url
+        roles.app_pooled, direct_url=postgres_url, **options
     )
     try:
         assert await prism_migrate.current_revision(postgres_url, schema=fresh) == (
             prism_migrate.head_revision()
         )
+        assert not stores.vector_store.executor.sets_tenant  # not enabled yet
+        if roles.rls:
+            await row_security_url(postgres_url, schema=fresh, enable=True)
+            reopened = await create_postgres_memory_stores(
+                roles.app_pooled, direct_url=postgres_url, **options
+            )
+            try:
+                assert reopened.vector_store.executor.sets_tenant
+                async with create_memory(
+                    tenant_id="t",
+                    resource_id="r",
+                    thread_id="fresh",
+                    embedder=HashEmbedder(dimensions=WIDTH),
+                    vector_store=reopened.vector_store,
+                    working_store=reopened.working_store,
+                    indexing=FAST,
+                ) as memory:
+                    await memory.remember({"id": "e", "text": TOPICS[0]}, wait=True)
+                    assert [hit.id for hit in (await memory.recall(TOPICS[0])).hits] == ["e"]
+            finally:
+                await reopened.close()
     finally:
         await stores.close()
         # dropped with the fixture's schemas
