@@ -5,7 +5,7 @@ schema, and its URL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 from sqlalchemy import text
@@ -64,6 +64,29 @@ async def drop_role(postgres_url: str, role: str) -> None:
         await engine.dispose()
 
 
+def temporary_role(postgres_url: str, *, bypass: bool = False) -> Iterator[str]:
+    """A module fixture's body: a role (:func:`create_role`), dropped when the fixture ends."""
+    from tests.conftest import _run_in_thread
+
+    made: list[str] = []
+
+    async def create() -> None:
+        made.append(await create_role(postgres_url, bypass=bypass))
+
+    _run_in_thread(create())
+    try:
+        yield made[0]
+    finally:
+        _run_in_thread(drop_role(postgres_url, made[0]))
+
+
+async def open_schema_to(postgres_url: str, schema: str, role: str) -> None:
+    """Enable row-level security on ``schema`` (as its owner, ``postgres_url``) and grant
+    ``role`` the application's privileges on it."""
+    await row_security_url(postgres_url, schema=schema, enable=True)
+    await grant_schema(postgres_url, schema, role)
+
+
 @asynccontextmanager
 async def rls_stores(
     postgres_url: str,
@@ -77,8 +100,7 @@ async def rls_stores(
     ``role`` -- through ``url`` when given (a pooler's) -- on a ``NullPool`` engine, or a pooled
     one behind a pooler."""
     schema = owner_stores.vector_store.tables.names.schema
-    await row_security_url(postgres_url, schema=schema, enable=True)
-    await grant_schema(postgres_url, schema, role)
+    await open_schema_to(postgres_url, schema, role)
     engine = (
         create_engine(url, pooling="transaction")
         if pooling == "transaction" and url is not None

@@ -22,8 +22,7 @@ from prism_memory.errors import ConfigurationError
 from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
 from prism_memory.testing._roles import ROLE_CHECKS
-from tests.conftest import _run_in_thread
-from tests.rls_support import create_role, drop_role, rls_stores, role_url
+from tests.rls_support import rls_stores, role_url, temporary_role
 from tests.topology_fixtures import find_pgbouncer, start_pgbouncer
 
 pytestmark = pytest.mark.postgres
@@ -33,25 +32,14 @@ TENANT_CHECKS = [check for check in CONFORMANCE_CHECKS if check not in STORE_WID
 OPERATOR_CHECKS = [check for check in CONFORMANCE_CHECKS if check in STORE_WIDE]
 
 
-def _role(postgres_url: str, *, bypass: bool) -> Iterator[str]:
-    made: list[str] = []
-
-    async def create() -> None:
-        made.append(await create_role(postgres_url, bypass=bypass))
-
-    _run_in_thread(create())
-    yield made[0]
-    _run_in_thread(drop_role(postgres_url, made[0]))
-
-
 @pytest.fixture(scope="module")
 def app_role(postgres_url: str) -> Iterator[str]:
-    yield from _role(postgres_url, bypass=False)
+    yield from temporary_role(postgres_url, bypass=False)
 
 
 @pytest.fixture(scope="module")
 def operator_role(postgres_url: str) -> Iterator[str]:
-    yield from _role(postgres_url, bypass=True)
+    yield from temporary_role(postgres_url, bypass=True)
 
 
 @pytest.fixture(scope="module")
