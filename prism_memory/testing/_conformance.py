@@ -30,7 +30,7 @@ from ._recall import RECALL_CHECKS
 from ._reranking import RERANK_CHECKS
 from ._roles import CORE_ROLES, MEMORY_ROLES, ROLE_CHECKS, check_roles, checks_for_roles
 from ._scopes import SCOPE_CHECKS
-from ._support import ConformanceError, ConformanceKit, KitFactory, _run_each
+from ._support import ConformanceError, ConformanceKit, KitFactory, _run_each, closing_memories
 from ._working import WORKING_CHECKS
 from ._writes import WRITE_CHECKS
 
@@ -108,7 +108,8 @@ async def run_conformance_check(name: str, factory: KitFactory) -> None:
     kit = await _kit(factory)
     if "generations" in check_roles(name) and not isinstance(kit.vector_store, VectorGenerations):
         return
-    await CONFORMANCE_CHECKS[name](kit)
+    async with closing_memories():
+        await CONFORMANCE_CHECKS[name](kit)
 
 
 async def run_memory_conformance(

@@ -45,7 +45,8 @@ async def scopes_are_isolated(kit: ConformanceKit) -> None:
             "export needs the exact identity",
         )
     _check(await _ids(owner, "vault code blue") == ["secret"], "owner unaffected")
-    await owner.aclose()
+    for memory in (owner, *others):
+        await memory.aclose()
 
 
 async def sharing_is_parent_to_child_only(kit: ConformanceKit) -> None:

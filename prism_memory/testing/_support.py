@@ -6,8 +6,10 @@ A leaf of ``prism_memory.testing``: the check modules and the runners (``_confor
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +78,26 @@ async def _run_each(names: Iterable[str], run_one: Callable[[str], Awaitable[Non
         raise ConformanceError(failures)
 
 
+_OPENED: ContextVar[list[Memory] | None] = ContextVar("prism_conformance_opened", default=None)
+"""The memories the running check opened through :meth:`_Case.memory` (:func:`closing_memories`)."""
+
+
+@contextlib.asynccontextmanager
+async def closing_memories() -> AsyncIterator[None]:
+    """Around one check: every memory it opened through :meth:`_Case.memory` and left open is
+    closed afterwards (also when it failed), so no indexing queue of a finished check keeps
+    running on the host's stores -- claiming, tracing -- while the next check or test runs."""
+    opened: list[Memory] = []
+    token = _OPENED.set(opened)
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
+        for memory in opened:
+            with contextlib.suppress(Exception):  # the check's own outcome is what is reported
+                await memory.aclose()
+
+
 class _Case:
     """Per-check helpers: fresh scopes on the kit's stores."""
 
@@ -93,12 +115,16 @@ class _Case:
         else:
             options.setdefault("vector_store", self.kit.vector_store)
             options.setdefault("working_store", self.kit.working_store)
-        return create_memory(
+        memory = create_memory(
             tenant_id=options.pop("tenant_id", self.tenant),
             resource_id=options.pop("resource_id", "user-ada"),
             thread_id=thread,
             **options,
         )
+        opened = _OPENED.get()
+        if opened is not None:
+            opened.append(memory)
+        return memory
 
 
 async def _forget_threads(case: _Case, *threads: str) -> None:

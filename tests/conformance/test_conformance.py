@@ -12,6 +12,7 @@ from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres._engine import create_engine
 from prism_memory.stores.base import VectorGenerations
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
+from prism_memory.testing._support import _Case
 
 
 @pytest.fixture(params=["memory", "postgres", "postgres-pooled", "postgres-pgbouncer"])
@@ -64,6 +65,41 @@ async def _stop_indexing_tasks() -> None:
 @pytest.mark.parametrize("check", list(CONFORMANCE_CHECKS))
 async def test_conformance(kit: ConformanceKit, check: str) -> None:
     await run_conformance_check(check, lambda: kit)
+
+
+def _indexing_tasks() -> set[asyncio.Task[object]]:
+    return {
+        task
+        for task in asyncio.all_tasks()
+        if task.get_name().startswith("prism-indexer-") and not task.done()
+    }
+
+
+async def test_scopes_check_closes_every_memory_it_opens(kit: ConformanceKit) -> None:
+    """``scopes_are_isolated`` closed its owner but not the three other scopes' memories: their
+    indexing task outlived the check and kept claiming on the host's stores (on the full suite,
+    after the stores' role was dropped, tracing its failed claims into another test)."""
+    before = _indexing_tasks()
+    await run_conformance_check("scopes_are_isolated", lambda: kit)
+    assert _indexing_tasks() - before == set()
+
+
+async def test_the_runner_closes_what_a_check_left_open(
+    kit: ConformanceKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check (a host's own, or one that failed midway) that leaves a memory open does not leave
+    its indexing task running after ``run_conformance_check``."""
+
+    async def leaves_a_memory_open(kit: ConformanceKit) -> None:
+        memory = _Case(kit).memory()
+        await memory.remember([{"id": "x", "text": "left open"}])
+        raise AssertionError("failed midway")
+
+    monkeypatch.setitem(CONFORMANCE_CHECKS, "leaves_a_memory_open", leaves_a_memory_open)
+    before = _indexing_tasks()
+    with pytest.raises(AssertionError, match="failed midway"):
+        await run_conformance_check("leaves_a_memory_open", lambda: kit)
+    assert _indexing_tasks() - before == set()
 
 
 async def test_every_backend_implements_vector_generations(kit: ConformanceKit) -> None:
