@@ -23,7 +23,7 @@ from prism_memory.postgres.worker import IndexingWorker
 from prism_memory.testing import CONFORMANCE_CHECKS, ConformanceKit, run_conformance_check
 from prism_memory.testing._roles import ROLE_CHECKS
 from tests.rls_support import rls_stores, role_url, temporary_role
-from tests.topology_fixtures import find_pgbouncer, start_pgbouncer
+from tests.topology_fixtures import _unavailable, find_pgbouncer, start_pgbouncer
 
 pytestmark = pytest.mark.postgres
 
@@ -47,7 +47,8 @@ def rls_pgbouncer_url(postgres_url: str, app_role: str) -> Iterator[str]:
     """A PgBouncer in transaction mode logging in to the server as the application role."""
     program = find_pgbouncer()
     if program is None:
-        pytest.skip("pgbouncer is not installed")
+        _unavailable("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+        return
     bouncer = start_pgbouncer(role_url(postgres_url, app_role), program)
     try:
         yield bouncer.url
