@@ -28,6 +28,7 @@ from .errors import (
     PrismMemoryError,
     RerankerError,
     StorageError,
+    StoreClosedError,
     ValidationError,
 )
 from .indexing import IndexingPolicy, IndexingQueue
@@ -105,6 +106,7 @@ __all__ = [
     "RetentionResult",
     "ShareGrant",
     "StorageError",
+    "StoreClosedError",
     "ValidationError",
     "VectorStore",
     "WorkingMemoryProcessor",

@@ -24,6 +24,7 @@ __all__ = [
     "QualityGateError",
     "RerankerError",
     "StorageError",
+    "StoreClosedError",
     "ValidationError",
 ]
 
@@ -124,6 +125,12 @@ class RerankerError(EmbedderError):
 
 class StorageError(PrismMemoryError):
     """The storage backend failed; ``__cause__`` holds the driver's error."""
+
+
+class StoreClosedError(PrismMemoryError):
+    """The store was closed (``close()``, or its factory's): it runs no statement any more, and
+    never opens a connection again. Not a :class:`StorageError`: retrying cannot help; open the
+    stores anew."""
 
 
 class IndexingError(PrismMemoryError):

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from .. import _telemetry as otel
 from .._windowed import OwnVector
 from ..embedding import Embedder, embedder_model
-from ..errors import InvalidVectorError, PrismMemoryError
+from ..errors import InvalidVectorError, PrismMemoryError, StoreClosedError
 from ..models import IndexingReport, MemoryIdentity
 from ..stores.base import ClaimedEntry, EntryLease, IndexingLedger
 from .claims import AllScopes, ClaimContext, ClaimStrategy, ThreadTurns, claim_in
@@ -71,7 +71,7 @@ class IndexingQueue:
         self._fixed = scope
         self._batch_size = batch_size
         self._clock = clock
-        self._policy = policy or IndexingPolicy()
+        self._policy = policy = policy or IndexingPolicy()
         if claims is None:
             claims = AllScopes() if scope is None else ThreadTurns()
         self._claims = claims
@@ -99,14 +99,7 @@ class IndexingQueue:
             stopping=self._stop.is_set,
         )
         self._rows = RowEmbedder(
-            store,
-            embedder,
-            batch_size,
-            self._policy,
-            clock,
-            self.worker_id,
-            self._threads,
-            observer,
+            store, embedder, batch_size, policy, clock, self.worker_id, self._threads, observer
         )
         self._observer = observer
         self._next = next_writer
@@ -312,6 +305,10 @@ class IndexingQueue:
                 await self._waiters.resolve()
             except asyncio.CancelledError:
                 raise
+            except StoreClosedError:  # under an open memory: retrying forever cannot help
+                logger.warning("indexing stopped: the store was closed; its rows stay pending")
+                self._waiters.fail(None, "the store closed")
+                return
             except PrismMemoryError as exc:
                 # one line, no traceback: a driver error's chained cause holds the whole statement
                 logger.warning("indexing iteration failed; retrying: %s", str(exc)[:500])

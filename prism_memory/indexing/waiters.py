@@ -113,8 +113,9 @@ class Waiters:
                 threads[waiter.scope] = None
         return list(threads)
 
-    def fail(self, owner: object | None) -> None:
-        """Fail the watchers still waiting (``owner``'s, or every one for ``None``)."""
+    def fail(self, owner: object | None, why: str = "memory closed") -> None:
+        """Fail the watchers still waiting (``owner``'s, or every one for ``None``) because of
+        ``why``."""
         remaining: list[_Waiter] = []
         for waiter in self._waiters:
             if owner is not None and waiter.owner is not owner:
@@ -124,7 +125,7 @@ class Waiters:
             if not waiter.future.done():
                 waiter.future.set_exception(
                     IndexingError(
-                        "memory closed before these entries were indexed; they remain pending",
+                        f"{why} before these entries were indexed; they remain pending",
                         dict.fromkeys(waiter.ids, "pending at close"),
                     )
                 )

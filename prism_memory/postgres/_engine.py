@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, Pool, PoolProxiedConnection, QueuePool
 from sqlalchemy.util.concurrency import greenlet_spawn
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreClosedError
 from ._codec import decode_vector, encode_vector, encode_vectors
 from .statements.session import POOLED_BEGIN, VECTOR_TYPE_SCHEMA
 
@@ -249,9 +249,19 @@ class KeptConnections:
         self._size = KEPT_CONNECTIONS if keeps else 0
         self._idle: list[tuple[float, PoolProxiedConnection]] = []  # (kept since, connection)
         self._keeper: asyncio.Task[None] | None = None
+        self.closed = False
+        """Whether :meth:`close` ran: its store takes no connection any more."""
+
+    def check_open(self) -> None:
+        """Raise :class:`StoreClosedError` once :meth:`close` ran (the engine, even disposed of,
+        would open a new connection)."""
+        if self.closed:
+            raise StoreClosedError("the store is closed: open the stores again to use them")
 
     async def take(self) -> PoolProxiedConnection:
-        """The connection kept last, if it was used a moment ago; else one from the pool."""
+        """The connection kept last, if it was used a moment ago; else one from the pool
+        (:class:`StoreClosedError` once closed)."""
+        self.check_open()
         while self._idle:
             since, pooled = self._idle.pop()
             if time.monotonic() - since < min(KEEP_SECONDS, IDLE_PING_SECONDS):
@@ -281,8 +291,9 @@ class KeptConnections:
             await self._return(pooled, since)
 
     async def close(self) -> None:
-        """Return every kept connection and keep none from now on (an operation still running
-        when its store closes hands its connection back to the pool)."""
+        """Return every kept connection, keep none and take none from now on (an operation
+        still running when its store closes hands its connection back to the pool)."""
+        self.closed = True
         self._size = 0
         await self.release()
 

@@ -561,15 +561,13 @@ class Executor:
 
     # ---- closing --------------------------------------------------------------------------
 
-    async def release(self) -> None:
-        """Return the connections kept between operations (primary and replica) to their pools."""
+    async def close(self) -> None:
+        """Return the connections kept between operations (primary and replica) to their pools,
+        refuse every statement from now on (:class:`~prism_memory.errors.StoreClosedError`),
+        then dispose of the engines this executor was told it owns."""
         await self._primary.kept.close()
         if self._replica is not None:
             await self._replica.kept.close()
-
-    async def close(self) -> None:
-        """:meth:`release`, then dispose of the engines this executor was told it owns."""
-        await self.release()
         if self._replica is not None and self._owns_replica_engine:
             self._owns_replica_engine = False
             await self._replica.engine.dispose()

@@ -19,7 +19,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 
-from ._columns import BinaryVector, timestamp_column
+from ._column_types import BinaryVector, timestamp_column
 from ._names import MAX_HNSW_DIMENSION, Names
 
 __all__ = ["rag_tables"]

@@ -83,12 +83,18 @@ class ReplicaDownError(Exception):
 class Endpoint:
     """One server's engine, its session factory and the connections kept between operations."""
 
-    __slots__ = ("engine", "kept", "sessions")
+    __slots__ = ("_sessions", "engine", "kept")
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
         self.kept = KeptConnections(engine)
+
+    def sessions(self) -> AsyncSession:
+        """A new session on the engine (:class:`~prism_memory.errors.StoreClosedError` once the
+        store closed)."""
+        self.kept.check_open()
+        return self._sessions()
 
 
 class ReplicaEndpoint(Endpoint):

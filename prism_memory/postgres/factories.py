@@ -48,9 +48,9 @@ class PostgresMemoryStores:
 
     async def close(self) -> None:
         """Dispose of the engine if the factory created it; a host's engine is left alone."""
-        # the connections the stores keep between operations go back to the pool first
-        await self.vector_store.executor.release()
-        await self.working_store.executor.release()
+        # the stores refuse statements from now on; their kept connections go back to the pool
+        await self.vector_store.close()
+        await self.working_store.close()
         if self.owns_engine:
             self.owns_engine = False
             await self.engine.dispose()

@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from .._defaults import DEFAULT_SCHEMA, DEFAULT_TABLE
-from ._columns import BinaryVector, entry_columns, timestamp_column
+from ._column_types import BinaryVector, entry_columns, timestamp_column
 from ._names import (
     MAX_DIMENSION,
     MAX_HNSW_DIMENSION,

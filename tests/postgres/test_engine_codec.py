@@ -31,9 +31,9 @@ async def test_the_codec_arrives_with_the_extension(postgres_url: str) -> None:
     try:
         # the one pooled connection opens while the database has no vector type
         assert await executor.fetchval("probe", "SELECT 1") == 1
-        await executor.release()  # back to the pool, as it stays
+        await executor._primary.kept.release()  # back to the pool, as it stays
         await executor.write("probe", "CREATE EXTENSION vector")
-        await executor.release()
+        await executor._primary.kept.release()
         (value,) = await executor.fetch("probe", VECTOR)
         assert isinstance(value["v"], np.ndarray)  # decoded by the codec, not vector's text
         assert value["v"].tolist() == [1.0, 2.0, 3.0]

@@ -94,7 +94,7 @@ async def test_close_disposes_the_engines_it_owns_once(postgres_url: str) -> Non
         for used in (engine, replica_engine):
             other = Executor(used, owns_engine=False)
             await other.fetch("probe", "SELECT 1")
-            await other.release()
+            await other.close()  # not its engine: its kept connection goes back
         await owner.close()
         assert (engine.pool.checkedin(), replica_engine.pool.checkedin()) == (1, 1)
     finally:

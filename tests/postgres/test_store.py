@@ -24,6 +24,7 @@ from prism_memory.errors import (
     DimensionMismatchError,
     InvalidVectorError,
     NotFoundError,
+    StoreClosedError,
     ValidationError,
 )
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, ShareGrant
@@ -843,8 +844,8 @@ async def test_a_store_keeps_its_connection_between_operations_and_returns_it_on
         assert pool.checkedout() == 1  # kept by the store, not idle in the pool
         await stores.close()
         assert pool.checkedout() == 0
-        # an operation still running as the stores close (here: one after) keeps nothing
-        await _backend_pid(stores.vector_store)
+        with pytest.raises(StoreClosedError):  # and a closed store takes no connection again
+            await _backend_pid(stores.vector_store)
         assert pool.checkedout() == 0
     finally:
         async with engine.begin() as conn:
