@@ -61,6 +61,49 @@ async def search_reports_statistics_of_recallable_entries(kit: ConformanceKit) -
     await other.aclose()
 
 
+async def search_counts_only_recallable_holders_of_a_term(kit: ConformanceKit) -> None:
+    """A row holding a query term counts in the term's document frequency, and can come back from
+    the lexical leg, only when recallable: never when hidden, revoked, on legal hold, invalidated
+    through its lineage (its source's correction tombstone), or without explicit consent when that
+    is required -- the lexical leg applies every exclusion rule the dense leg does."""
+    case = _Case(kit)
+    memory = case.memory()
+    explicit = {"source": "user"}
+    await memory.remember(
+        [
+            {"id": "kept", "text": "walrus lamp", "consent": explicit},
+            {"id": "legacy", "text": "walrus"},
+            {"id": "hidden", "text": "walrus", "consent": {"visible": False}},
+            {"id": "revoked", "text": "walrus tusk", "consent": explicit},
+            {"id": "held", "text": "walrus", "consent": explicit},
+            {"id": "source", "text": "otter", "consent": explicit},
+        ],
+        wait=True,
+    )
+    derived = {"id": "derived", "text": "walrus summary", "consent": explicit}
+    await memory.remember({**derived, "lineage": {"source_ids": ["source"]}}, wait=True)
+    await memory.set_consent("revoked", visible=False)
+    await memory.forget(ids=["held"], hold=True)
+    await memory.correct("source", "otter, corrected")  # "derived" predates the correction
+    vector = np.asarray((await kit.embedder.embed(["walrus"]))[0], dtype=np.float32)
+    for require_consent, holders, documents in ((False, 2, 3), (True, 1, 2)):
+        request = SearchRequest(
+            vector=vector,
+            terms=frozenset({"walrus", "otter"}),
+            limit=10,
+            filter=RecallFilter(now=case.clock(), require_consent=require_consent),
+        )
+        result = await kit.vector_store.search(memory.identity, request)
+        stats, where = result.stats, f"require_consent={require_consent}"
+        _check(stats.documents == documents, f"{where}: documents {stats.documents}")
+        frequency = {t: stats.frequency(t) for t in ("walrus", "otter")}
+        _check(frequency == {"walrus": holders, "otter": 1}, f"{where}: frequencies {frequency}")
+        ids = {c.record.id for c in result.candidates}
+        allowed = {"kept", "source"} | (set() if require_consent else {"legacy"})
+        _check(ids == allowed, f"{where}: candidates {sorted(ids)}")
+    await memory.aclose()
+
+
 async def recall_weighs_a_rare_term_above_a_common_one(kit: ConformanceKit) -> None:
     """BM25 of a hit reflects idf: the entry with the rare query term scores the higher BM25."""
     case = _Case(kit)
@@ -162,6 +205,7 @@ RANKING_CHECKS = {
     check.__name__: check
     for check in (
         search_reports_statistics_of_recallable_entries,
+        search_counts_only_recallable_holders_of_a_term,
         recall_weighs_a_rare_term_above_a_common_one,
         recall_counts_a_term_most_entries_hold_as_no_evidence,
         search_candidates_carry_the_stored_records,

@@ -45,6 +45,7 @@ ROLE_CHECKS: Mapping[str, tuple[str, ...]] = {
         "index_status_takes_any_number_of_ids",
         "sweeps_progress_past_wide_lineage",
         "search_reports_statistics_of_recallable_entries",
+        "search_counts_only_recallable_holders_of_a_term",
         "embedding_model_is_recorded_and_checked",
         "resource_recall_keeps_every_exclusion_rule",
         "merge_metadata_patches_only_the_version_read",

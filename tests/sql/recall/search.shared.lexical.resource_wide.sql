@@ -103,22 +103,29 @@ nearest_top AS (SELECT row_ctid
     FROM eligible
     ORDER BY distance, sequence, id
     LIMIT :limit),
-frequencies AS (SELECT m.ord, count(*) AS df
-    FROM (SELECT matched
-        FROM eligible
-        WHERE cardinality(matched) > 0) AS el, unnest(el.matched) AS m(ord)
+lexical AS MATERIALIZED (SELECT row_ctid, id, sequence, term_count, matched
+    FROM eligible
+    WHERE cardinality(matched) > 0),
+holdings AS (SELECT matched, count(*) AS holders
+    FROM lexical
+    GROUP BY matched),
+frequencies AS (SELECT m.ord, CAST(sum(h.holders) AS bigint) AS df
+    FROM holdings h, unnest(h.matched) AS m(ord)
     GROUP BY m.ord),
 weights AS (SELECT f.ord, ln(CAST(1.0 AS float8) + (CAST(s.documents - f.df AS float8) + CAST(0.5 AS float8)) / (CAST(f.df AS float8) + CAST(0.5 AS float8))) AS idf
     FROM frequencies f
     CROSS JOIN stats s),
-lexical_top AS (SELECT el.row_ctid
-    FROM eligible el
-    CROSS JOIN stats s
-    WHERE cardinality(el.matched) > 0
-    ORDER BY (SELECT sum(w.idf
+gains AS MATERIALIZED (SELECT h.matched, (SELECT sum(w.idf
             ORDER BY w.ord)
         FROM weights w
-        WHERE w.ord = ANY(el.matched)) * (CAST(0.9 AS float8) + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + CAST(0.9 AS float8) * (CAST(1.0 AS float8) - CAST(0.4 AS float8) + CAST(0.4 AS float8) * el.term_count / (CAST(s.total_length AS float8) / CAST(s.documents AS float8)))) DESC, el.sequence, el.id
+        WHERE w.ord = ANY(h.matched)) AS gain
+    FROM holdings h),
+lexical_top AS (SELECT el.row_ctid
+    FROM lexical el
+    JOIN gains g
+    ON g.matched = el.matched
+    CROSS JOIN stats s
+    ORDER BY g.gain * (CAST(0.9 AS float8) + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + CAST(0.9 AS float8) * (CAST(1.0 AS float8) - CAST(0.4 AS float8) + CAST(0.4 AS float8) * el.term_count / (CAST(s.total_length AS float8) / CAST(s.documents AS float8)))) DESC, el.sequence, el.id
     LIMIT :limit)
 SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model", vector_send(e.embedding) AS embedding, CASE WHEN e.window_embeddings IS NOT NULL THEN ARRAY(SELECT vector_send(w.v)
     FROM unnest(e.window_embeddings) WITH ORDINALITY AS w(v, n)
