@@ -1,0 +1,364 @@
+"""Reads behind a transaction pooler in one round trip, on psycopg 3.
+
+asyncpg cannot send an unnamed statement's Parse, Bind and Execute in one flight: it parses and
+describes first (one Sync), then binds and executes (another). Behind a transaction-mode pooler
+(PgBouncer ``pool_mode = transaction``) the server connection may change between the two Syncs, so
+:class:`~prism_memory.postgres._executor.Executor` wrapped every lone read in its own ``BEGIN;
+SET LOCAL …`` / ``COMMIT``: four round trips per recall. psycopg's non-prepared ``execute`` sends
+Parse, Bind, Describe, Execute and Sync together, so :class:`PipelinedReads` runs a read in **one
+flight**, one implicit transaction that the pooler hands back at its Sync:
+
+* when the deploy set ``max_parallel_workers_per_gather = 0`` on the role or the database
+  (``ALTER ROLE … SET``; ``prism-memory doctor`` reports it), the read is sent alone;
+* else the pipeline holds ``set_config('max_parallel_workers_per_gather', '0', true)`` and the read
+  under one Sync: the setting is local to that implicit transaction (the statements before a Sync
+  form one), and the read is planned after it. Still one round trip.
+
+With row-level security on, the tenant is set inside the read itself (the executor's in-statement
+gate, :func:`~prism_memory.postgres.statements.tenancy.tenant_gate`), so it travels in the same
+flight and the same transaction.
+
+**The same values as asyncpg.** Parameters are sent the way asyncpg lets the server type them:
+with no type (``unknown``), so the server infers each from its context -- numbers, booleans, UUIDs
+and arrays as text, vectors and ``bytes`` in binary (pgvector's ``vector_recv`` reads the encoded
+vector). Results arrive in binary and decode to what asyncpg's would: ``vector`` to ``float32``
+numpy arrays (the engine's codec), ``json``/``jsonb`` to their text, ``timestamptz`` in UTC. Rows
+are :class:`Row`: by position and by column name, like asyncpg's ``Record``, so the repositories do
+not care which driver read them.
+
+**Connections**: kept between reads (up to ``keep`` idle), opened on demand, never prepared
+(``prepare_threshold=None``: nothing named on the pooler's server connections), autocommit (no
+``BEGIN`` of psycopg's own). A read whose connection turns out dead is retried once on a new one
+(and every idle one is dropped: the server restarted or failed over); a read cancelled midway
+drops its connection. Errors are translated like every driver error
+(:func:`~prism_memory.postgres._errors.translate`).
+
+psycopg is the optional extra ``prism-memory[pooled]``; without it, :func:`pipelined_reads` raises
+:class:`~prism_memory.errors.ConfigurationError` naming it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import numpy as np
+from sqlalchemy.engine import URL, make_url
+
+from .. import _telemetry as otel
+from ..errors import ConfigurationError
+from ._codec import decode_vector, encode_vector
+from ._engine import transaction_pooled
+from ._errors import translate, wrap_db_errors
+from .statements.session import CONNECTION_FACTS, SET_PLANNER_LOCAL
+
+__all__ = ["EXTRA", "PipelinedReads", "Row", "pipelined_reads"]
+
+EXTRA = "pooled"
+"""The optional dependency group that brings psycopg: ``pip install 'prism-memory[pooled]'``."""
+
+KEEP = 4
+"""How many idle psycopg connections a :class:`PipelinedReads` keeps."""
+
+
+class Row(tuple[Any, ...]):
+    """A row read through psycopg: by position (``row[0]``) and by column name (``row["id"]``),
+    like an asyncpg ``Record``; ``keys()``/``values()``/``items()``/``get()`` as a mapping's."""
+
+    __slots__ = ()
+    _index: ClassVar[dict[str, int]] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of column ``key``, or ``default``."""
+        at = self._index.get(key)
+        return default if at is None else tuple.__getitem__(self, at)
+
+    def keys(self) -> Iterator[str]:
+        """The column names, in order."""
+        return iter(self._index)
+
+    def values(self) -> Iterator[Any]:
+        """The values, in order."""
+        return iter(tuple(self))
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        """``(name, value)`` pairs, in order."""
+        return zip(self._index, tuple(self), strict=True)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    """The :class:`Row` class of one result shape (its column index made once)."""
+    return type("Row", (Row,), {"__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+
+
+def _array_literal(values: Sequence[Any]) -> str:
+    """``values`` as a PostgreSQL array literal (text), each element quoted."""
+    parts = []
+    for value in values:
+        if value is None:
+            parts.append("NULL")
+        elif isinstance(value, list | tuple):
+            parts.append(_array_literal(value))
+        else:
+            text = _text(value)
+            parts.append('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(parts) + "}"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool | np.bool_):
+        return "t" if value else "f"
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _adapters() -> Any:
+    """The dumpers and loaders of every :class:`PipelinedReads` connection (see the module
+    docstring); the ``vector`` loader is added per connection (its type's oid)."""
+    import psycopg
+    from psycopg.adapt import AdaptersMap, Dumper, Loader
+    from psycopg.pq import Format
+    from psycopg.types.datetime import TimestamptzBinaryLoader
+
+    class Inferred(Dumper):
+        oid = 0  # unknown: the server types it from its context, as for asyncpg
+
+        def dump(self, obj: Any) -> bytes:
+            return _text(obj).encode()
+
+    class InferredArray(Dumper):
+        oid = 0
+
+        def dump(self, obj: Any) -> bytes:
+            return _array_literal(obj).encode()
+
+    class InferredBinary(Dumper):
+        oid = 0
+        format = Format.BINARY
+
+        def dump(self, obj: Any) -> bytes:
+            return encode_vector(obj)  # bytes as they are (pre-encoded vectors, bytea)
+
+    class JsonText(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> str:
+            return bytes(data).decode()
+
+    class JsonbText(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> str:
+            return bytes(data[1:]).decode()  # after jsonb's version byte
+
+    class UtcTimestamptz(TimestamptzBinaryLoader):
+        def load(self, data: Any) -> dt.datetime:
+            return super().load(data).astimezone(dt.UTC)
+
+    adapters = AdaptersMap(psycopg.adapters)
+    kinds: dict[Any, Any] = {
+        **dict.fromkeys((int, float, bool, Decimal, uuid.UUID, dt.date, np.generic), Inferred),
+        **dict.fromkeys((dt.datetime,), Inferred),
+        **dict.fromkeys((list, tuple), InferredArray),
+        **dict.fromkeys((np.ndarray, bytes, bytearray, memoryview), InferredBinary),
+    }
+    for kind, dumper in kinds.items():
+        adapters.register_dumper(kind, dumper)
+    adapters.register_loader("json", JsonText)
+    adapters.register_loader("jsonb", JsonbText)
+    adapters.register_loader("timestamptz", UtcTimestamptz)
+    return adapters
+
+
+def _vector_loader() -> Any:
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class VectorLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> Any:
+            return decode_vector(bytes(data))
+
+    return VectorLoader
+
+
+def _row_factory(cursor: Any) -> Any:
+    description = cursor.description
+    if description is None:
+        return tuple
+    return _row_class(tuple(column.name for column in description))
+
+
+def _lost(exc: BaseException, connection: Any) -> bool:
+    """Whether ``exc`` means ``connection`` is gone (the read may be retried on a new one)."""
+    import psycopg
+
+    if connection.closed or connection.broken:
+        return True
+    code = getattr(exc, "sqlstate", None) or ""
+    return isinstance(exc, psycopg.OperationalError) and (
+        not code or code.startswith(("08", "57P"))
+    )
+
+
+class PipelinedReads:
+    """One-flight reads on psycopg connections to one URL (see the module docstring)."""
+
+    def __init__(self, conninfo: str, *, keep: int = KEEP, connect_timeout: float = 10.0) -> None:
+        self._conninfo = conninfo
+        self._keep = keep
+        self._connect_timeout = connect_timeout
+        self._idle: list[Any] = []
+        self._adapters = _adapters()
+        self._vector_loader = _vector_loader()
+        self._vector_oid: int | None = None
+        self._role_sets_planner: bool | None = None
+        self._closed = False
+
+    @property
+    def role_sets_planner(self) -> bool | None:
+        """Whether the role or database carries ``max_parallel_workers_per_gather = 0`` (then a
+        read is sent alone); ``None`` before the first connection."""
+        return self._role_sets_planner
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        connection = await psycopg.AsyncConnection.connect(
+            self._conninfo,
+            autocommit=True,
+            prepare_threshold=None,
+            cursor_factory=psycopg.AsyncRawCursor,
+            context=self._adapters,
+            connect_timeout=max(1, round(self._connect_timeout)),
+            application_name="prism_memory",
+        )
+        try:
+            if self._vector_oid is None or self._role_sets_planner is None:
+                cursor = await connection.execute(CONNECTION_FACTS)
+                oid, planner = await cursor.fetchone() or (None, None)
+                self._vector_oid = int(oid) if oid is not None else 0
+                self._role_sets_planner = planner == "0"
+            if self._vector_oid:
+                connection.adapters.register_loader(self._vector_oid, self._vector_loader)
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
+    async def _take(self) -> Any:
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed:
+                return connection
+        return await self._connect()
+
+    async def _give(self, connection: Any) -> None:
+        import psycopg
+
+        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if self._closed or not idle or len(self._idle) >= self._keep:
+            await connection.close()
+        else:
+            self._idle.append(connection)
+
+    async def _drop_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.close()
+
+    async def fetch(self, action: str, statement: str, args: Sequence[Any]) -> list[Row]:
+        """The rows of ``statement`` (``$n`` placeholders) bound to ``args``, in one round trip;
+        retried once on a new connection when its connection turns out dead. One database span,
+        errors translated (:func:`~prism_memory.postgres._errors.wrap_db_errors`)."""
+        with otel.db_span(action), wrap_db_errors(action):
+            return await self._fetch(action, statement, args)
+
+    async def _fetch(self, action: str, statement: str, args: Sequence[Any]) -> list[Row]:
+        import psycopg
+
+        for attempt in (1, 2):
+            try:
+                connection = await self._take()
+            except psycopg.Error as exc:
+                raise translate(exc, action) from exc
+            try:
+                rows = await self._flight(connection, statement, args)
+            except psycopg.Error as exc:
+                if not _lost(exc, connection):
+                    await self._give(connection)
+                    raise translate(exc, action) from exc
+                await connection.close()
+                if attempt == 2:
+                    raise translate(exc, action) from exc
+                await self._drop_idle()  # the server restarted or failed over
+                continue
+            except BaseException:  # cancelled midway (or a value it could not send): unknown state
+                await connection.close()
+                raise
+            await self._give(connection)
+            return rows
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _flight(self, connection: Any, statement: str, args: Sequence[Any]) -> list[Row]:
+        """One read: alone, or behind the planner setting under one Sync (one round trip)."""
+        cursor = connection.cursor(binary=True, row_factory=_row_factory)
+        if self._role_sets_planner:
+            await cursor.execute(statement, args, prepare=False)
+            return list(await cursor.fetchall())
+        async with connection.pipeline():
+            await connection.execute(SET_PLANNER_LOCAL, prepare=False)
+            await cursor.execute(statement, args, prepare=False)
+            return list(await cursor.fetchall())
+
+    async def close(self) -> None:
+        """Close every idle connection; connections in use close when their read ends."""
+        self._closed = True
+        await self._drop_idle()
+
+    async def release(self) -> None:
+        """Close every idle connection (they open again on the next read)."""
+        await self._drop_idle()
+
+
+def conninfo_of(url: URL) -> str:
+    """A libpq URI for ``url`` (an engine's ``postgresql+asyncpg`` URL): the same host, port,
+    database, user and password; asyncpg's ``ssl`` query parameter as libpq's ``sslmode``."""
+    query = dict(url.query)
+    ssl = query.pop("ssl", None)
+    if isinstance(ssl, str):
+        query.setdefault("sslmode", ssl)
+    plain = url.set(drivername="postgresql", query=query)
+    return plain.render_as_string(hide_password=False)
+
+
+def pipelined_reads(url: str | URL) -> PipelinedReads:
+    """A :class:`PipelinedReads` for ``url``; :class:`ConfigurationError` naming the
+    ``pooled`` extra when psycopg is not installed."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            "pooling='transaction' reads through psycopg 3, which is not installed: "
+            f"pip install 'prism-memory[{EXTRA}]'"
+        ) from exc
+    return PipelinedReads(conninfo_of(make_url(url) if isinstance(url, str) else url))
+
+
+def one_flight(engine: Any, pooling: str) -> bool:
+    """Whether reads on ``engine`` go through :class:`PipelinedReads`: in transaction pooling, on
+    an engine :func:`~prism_memory.postgres._engine.create_engine` made for it (a host's engine
+    keeps asyncpg, each read in its own ``BEGIN … COMMIT``)."""
+    return pooling == "transaction" and transaction_pooled(engine)
