@@ -56,7 +56,15 @@ from ._engine import transaction_pooled
 from ._errors import translate, wrap_db_errors
 from .statements.session import CONNECTION_FACTS, SET_PLANNER_LOCAL
 
-__all__ = ["EXTRA", "PipelinedReads", "Row", "pipelined_reads"]
+__all__ = [
+    "EXTRA",
+    "PipelinedReads",
+    "Row",
+    "conninfo_of",
+    "one_flight",
+    "pipelined_reads",
+    "require_psycopg",
+]
 
 EXTRA = "pooled"
 """The optional dependency group that brings psycopg: ``pip install 'prism-memory[pooled]'``."""
@@ -344,9 +352,8 @@ def conninfo_of(url: URL) -> str:
     return plain.render_as_string(hide_password=False)
 
 
-def pipelined_reads(url: str | URL) -> PipelinedReads:
-    """A :class:`PipelinedReads` for ``url``; :class:`ConfigurationError` naming the
-    ``pooled`` extra when psycopg is not installed."""
+def require_psycopg() -> None:
+    """:class:`ConfigurationError` naming the ``pooled`` extra when psycopg 3 is not installed."""
     try:
         import psycopg  # noqa: F401
     except ImportError as exc:
@@ -354,6 +361,11 @@ def pipelined_reads(url: str | URL) -> PipelinedReads:
             "pooling='transaction' reads through psycopg 3, which is not installed: "
             f"pip install 'prism-memory[{EXTRA}]'"
         ) from exc
+
+
+def pipelined_reads(url: str | URL) -> PipelinedReads:
+    """A :class:`PipelinedReads` for ``url`` (:func:`require_psycopg` first)."""
+    require_psycopg()
     return PipelinedReads(conninfo_of(make_url(url) if isinstance(url, str) else url))
 
 
