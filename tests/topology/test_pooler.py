@@ -343,10 +343,7 @@ async def _remembered(stores, thread: str) -> None:
         indexing=FAST,
     ) as memory:
         await memory.remember(
-            [
-                {"id": f"e{k}", "text": f"{member} and {TOPICS[k - 1]}"}
-                for k, member in enumerate(TOPICS)
-            ],
+            [{"id": f"e{k}", "text": f"{member} in the shed"} for k, member in enumerate(TOPICS)],
             wait=True,
         )
 
@@ -447,3 +444,45 @@ async def test_a_statement_error_through_the_pooler_is_typed(roles: Roles, rls_s
         assert rows[0]["y"] == "y"
     finally:
         await stores.close()
+
+
+async def test_doctor_says_how_pooled_reads_go(
+    roles: Roles, rls_schema: str, bouncer, postgres_url
+):
+    """``doctor`` reports whether the role or database carries the planner setting; once the
+    deploy sets it (``ALTER ROLE … SET max_parallel_workers_per_gather = 0``) a pooled read is
+    sent alone -- still one query per recall on the pooler, the same hits."""
+    from prism_memory.postgres.ops import diagnose
+
+    found = await diagnose(roles.app_direct, schema=rls_schema)
+    assert found.facts["pooled reads"].startswith("each with set_config")
+    role = roles.app_role or "postgres"
+    engine = create_engine(postgres_url, pooled=False)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'ALTER ROLE "{role}" SET max_parallel_workers_per_gather = 0'))
+        found = await diagnose(roles.app_direct, schema=rls_schema)
+        assert found.facts["pooled reads"].startswith("one statement each")
+        # a role's settings apply to server connections opened after it: the pooler's reopen
+        database = make_url(bouncer.url).database
+        await asyncio.to_thread(_admin, bouncer, f"KILL {database}")
+        await asyncio.to_thread(_admin, bouncer, f"RESUME {database}")
+        stores = await create_postgres_memory_stores(
+            roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+        )
+        try:
+            await _remembered(stores, "alone")
+            async with _reader(stores, "alone") as memory:
+                assert (await memory.recall(TOPICS[4], top_k=3)).hits[0].id == "e4"
+                assert stores.vector_store.executor._pipelined.role_sets_planner is True
+                before = await asyncio.to_thread(_database_stats, bouncer)
+                for topic in TOPICS[:3]:
+                    assert (await memory.recall(topic, top_k=3)).hits
+                after = await asyncio.to_thread(_database_stats, bouncer)
+        finally:
+            await stores.close()
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'ALTER ROLE "{role}" RESET max_parallel_workers_per_gather'))
+        await engine.dispose()
+    assert after["total_query_count"] - before["total_query_count"] == 3
