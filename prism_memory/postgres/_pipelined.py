@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
@@ -221,6 +222,40 @@ def _lost(exc: BaseException, connection: Any) -> bool:
     )
 
 
+NAMED = 256
+"""How many statement texts a :class:`PipelinedReads` prepares by name (the rest go unnamed)."""
+
+_SET_PLANNER = SET_PLANNER_LOCAL.encode()
+
+
+def _statement_name(statement: str, types: Sequence[int]) -> bytes:
+    """The name of ``statement`` prepared with parameter ``types``: by its content, so that any
+    client preparing it on a server connection means the same statement."""
+    digest = hashlib.sha1(f"{statement}\x00{types}".encode(), usedforsecurity=False)
+    return b"prism_memory_" + digest.hexdigest()[:32].encode()
+
+
+def _until_sync(pgconn: Any) -> Any:
+    """Flush a pipeline, then collect each statement's results up to its Sync."""
+    from psycopg import generators
+    from psycopg.pq import ExecStatus
+
+    yield from generators.send(pgconn)
+    groups: list[list[Any]] = []
+    while True:
+        results = yield from generators.fetch_many(pgconn)
+        groups.append(results)
+        if results and results[-1].status == ExecStatus.PIPELINE_SYNC:
+            return groups
+
+
+def _rows(tx: Any, result: Any, result_format: Any) -> list[Row]:
+    """The rows of one result, as :class:`Row` (by position and by name)."""
+    tx.set_pgresult(result, format=result_format)
+    names = tuple(result.fname(i).decode() for i in range(result.nfields))
+    return list(tx.load_rows(0, result.ntuples, _row_class(names)))
+
+
 class PipelinedReads:
     """One-flight reads on psycopg connections to one URL (see the module docstring)."""
 
@@ -234,6 +269,7 @@ class PipelinedReads:
         self._vector_oid: int | None = None
         self._role_sets_planner: bool | None = None
         self._closed = False
+        self._named: set[bytes] = set()
 
     @property
     def role_sets_planner(self) -> bool | None:
@@ -321,7 +357,75 @@ class PipelinedReads:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _flight(self, connection: Any, statement: str, args: Sequence[Any]) -> list[Row]:
-        """One read: alone, or behind the planner setting under one Sync (one round trip)."""
+        """One read in one flight: the statement's content-named prepared statement bound and
+        executed -- or, the first time here or when this server connection lacks it, closed,
+        prepared and executed (a second flight) -- behind the planner setting unless the role
+        carries it. Past :data:`NAMED` statement texts, the statement goes unnamed."""
+        from psycopg import adapt
+        from psycopg.adapt import PyFormat
+        from psycopg.pq import Format
+
+        tx = adapt.Transformer(connection)
+        params = tx.dump_sequence(args, [PyFormat.AUTO] * len(args))
+        types, formats = tuple(tx.types or ()), list(tx.formats or ())
+        name = _statement_name(statement, types)
+        if name not in self._named:
+            if len(self._named) >= NAMED:
+                return await self._unnamed(connection, statement, args)
+            self._named.add(name)
+        else:
+            results = await self._send(connection, name, None, params, types, formats)
+            if results is not None:
+                return _rows(tx, results, Format.BINARY)
+        results = await self._send(connection, name, statement, params, types, formats)
+        assert results is not None
+        return _rows(tx, results, Format.BINARY)
+
+    async def _send(
+        self,
+        connection: Any,
+        name: bytes,
+        statement: str | None,
+        params: Sequence[Any],
+        types: Sequence[int],
+        formats: Sequence[Any],
+    ) -> Any:
+        """One flight under one Sync: the planner setting (unless the role carries it), with
+        ``statement`` a ``Close`` and ``Parse`` of ``name`` first, then its ``Bind`` and
+        ``Execute``; the read's result, or ``None`` when ``name`` does not exist on the server
+        connection the pooler chose (SQLSTATE 26000)."""
+        from psycopg import errors
+        from psycopg.pq import ExecStatus, Format
+
+        async with connection.lock:
+            pgconn = connection.pgconn
+            pgconn.enter_pipeline_mode()
+            try:
+                if not self._role_sets_planner:
+                    pgconn.send_query_params(_SET_PLANNER, None)
+                if statement is not None:
+                    pgconn.send_close_prepared(name)
+                    pgconn.send_prepare(name, statement.encode(), param_types=types)
+                pgconn.send_query_prepared(
+                    name, params, param_formats=formats, result_format=Format.BINARY
+                )
+                pgconn.pipeline_sync()
+                groups = await connection.wait(_until_sync(pgconn))
+            finally:
+                if pgconn.pipeline_status:
+                    pgconn.exit_pipeline_mode()
+        read = groups[-2] if len(groups) >= 2 else []
+        for group in groups:
+            for result in group:
+                if result.status == ExecStatus.FATAL_ERROR:
+                    error = errors.error_from_result(result, encoding=connection.info.encoding)
+                    if statement is None and error.sqlstate == "26000":
+                        return None
+                    raise error
+        return read[-1] if read else None
+
+    async def _unnamed(self, connection: Any, statement: str, args: Sequence[Any]) -> list[Row]:
+        """A read as an unnamed statement in one flight (psycopg's own non-prepared execute)."""
         cursor = connection.cursor(binary=True, row_factory=_row_factory)
         if self._role_sets_planner:
             await cursor.execute(statement, args, prepare=False)
