@@ -70,7 +70,7 @@ __all__ = [
 EXTRA = "pooled"
 """The optional dependency group that brings psycopg: ``pip install 'prism-memory[pooled]'``."""
 
-KEEP = 4
+KEEP = 8
 """How many idle psycopg connections a :class:`PipelinedReads` keeps."""
 
 
@@ -134,7 +134,8 @@ def _text(value: Any) -> str:
 
 def _adapters() -> Any:
     """The dumpers and loaders of every :class:`PipelinedReads` connection (see the module
-    docstring); the ``vector`` loader is added per connection (its type's oid)."""
+    docstring), and the ``timestamptz`` loader in UTC for a connection whose ``TimeZone`` is not
+    UTC (else psycopg's own, in C); the ``vector`` loader is added per connection (its oid)."""
     import psycopg
     from psycopg.adapt import AdaptersMap, Dumper, Loader
     from psycopg.pq import Format
@@ -186,8 +187,7 @@ def _adapters() -> Any:
         adapters.register_dumper(kind, dumper)
     adapters.register_loader("json", JsonText)
     adapters.register_loader("jsonb", JsonbText)
-    adapters.register_loader("timestamptz", UtcTimestamptz)
-    return adapters
+    return adapters, UtcTimestamptz
 
 
 def _vector_loader() -> Any:
@@ -227,6 +227,9 @@ NAMED = 256
 
 _SET_PLANNER = SET_PLANNER_LOCAL.encode()
 
+_UTC_ZONES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal"})
+"""Server ``TimeZone`` values in which psycopg's ``timestamptz`` values are already UTC."""
+
 
 def _statement_name(statement: str, types: Sequence[int]) -> bytes:
     """The name of ``statement`` prepared with parameter ``types``: by its content, so that any
@@ -264,12 +267,13 @@ class PipelinedReads:
         self._keep = keep
         self._connect_timeout = connect_timeout
         self._idle: list[Any] = []
-        self._adapters = _adapters()
+        self._adapters, self._utc_loader = _adapters()
         self._vector_loader = _vector_loader()
         self._vector_oid: int | None = None
         self._role_sets_planner: bool | None = None
         self._closed = False
         self._named: set[bytes] = set()
+        self._names: dict[tuple[str, tuple[int, ...]], bytes] = {}
 
     @property
     def role_sets_planner(self) -> bool | None:
@@ -297,6 +301,8 @@ class PipelinedReads:
                 self._role_sets_planner = planner == "0"
             if self._vector_oid:
                 connection.adapters.register_loader(self._vector_oid, self._vector_loader)
+            if connection.info.parameter_status("TimeZone") not in _UTC_ZONES:
+                connection.adapters.register_loader("timestamptz", self._utc_loader)
         except BaseException:
             await connection.close()
             raise
@@ -368,7 +374,11 @@ class PipelinedReads:
         tx = adapt.Transformer(connection)
         params = tx.dump_sequence(args, [PyFormat.AUTO] * len(args))
         types, formats = tuple(tx.types or ()), list(tx.formats or ())
-        name = _statement_name(statement, types)
+        name = self._names.get((statement, types))
+        if name is None:
+            if len(self._names) >= 4 * NAMED:
+                self._names.clear()
+            name = self._names[(statement, types)] = _statement_name(statement, types)
         if name not in self._named:
             if len(self._named) >= NAMED:
                 return await self._unnamed(connection, statement, args)
