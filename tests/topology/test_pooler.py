@@ -486,3 +486,38 @@ async def test_doctor_says_how_pooled_reads_go(
             await conn.execute(text(f'ALTER ROLE "{role}" RESET max_parallel_workers_per_gather'))
         await engine.dispose()
     assert after["total_query_count"] - before["total_query_count"] == 3
+
+
+async def test_clients_sharing_one_server_connection_share_its_statements(postgres_url, schema):
+    """Two stores behind a PgBouncer with one server connection: each prepares the recall's
+    content-named statement on it in turn (a ``Close`` before its ``Parse``, so the name the
+    other prepared is no refusal) and then binds it; interleaved, both answer every time, with
+    one query on the pooler per recall once warm."""
+    program = find_pgbouncer()
+    if program is None:
+        pytest.fail("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    single = await asyncio.to_thread(start_pgbouncer, postgres_url, program, pool_size=1)
+    opened = []
+    try:
+        for _ in range(2):
+            opened.append(
+                await create_postgres_memory_stores(
+                    single.url, schema=schema, dimension=WIDTH, pooling="transaction"
+                )
+            )
+        await _remembered(opened[0], "shared")
+        memories = [_reader(stores, "shared") for stores in opened]
+        for topic in TOPICS:
+            for memory in memories:
+                assert (await memory.recall(topic, top_k=3)).hits[0].id == f"e{TOPICS.index(topic)}"
+        before = await asyncio.to_thread(_database_stats, single)
+        for memory in memories:
+            assert (await memory.recall(TOPICS[1], top_k=3)).hits
+        after = await asyncio.to_thread(_database_stats, single)
+        assert after["total_query_count"] - before["total_query_count"] == 2
+        for memory in memories:
+            await memory.aclose()
+    finally:
+        for stores in opened:
+            await stores.close()
+        single.close()
