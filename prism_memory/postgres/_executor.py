@@ -196,7 +196,7 @@ class Executor:
         self._pooling: Pooling = pooling
         self._owns_engine = owns_engine
         self._primary = Endpoint(engine)
-        self._pipelined = pipelined_reads(engine.url) if one_flight(engine, pooling) else None
+        self._pipelined = pipelined_reads(engine) if one_flight(engine, pooling) else None
         self._replica = None if replica is None else ReplicaEndpoint(replica)
         self._owns_replica_engine = owns_replica_engine
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS),
@@ -566,7 +566,7 @@ class Executor:
         """Return the connections kept between operations (primary and replica) to their pools."""
         await self._primary.kept.close()
         if self._pipelined is not None:
-            await self._pipelined.release()
+            await self._pipelined.close()
         if self._replica is not None:
             await self._replica.kept.close()
 

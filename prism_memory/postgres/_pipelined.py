@@ -53,6 +53,8 @@ psycopg is the optional extra ``prism-memory[pooled]``; without it, :func:`requi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -62,10 +64,10 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 import numpy as np
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from .. import _telemetry as otel
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StorageError
 from ._codec import decode_vector, encode_vector
 from ._engine import transaction_pooled
 from ._errors import translate, wrap_db_errors
@@ -281,8 +283,11 @@ def _rows(tx: Any, result: Any, result_format: Any) -> list[Row]:
 class PipelinedReads:
     """One-flight reads on psycopg connections to one URL (see the module docstring)."""
 
-    def __init__(self, conninfo: str, *, keep: int = KEEP, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, conninfo: str, *, keep: int = KEEP, limit: int = 15, connect_timeout: float = 10.0
+    ) -> None:
         self._conninfo = conninfo
+        self._slots = asyncio.Semaphore(limit)
         self._keep = keep
         self._connect_timeout = connect_timeout
         self._idle: list[Any] = []
@@ -353,7 +358,8 @@ class PipelinedReads:
         retried once on a new connection when its connection turns out dead. One database span,
         errors translated (:func:`~prism_memory.postgres._errors.wrap_db_errors`)."""
         with otel.db_span(action), wrap_db_errors(action):
-            return await self._fetch(action, statement, args)
+            async with self._slots:
+                return await self._fetch(action, statement, args)
 
     async def _fetch(self, action: str, statement: str, args: Sequence[Any]) -> list[Row]:
         import psycopg
@@ -407,7 +413,8 @@ class PipelinedReads:
             if results is not None:
                 return _rows(tx, results, Format.BINARY)
         results = await self._send(connection, name, statement, params, types, formats)
-        assert results is not None
+        if results is None:  # pragma: no cover - a prepared statement's execute has a result
+            raise StorageError("the server answered a read with no result")
         return _rows(tx, results, Format.BINARY)
 
     async def _send(
@@ -440,9 +447,11 @@ class PipelinedReads:
                 )
                 pgconn.pipeline_sync()
                 groups = await connection.wait(_until_sync(pgconn))
-            finally:
-                if pgconn.pipeline_status:
+            except BaseException:  # cut short: the caller closes the connection (or it is lost)
+                with contextlib.suppress(Exception):
                     pgconn.exit_pipeline_mode()
+                raise
+            pgconn.exit_pipeline_mode()
         read = groups[-2] if len(groups) >= 2 else []
         for group in groups:
             for result in group:
@@ -469,10 +478,6 @@ class PipelinedReads:
         self._closed = True
         await self._drop_idle()
 
-    async def release(self) -> None:
-        """Close every idle connection (they open again on the next read)."""
-        await self._drop_idle()
-
 
 def conninfo_of(url: URL) -> str:
     """A libpq URI for ``url`` (an engine's ``postgresql+asyncpg`` URL): the same host, port,
@@ -496,10 +501,16 @@ def require_psycopg() -> None:
         ) from exc
 
 
-def pipelined_reads(url: str | URL) -> PipelinedReads:
-    """A :class:`PipelinedReads` for ``url`` (:func:`require_psycopg` first)."""
+def pipelined_reads(engine: Any) -> PipelinedReads:
+    """A :class:`PipelinedReads` on the URL of ``engine`` (an ``AsyncEngine``), with as many
+    reads at once as its pool hands out connections (``pool_size`` + ``max_overflow``; more wait);
+    :func:`require_psycopg` first."""
     require_psycopg()
-    return PipelinedReads(conninfo_of(make_url(url) if isinstance(url, str) else url))
+    pool = engine.sync_engine.pool
+    size = getattr(pool, "_pool", None)
+    overflow = getattr(pool, "_max_overflow", 0)
+    limit = (size.maxsize if size is not None else KEEP) + max(int(overflow), 0)
+    return PipelinedReads(conninfo_of(engine.url), limit=max(limit, 1))
 
 
 def one_flight(engine: Any, pooling: str) -> bool:

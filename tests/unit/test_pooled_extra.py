@@ -22,7 +22,7 @@ async def test_transaction_pooling_without_psycopg_names_the_extra(monkeypatch):
             Executor(engine, owns_engine=False, pooling="transaction")
         assert "secret" not in str(caught.value)
         with pytest.raises(ConfigurationError, match=r"prism-memory\[pooled\]"):
-            pipelined_reads(URL)
+            pipelined_reads(engine)
     finally:
         await engine.dispose()
 
