@@ -20,10 +20,11 @@ Nothing else runs SQL.
 
 The decisions taken here for every statement:
 
-* **pooler mode** (``pooling="transaction"``): a statement that would run alone runs inside its
-  own ``BEGIN … COMMIT`` (:data:`~prism_memory.postgres.statements.session.POOLED_BEGIN`), so a
-  statement prepared unnamed on one server connection of a transaction pooler is executed on the
-  same one;
+* **pooler mode** (``pooling="transaction"``): a read on the primary goes in one flight through
+  psycopg (:mod:`~prism_memory.postgres._pipelined`, on engines prism_memory made); any other
+  statement that would run alone runs inside its own ``BEGIN … COMMIT``
+  (:data:`~prism_memory.postgres.statements.session.POOLED_BEGIN`), so a statement prepared
+  unnamed on one server connection of a transaction pooler is executed on the same one;
 * **where a read runs** (a :class:`ReadReplica`): ``fetch(..., replica=True)`` and
   ``unit(..., read=True)`` go to the replica once it has replayed the primary's WAL past this
   store's last write (:meth:`Executor._replica_ready`), else to the primary; every other unit is
@@ -58,6 +59,7 @@ from .. import _telemetry as otel
 from ..errors import ConfigurationError, StorageError
 from ._engine import Pooling
 from ._errors import sqlstate_of, translate, wrap_db_errors
+from ._pipelined import one_flight, pipelined_reads
 from ._replica import (
     REPLICA_RETRY_MAX_SECONDS,
     REPLICA_RETRY_SECONDS,
@@ -194,6 +196,7 @@ class Executor:
         self._pooling: Pooling = pooling
         self._owns_engine = owns_engine
         self._primary = Endpoint(engine)
+        self._pipelined = pipelined_reads(engine) if one_flight(engine, pooling) else None
         self._replica = None if replica is None else ReplicaEndpoint(replica)
         self._owns_replica_engine = owns_replica_engine
         # Engines prism_memory creates set the planner settings per connection (SERVER_SETTINGS),
@@ -201,9 +204,8 @@ class Executor:
         # in a unit that asks for them transaction-locally.
         self._sets_plans = sets_plans
         self.sets_tenant = False
-        """Row-level security is on (docs/postgres.md, "Row-level security"): every
-        tenant-scoped statement sets ``prism_memory.tenant_id`` transaction-locally, in its own
-        round trip (:mod:`~prism_memory.postgres.statements.tenancy`; the factories decide)."""
+        """Row-level security is on (docs/postgres.md): every tenant-scoped statement sets
+        ``prism_memory.tenant_id`` transaction-locally (:mod:`.statements.tenancy`)."""
         self.tenancy = TenantScoping()
 
     @property
@@ -366,17 +368,16 @@ class Executor:
 
     async def fetchval(self, action: str, statement: str, params: Params = None) -> Any:
         """The first column of the first row of one read on the primary, or ``None``."""
-        rows = await self._fetch_on(self._primary, action, statement, params)
-        return rows[0][0] if rows else None
+        return next(iter(await self._fetch_on(self._primary, action, statement, params)), [None])[0]
 
     async def _fetch_on(
         self, endpoint: Endpoint, action: str, statement: str, params: Params = None
     ) -> list[Any]:
-        """One read on ``endpoint``: the statement goes straight to the pooled connection's
-        asyncpg driver -- no transaction around it, prepared once per connection and cached by
-        asyncpg -- and is retried once on a fresh connection if the pooled one turns out dead. A
-        read cancelled midway drops its connection, like a write (:meth:`_driver`). With row-level
-        security on, a read for one tenant sets it in the same statement (:func:`tenant_gate`)."""
+        """One read on ``endpoint``, straight to a pooled connection's asyncpg driver (no
+        transaction around it, prepared and cached per connection; behind a transaction pooler, in
+        one flight on psycopg), retried once on a fresh connection if the pooled one is dead; one
+        cancelled midway drops its connection (:meth:`_driver`). With row-level security on, a read
+        for one tenant sets it in the same statement (:func:`tenant_gate`)."""
         if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
             return await per_tenant(
                 each, lambda one: self._fetch_on(endpoint, action, statement, one)
@@ -385,6 +386,8 @@ class Executor:
         if tenant is not None:
             statement, params = tenant_gate(statement), {**(params or {}), "rls_tenant": tenant}
         positional, args = _bound(statement, params)
+        if self._pipelined is not None and endpoint is self._primary:  # a transaction pooler
+            return await self._pipelined.fetch(action, positional, args)
         for attempt in (1, 2):
             with otel.db_span(action), wrap_db_errors(action):
                 driver: Any = None
@@ -501,12 +504,10 @@ class Executor:
     def _alone(
         self, driver: Any, tenant: str | None = None
     ) -> contextlib.AbstractAsyncContextManager[None]:
-        """Around a statement that runs outside any transaction of ours: nothing, or behind a
-        transaction pooler its own transaction (:data:`POOLED_BEGIN`) -- there a statement
-        prepared on one server connection could otherwise be bound and run on another. That
-        transaction is not a write: :meth:`write` counts its own (:meth:`wrote`), a read none.
-        A write for ``tenant`` (row-level security on) runs in a transaction that sets it with
-        its ``BEGIN``."""
+        """Around a statement outside any transaction of ours: nothing, or behind a transaction
+        pooler its own (:data:`POOLED_BEGIN`: there a statement prepared on one server connection
+        could otherwise run on another; not a write, :meth:`wrote`). A write for ``tenant``
+        (row-level security on) runs in a transaction that sets it with its ``BEGIN``."""
         if tenant is not None or self._pooling == "transaction":
             begin = POOLED_BEGIN if self._pooling == "transaction" else BEGIN
             return self._begun(driver, begin_for(begin, tenant))
@@ -566,6 +567,8 @@ class Executor:
         refuse every statement from now on (:class:`~prism_memory.errors.StoreClosedError`),
         then dispose of the engines this executor was told it owns."""
         await self._primary.kept.close()
+        if self._pipelined is not None:
+            await self._pipelined.close()
         if self._replica is not None:
             await self._replica.kept.close()
         if self._replica is not None and self._owns_replica_engine:

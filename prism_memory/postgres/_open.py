@@ -20,6 +20,7 @@ from ._executor import (
     ReadConsistency,
     ReadReplica,
 )
+from ._pipelined import one_flight, require_psycopg
 from .statements.catalog import EMBEDDING_TYPMOD, SCHEMA_TABLES, SchemaSql
 from .tables import Names, PrismTables, build_metadata, names_for, validate_dimension
 
@@ -124,6 +125,8 @@ async def open_engine(
         owned = True
     try:
         mode = pooling_of(engine, pooling)
+        if one_flight(engine, mode):
+            require_psycopg()  # the pooled mode's reads (the "pooled" extra)
         before = await _schema_state(engine, names)
         if names.entries in before.tables:
             # Fail closed before any revision runs: a drifted request changes nothing.

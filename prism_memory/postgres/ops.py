@@ -23,6 +23,7 @@ from .statements.catalog import (
     INVALID_INDEXES,
     RELATION_EXISTS,
     RELATION_SIZE,
+    ROLE_SERIAL_PLANS,
     VECTOR_VERSION,
     SchemaSql,
 )
@@ -184,6 +185,7 @@ async def _check(
         )
 
     await _check_row_security(unit, names, found)
+    await _check_pooled_reads(unit, found)
 
     (backlog,) = await unit.fetch(sql.backlog)
     found.facts["pending"] = str(backlog["pending"])
@@ -200,6 +202,19 @@ async def _check(
                 f"{backlog['pending']} entries pending, the oldest for {age:.0f}s: is a worker "
                 "running (`prism-memory worker`)?"
             )
+
+
+async def _check_pooled_reads(unit: SessionUnit, found: Diagnosis) -> None:
+    """How a read behind a transaction pooler goes for the connected role (docs/postgres.md,
+    "Behind a connection pooler"): alone when the role or the database carries
+    ``max_parallel_workers_per_gather = 0``, else with its ``set_config`` in the same flight."""
+    serial = await _scalar(unit, ROLE_SERIAL_PLANS)
+    found.facts["pooled reads"] = (
+        "one statement each (max_parallel_workers_per_gather = 0 on the role or database)"
+        if serial
+        else "each with set_config in the same flight (ALTER ROLE ... SET "
+        "max_parallel_workers_per_gather = 0 sends them alone)"
+    )
 
 
 async def _check_row_security(unit: SessionUnit, names: Names, found: Diagnosis) -> None:

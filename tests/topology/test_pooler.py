@@ -18,11 +18,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import psycopg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from prism_memory import HashEmbedder, IndexingPolicy, create_memory
-from prism_memory.errors import ConfigurationError
+from prism_memory.errors import ConfigurationError, ValidationError
 from prism_memory.postgres import create_postgres_memory_stores
 from prism_memory.postgres import migrate as prism_migrate
 from prism_memory.postgres._engine import create_engine
@@ -298,3 +300,224 @@ async def test_the_worker_embeds_behind_the_pooler(roles: Roles, rls_schema: str
         await worker.stop()
         await operator.close()
         await stores.close()
+
+
+# ---- reads in one flight (issue 50, item 3) ------------------------------------------------
+
+
+@pytest.fixture
+def bouncer(request: pytest.FixtureRequest, roles: Roles) -> PgBouncer:
+    """The PgBouncer the application role's pooled URL goes through."""
+    return request.getfixturevalue("app_bouncer" if roles.rls else "pgbouncer")
+
+
+def _admin(bouncer: PgBouncer, command: str) -> list[tuple[object, ...]]:
+    """Rows of one command on PgBouncer's admin console (simple query protocol)."""
+    with psycopg.connect(bouncer.admin_dsn, autocommit=True, connect_timeout=10) as admin:
+        cursor = admin.execute(command)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _database_stats(bouncer: PgBouncer) -> dict[str, int]:
+    """PgBouncer's ``SHOW STATS`` totals for the pooled database: transactions, and queries --
+    each a message flight the pooler forwarded up to the server's ReadyForQuery."""
+    database = make_url(bouncer.url).database
+    with psycopg.connect(bouncer.admin_dsn, autocommit=True, connect_timeout=10) as admin:
+        cursor = admin.execute("SHOW STATS")
+        names = [column.name for column in cursor.description or ()]
+        for row in cursor.fetchall():
+            stats = dict(zip(names, row, strict=True))
+            if stats["database"] == database:
+                return {key: int(stats[key]) for key in ("total_xact_count", "total_query_count")}
+    raise AssertionError("no SHOW STATS row for the pooled database")
+
+
+async def _remembered(stores, thread: str) -> None:
+    async with create_memory(
+        tenant_id="t0",
+        resource_id="r",
+        thread_id=thread,
+        embedder=HashEmbedder(dimensions=WIDTH),
+        vector_store=stores.vector_store,
+        working_store=stores.working_store,
+        indexing=FAST,
+    ) as memory:
+        await memory.remember(
+            [{"id": f"e{k}", "text": f"{member} in the shed"} for k, member in enumerate(TOPICS)],
+            wait=True,
+        )
+
+
+def _reader(stores, thread: str):
+    """A memory that only reads (no indexing task of its own, so no statement but its reads)."""
+    return create_memory(
+        tenant_id="t0",
+        resource_id="r",
+        thread_id=thread,
+        embedder=HashEmbedder(dimensions=WIDTH),
+        vector_store=stores.vector_store,
+        working_store=stores.working_store,
+        indexing=IndexingPolicy(in_process=False),
+    )
+
+
+async def test_a_recall_is_one_round_trip_through_the_pooler(roles: Roles, rls_schema, bouncer):
+    """Behind PgBouncer in transaction mode a recall is one flight: one transaction and one
+    query (one ReadyForQuery) on the pooler per recall, where asyncpg took four (``BEGIN; SET
+    LOCAL``, the parse, the execute, ``COMMIT``); with row-level security on too (the tenant is
+    set inside the read)."""
+    stores = await create_postgres_memory_stores(
+        roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+    )
+    try:
+        await _remembered(stores, "one-flight")
+        async with _reader(stores, "one-flight") as memory:
+            assert (await memory.recall(TOPICS[3], top_k=3)).hits  # warm: connections open
+            before = await asyncio.to_thread(_database_stats, bouncer)
+            for topic in TOPICS[:5]:
+                assert (await memory.recall(topic, top_k=3)).hits
+            after = await asyncio.to_thread(_database_stats, bouncer)
+    finally:
+        await stores.close()
+    assert after["total_xact_count"] - before["total_xact_count"] == 5
+    assert after["total_query_count"] - before["total_query_count"] == 5
+
+
+async def test_pooled_recall_answers_as_direct(roles: Roles, rls_schema: str):
+    """The same recalls through the pooler (psycopg, one flight) and direct (asyncpg, cached
+    statements) give the same hits, scores and records, with row-level security on and off."""
+    direct = await create_postgres_memory_stores(
+        roles.app_direct, schema=rls_schema, dimension=WIDTH, skip_migrations=True
+    )
+    pooled = await create_postgres_memory_stores(
+        roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+    )
+    try:
+        await _remembered(direct, "same")
+        for topic in (*TOPICS, "harps and apples", "nothing like it"):
+            answers = []
+            for stores in (direct, pooled):
+                async with _reader(stores, "same") as memory:
+                    result = await memory.recall(topic, top_k=4)
+                    answers.append(
+                        [(h.id, h.score, h.record.text, h.record.metadata) for h in result.hits]
+                    )
+            assert answers[0] == answers[1], topic
+            assert answers[0] or topic == "nothing like it"
+    finally:
+        await direct.close()
+        await pooled.close()
+
+
+async def test_a_read_on_a_killed_connection_is_retried(roles: Roles, rls_schema, bouncer):
+    """Every connection to the pooled database killed (PgBouncer's ``KILL``) between two recalls:
+    the next read finds its kept connection dead and is retried once on a new one."""
+    stores = await create_postgres_memory_stores(
+        roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+    )
+    database = make_url(bouncer.url).database
+    try:
+        await _remembered(stores, "killed")
+        async with _reader(stores, "killed") as memory:
+            assert (await memory.recall(TOPICS[2], top_k=3)).hits[0].id == "e2"
+            await asyncio.to_thread(_admin, bouncer, f"KILL {database}")
+            await asyncio.to_thread(_admin, bouncer, f"RESUME {database}")
+            assert (await memory.recall(TOPICS[2], top_k=3)).hits[0].id == "e2"
+    finally:
+        await stores.close()
+
+
+async def test_a_statement_error_through_the_pooler_is_typed(roles: Roles, rls_schema: str):
+    """A read the server refuses reaches the caller as a typed error (by SQLSTATE), and leaves
+    nothing behind: the next read on the same connections answers."""
+    stores = await create_postgres_memory_stores(
+        roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+    )
+    executor = stores.vector_store.executor
+    try:
+        with pytest.raises(ValidationError, match="probe failed: division by zero"):
+            await executor.fetch("probe", "SELECT 1 / 0 AS x")
+        with pytest.raises(ConfigurationError, match="is the schema migrated"):
+            await executor.fetch("probe", "SELECT x FROM no_such_table")
+        rows = await executor.fetch("probe", "SELECT :a::int + 1 AS x, :b AS y", {"a": 1, "b": "y"})
+        assert rows[0]["x"] == rows[0][0] == 2
+        assert rows[0]["y"] == "y"
+    finally:
+        await stores.close()
+
+
+async def test_doctor_says_how_pooled_reads_go(
+    roles: Roles, rls_schema: str, bouncer, postgres_url
+):
+    """``doctor`` reports whether the role or database carries the planner setting; once the
+    deploy sets it (``ALTER ROLE … SET max_parallel_workers_per_gather = 0``) a pooled read is
+    sent alone -- still one query per recall on the pooler, the same hits."""
+    from prism_memory.postgres.ops import diagnose
+
+    found = await diagnose(roles.app_direct, schema=rls_schema)
+    assert found.facts["pooled reads"].startswith("each with set_config")
+    role = roles.app_role or "postgres"
+    engine = create_engine(postgres_url, pooled=False)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'ALTER ROLE "{role}" SET max_parallel_workers_per_gather = 0'))
+        found = await diagnose(roles.app_direct, schema=rls_schema)
+        assert found.facts["pooled reads"].startswith("one statement each")
+        # a role's settings apply to server connections opened after it: the pooler's reopen
+        database = make_url(bouncer.url).database
+        await asyncio.to_thread(_admin, bouncer, f"KILL {database}")
+        await asyncio.to_thread(_admin, bouncer, f"RESUME {database}")
+        stores = await create_postgres_memory_stores(
+            roles.app_pooled, schema=rls_schema, dimension=WIDTH, pooling="transaction"
+        )
+        try:
+            await _remembered(stores, "alone")
+            async with _reader(stores, "alone") as memory:
+                assert (await memory.recall(TOPICS[4], top_k=3)).hits[0].id == "e4"
+                assert stores.vector_store.executor._pipelined.role_sets_planner is True
+                before = await asyncio.to_thread(_database_stats, bouncer)
+                for topic in TOPICS[:3]:
+                    assert (await memory.recall(topic, top_k=3)).hits
+                after = await asyncio.to_thread(_database_stats, bouncer)
+        finally:
+            await stores.close()
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'ALTER ROLE "{role}" RESET max_parallel_workers_per_gather'))
+        await engine.dispose()
+    assert after["total_query_count"] - before["total_query_count"] == 3
+
+
+async def test_clients_sharing_one_server_connection_share_its_statements(postgres_url, schema):
+    """Two stores behind a PgBouncer with one server connection: each prepares the recall's
+    content-named statement on it in turn (a ``Close`` before its ``Parse``, so the name the
+    other prepared is no refusal) and then binds it; interleaved, both answer every time, with
+    one query on the pooler per recall once warm."""
+    program = find_pgbouncer()
+    if program is None:
+        pytest.fail("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    single = await asyncio.to_thread(start_pgbouncer, postgres_url, program, pool_size=1)
+    opened = []
+    try:
+        for _ in range(2):
+            opened.append(
+                await create_postgres_memory_stores(
+                    single.url, schema=schema, dimension=WIDTH, pooling="transaction"
+                )
+            )
+        await _remembered(opened[0], "shared")
+        memories = [_reader(stores, "shared") for stores in opened]
+        for topic in TOPICS:
+            for memory in memories:
+                assert (await memory.recall(topic, top_k=3)).hits[0].id == f"e{TOPICS.index(topic)}"
+        before = await asyncio.to_thread(_database_stats, single)
+        for memory in memories:
+            assert (await memory.recall(TOPICS[1], top_k=3)).hits
+        after = await asyncio.to_thread(_database_stats, single)
+        assert after["total_query_count"] - before["total_query_count"] == 2
+        for memory in memories:
+            await memory.aclose()
+    finally:
+        for stores in opened:
+            await stores.close()
+        single.close()

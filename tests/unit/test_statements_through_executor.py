@@ -23,6 +23,10 @@ PACKAGE = Path(prism_memory.__file__).parent
 ALLOWED: dict[str, str] = {
     "postgres/_executor.py": "the executor: every unit, its connections and its statements",
     "postgres/_engine.py": "the engines and the connections the executor keeps; the codec's setup",
+    "postgres/_pipelined.py": (
+        "the executor's one-flight reads behind a transaction pooler (psycopg): its connections, "
+        "their setup and the reads Executor._fetch_on hands it, in its span and error translation"
+    ),
     "postgres/_tenancy.py": (
         "the executor's own row-level security step: the tenant set on a unit's session before "
         "its statements (inside Executor.unit, in its span and error translation)"

@@ -27,6 +27,7 @@ __all__ = [
     "RELATION_EXISTS",
     "RELATION_SIZE",
     "REPLAYED_LSN",
+    "ROLE_SERIAL_PLANS",
     "SCHEMA_TABLES",
     "VECTOR_VERSION",
     "VERSION_TABLES",
@@ -69,6 +70,16 @@ EMBEDDING_TYPE: Final = (
 
 VECTOR_VERSION: Final = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 """The installed pgvector version, or no row."""
+
+ROLE_SERIAL_PLANS: Final = (
+    "SELECT EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) AS c(setting) "
+    "WHERE s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user)) "
+    "AND s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database())) "
+    "AND c.setting = 'max_parallel_workers_per_gather=0')"
+)
+"""Whether the connected role or the database carries ``max_parallel_workers_per_gather = 0``
+(``ALTER ROLE … SET`` / ``ALTER DATABASE … SET``): then a read behind a transaction pooler needs
+no setting of its own (docs/postgres.md, "Behind a connection pooler")."""
 
 VERSION_TABLES: Final = (
     "SELECT n.nspname, c.relname FROM pg_attribute a "

@@ -11,10 +11,12 @@ __all__ = [
     "BEGIN",
     "BEGIN_READ_COMMITTED",
     "COMMIT",
+    "CONNECTION_FACTS",
     "CREATE_VECTOR_EXTENSION",
     "LANGGRAPH_HAS_VECTORS",
     "POOLED_BEGIN",
     "ROLLBACK",
+    "SET_PLANNER_LOCAL",
     "VECTOR_TYPE_SCHEMA",
     "langgraph_items",
 ]
@@ -33,6 +35,20 @@ POOLED_BEGIN = "BEGIN; SET LOCAL max_parallel_workers_per_gather = 0"
 """In transaction pooling, how a statement that would run alone begins its own transaction: the one
 server setting of the engine's ``SERVER_SETTINGS`` that still matters there (no statement is
 prepared for reuse, so ``plan_cache_mode`` does not) is set in it, in the same round trip."""
+
+SET_PLANNER_LOCAL = "SELECT set_config('max_parallel_workers_per_gather', '0', true)"
+""":data:`POOLED_BEGIN`'s setting as a statement of its own: sent with a one-flight read behind a
+transaction pooler (``prism_memory.postgres._pipelined``), under the same Sync, so it is local to
+that read's implicit transaction (``SET LOCAL`` warns outside a ``BEGIN`` block)."""
+
+CONNECTION_FACTS = (
+    "SELECT (SELECT t.oid FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+    "WHERE t.typname = 'vector' AND t.typtype = 'b' ORDER BY n.oid LIMIT 1) AS vector_oid, "
+    "current_setting('max_parallel_workers_per_gather') AS parallel_workers"
+)
+"""What a one-flight reader learns once (``prism_memory.postgres._pipelined``): the oid of
+pgvector's ``vector`` type (its binary loader), and the role's or database's
+``max_parallel_workers_per_gather`` (``'0'``: a read needs no setting of its own)."""
 
 VECTOR_TYPE_SCHEMA = (
     "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
