@@ -132,6 +132,9 @@ class StoreClosedError(PrismMemoryError):
     never opens a connection again. Not a :class:`StorageError`: retrying cannot help; open the
     stores anew."""
 
+    def __init__(self, message: str = "the store is closed: open the stores again") -> None:
+        super().__init__(message)
+
 
 class IndexingError(PrismMemoryError):
     """Entries could not be embedded; they stay stored and are reported, never dropped."""

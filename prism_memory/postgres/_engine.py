@@ -256,7 +256,7 @@ class KeptConnections:
         """Raise :class:`StoreClosedError` once :meth:`close` ran (the engine, even disposed of,
         would open a new connection)."""
         if self.closed:
-            raise StoreClosedError("the store is closed: open the stores again to use them")
+            raise StoreClosedError()
 
     async def take(self) -> PoolProxiedConnection:
         """The connection kept last, if it was used a moment ago; else one from the pool

@@ -67,7 +67,7 @@ import numpy as np
 from sqlalchemy.engine import URL
 
 from .. import _telemetry as otel
-from ..errors import ConfigurationError, StorageError
+from ..errors import ConfigurationError, StorageError, StoreClosedError
 from ._codec import decode_vector, encode_vector
 from ._engine import transaction_pooled
 from ._errors import translate, wrap_db_errors
@@ -333,6 +333,8 @@ class PipelinedReads:
         return connection
 
     async def _take(self) -> Any:
+        if self._closed:
+            raise StoreClosedError()
         while self._idle:
             connection = self._idle.pop()
             if not connection.closed:

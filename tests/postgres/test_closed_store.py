@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Literal
 
 import pytest
 from sqlalchemy import text
@@ -21,9 +22,15 @@ SCOPE = {"tenant_id": "t-closed", "resource_id": "user-1", "thread_id": "thread-
 DIM = 8
 
 
-async def test_closed_stores_refuse_every_call_and_open_no_connection(postgres_url: str) -> None:
+@pytest.mark.parametrize("pooling", ["session", "transaction"])
+async def test_closed_stores_refuse_every_call_and_open_no_connection(
+    postgres_url: str, pooling: Literal["session", "transaction"]
+) -> None:
+    """Also in the transaction-pooler mode, whose reads go through a reader of their own."""
     schema = f"pm_test_{uuid.uuid4().hex[:12]}"
-    stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=DIM)
+    stores = await create_postgres_memory_stores(
+        postgres_url, schema=schema, dimension=DIM, pooling=pooling, direct_url=postgres_url
+    )
     embedder = HashEmbedder(DIM)
     try:
         memory = create_memory(
