@@ -423,8 +423,13 @@ class IndexingQueue:
         except Exception:
             logger.exception("indexing batch failed; its rows stay pending")
         finally:
-            self._lanes.release()
-            self.wake()  # a lane is free, and watchers may wait on what just landed
+            self._lanes.release()  # the loop, if it waits for a lane, takes this one
+            # the loop waits idle only when nothing is known due: wake it only for watchers
+            # this batch left waiting (its rows failed, or lost their lease) or rows handed over
+            # since -- not after every batch, which woke it for an empty claim (during the
+            # caller's next call, once `done` resolved)
+            if self._waiters or self._threads.has_adopted():
+                self.wake()
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, OwnVector]], indexed: int) -> None:
         self.indexed_total += indexed
