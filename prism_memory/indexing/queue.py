@@ -423,11 +423,8 @@ class IndexingQueue:
         except Exception:
             logger.exception("indexing batch failed; its rows stay pending")
         finally:
-            self._lanes.release()  # the loop, if it waits for a lane, takes this one
-            # the loop waits idle only when nothing is known due: wake it only for watchers
-            # this batch left waiting (its rows failed, or lost their lease) or rows handed over
-            # since -- not after every batch, which woke it for an empty claim (during the
-            # caller's next call, once `done` resolved)
+            self._lanes.release()  # a loop waiting for a lane takes it; an idle one is woken
+            # only for watchers still waiting or rows handed over (not for an empty claim)
             if self._waiters or self._threads.has_adopted():
                 self.wake()
 

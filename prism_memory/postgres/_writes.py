@@ -27,7 +27,7 @@ from ..stores.base import (
 )
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
-from ._width import VectorWidth
+from ._generations import VectorWidth
 from .repositories import EntryRepository
 from .rows import insert_params, inserted_record, stage_records, window_params
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
