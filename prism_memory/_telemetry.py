@@ -38,6 +38,7 @@ __all__ = [
     "db_span",
     "instruments",
     "link_for",
+    "observing",
     "operation_span",
     "records_json",
     "remember_links",
@@ -126,6 +127,12 @@ def _unset(provider: object) -> bool:
         "_ProxyMeterProvider",
         "NoOpMeterProvider",
     }
+
+
+def observing() -> bool:
+    """Whether anything would record a span or a measurement (a tracer or the meters): a call
+    that is neither traced nor measured skips its telemetry at once."""
+    return tracer() is not None or instruments() is not None
 
 
 def tracer() -> Any:

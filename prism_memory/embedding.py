@@ -342,7 +342,7 @@ async def embed_batched(
     if batch_size > CEILINGS["embed_batch"]:
         raise CapExceededError(f"batch_size is over the cap {CEILINGS['embed_batch']}")
     width = dimensions if dimensions is not None else embedder.dimensions
-    if otel.tracer() is None and otel.instruments() is None:
+    if not otel.observing():
         return await _embed_all(embedder, texts, batch_size, width)
     started = time.perf_counter()
     model = getattr(embedder, "model", None)

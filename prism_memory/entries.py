@@ -42,9 +42,9 @@ def prepare_entry(
     """``entry`` redacted, checked against the caps and given its id; its importance is the given
     one (clamped) or 1.0 (a host's ``importance_from`` hook is the caller's to apply). ``label``
     says where the entry stands in an error message (never its id: that is the caller's input)."""
-    text = scrubber.text(entry.text)
-    role = scrubber.text(entry.role)
-    lineage = entry.lineage
+    text, role, lineage = entry.text, entry.role, entry.lineage
+    if scrubber.active:
+        text, role = scrubber.text(text), scrubber.text(role)
     if lineage is not None and lineage.reason is not None and scrubber.active:
         lineage = lineage.model_copy(update={"reason": scrubber.text(lineage.reason)})
     metadata: dict[str, Any] = scrubber.value(entry.metadata) if entry.metadata else {}

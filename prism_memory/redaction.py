@@ -25,7 +25,7 @@ Redactor = Callable[[str], str]
 class Scrubber:
     """Applies a redactor and a list of secrets to text and JSON-like values."""
 
-    __slots__ = ("_redactor", "_secrets")
+    __slots__ = ("_redactor", "_secrets", "active")
 
     def __init__(
         self, redactor: Redactor | None = None, secrets: Iterable[str] | None = None
@@ -39,11 +39,8 @@ class Scrubber:
         literal = sorted({s for s in given if s}, key=lambda s: (-len(s), s))
         self._redactor = redactor
         self._secrets = tuple(literal)
-
-    @property
-    def active(self) -> bool:
-        """Whether there is anything to scrub."""
-        return self._redactor is not None or bool(self._secrets)
+        self.active = redactor is not None or bool(literal)
+        """Whether there is anything to scrub (a scrubber never changes: known once)."""
 
     def text(self, value: str) -> str:
         """Scrub one string."""

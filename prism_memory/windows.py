@@ -199,9 +199,12 @@ async def _split_all(texts: Sequence[str], max_chars: int) -> list[list[str]]:
     """:func:`split_windows` of each text. The split is pure and grows with the texts: those to
     split are split on worker threads when they are large (prism_memory._offload), so the event
     loop keeps serving; the chunker is handed over directly, so the call never comes back here."""
+    long = [text for text in texts if len(text) > max_chars]
+    if not long:  # every text fits: each is its only window
+        return [[text] for text in texts]
     size = min(max_chars, MAX_CHUNK_CHARS)
     split = partial(chunk_text, size=size, overlap=size // OVERLAP_DIVISOR)
-    made = iter(await off_loop(split, [text for text in texts if len(text) > max_chars]))
+    made = iter(await off_loop(split, long))
     return [next(made) if len(text) > max_chars else [text] for text in texts]
 
 

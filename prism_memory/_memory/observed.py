@@ -42,7 +42,7 @@ def public_call(
 
         @functools.wraps(method)
         async def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            if otel.tracer() is None and otel.instruments() is None:
+            if not otel.observing():
                 try:
                     return await method(self, *args, **kwargs)
                 except PrismMemoryError as exc:

@@ -1,5 +1,6 @@
-"""``recall``: one search of the store, the one pure re-rank, neighbours by sequence; and the
-context provider built on it."""
+"""``recall``: one search of the store, the one pure re-rank, neighbours by sequence; which
+embedding model the query is embedded with (:class:`ActiveModel`); and the context provider built
+on it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any, Literal, Protocol
 
 from .._offload import profile_candidates
 from ..context import ContextProvider, TokenCounter, approximate_tokens
-from ..errors import CapExceededError, ValidationError
+from ..embedding import Embedder, embedder_model
+from ..errors import CapExceededError, EmbeddingModelMismatchError, ValidationError
 from ..lexical import query_terms
 from ..models import (
     MemoryRecord,
@@ -26,13 +28,14 @@ from ..ranking import explain as explain_hits
 from ..reranking import Reranker, check_reranker, explain_reranked, rerank_count, rerank_hits
 from ..stores.base import SearchRequest
 from .core import MemoryContext, ModelGuard
-from .generations import MAX_MODEL_ROUNDS, ActiveModel
 from .session import IndexingSession
 from .sharing import shared_source
 
 __all__ = [
+    "MAX_MODEL_ROUNDS",
     "PENDING_WAIT_CEILING",
     "PENDING_WAIT_SECONDS",
+    "ActiveModel",
     "RecallQuery",
     "RecallService",
     "check_scope",
@@ -192,6 +195,50 @@ class RecallQuery:
         )
 
 
+MAX_MODEL_ROUNDS = 3
+"""At most this many searches per recall while the store reports another active model."""
+
+
+class ActiveModel:
+    """The model this memory believes the store answers recall from (at first its own
+    embedder's; then whatever a search last reported), and the embedder of each model."""
+
+    __slots__ = ("_ctx", "_next_model", "model")
+
+    def __init__(self, ctx: MemoryContext) -> None:
+        self._ctx = ctx
+        self._next_model = None if ctx.next_embedder is None else embedder_model(ctx.next_embedder)
+        self.model: str | None = ctx.embedding_model
+        """The model the next recall embeds its query with."""
+
+    def embedder(self) -> Embedder:
+        """The embedder of :attr:`model`."""
+        ctx = self._ctx
+        if self.model != ctx.embedding_model and ctx.next_embedder is not None:
+            return ctx.next_embedder
+        return ctx.embedder
+
+    def follow(self, active: str | None) -> bool:
+        """Take the store's reported ``active`` model; whether the query must be embedded again
+        (it was embedded with another model). :class:`EmbeddingModelMismatchError` when neither
+        of this memory's embedders makes that model."""
+        if active is None or active == self.model:
+            return False
+        ctx = self._ctx
+        if ctx.next_writer is not None:
+            ctx.next_writer.forget()  # the store changed: ask it again which generation is next
+        if active in (ctx.embedding_model, self._next_model):
+            self.model = active
+            return True
+        if ctx.embedding_model is None and self.model is None:
+            return False  # an embedder without a model: recall as before generations existed
+        raise EmbeddingModelMismatchError(
+            "the vector store answers recall from another embedding model than this memory's "
+            "embedder and next_embedder make: give the memory an embedder of the active model "
+            "(docs/operations.md, 'Switching models')"
+        )
+
+
 class RecallService:
     """The read path of :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
 
@@ -208,11 +255,14 @@ class RecallService:
         ctx = self._ctx
         identity = ctx.identity
         store = ctx.backend.entries
-        await self._session.wait_own(query.wait)
+        if query.wait:  # include_pending: this memory's own writes first
+            await self._session.wait_own(query.wait)
         route = self._route
         now = ctx.clock()
         recall_filter = ctx.recall_filter(now, require_consent=query.require_consent)
-        shared = await shared_source(ctx.backend.grants, identity, query.shared_thread, now)
+        shared = None
+        if query.shared_thread is not None:  # share_from_parent_thread_id: its live grant
+            shared = await shared_source(ctx.backend.grants, identity, query.shared_thread, now)
         for round_ in range(MAX_MODEL_ROUNDS):
             # the query in the model the store answers from: a search names the active model,
             # and a query of another model is embedded again with it (never ranked across)

@@ -200,8 +200,7 @@ class RememberService:
             vectors = await embed_entries(
                 ctx.embedder,
                 [entry.text for entry in entries],
-                batch_size=ctx.limits.embed_batch,
-                dimensions=ctx.embedder.dimensions,
+                batch_size=ctx.limits.embed_batch,  # of the embedder's width (embed_batched)
             )
         except Exception as exc:  # noqa: BLE001 - the queue retries it and records the failure
             logger.debug("embedding before the write failed; storing pending: %s", exc)

@@ -420,8 +420,10 @@ class IndexingQueue:
         except Exception:
             logger.exception("indexing batch failed; its rows stay pending")
         finally:
-            self._lanes.release()
-            self.wake()  # a lane is free, and watchers may wait on what just landed
+            self._lanes.release()  # a loop waiting for a lane takes it; an idle one is woken
+            # only for watchers still waiting or rows handed over (not for an empty claim)
+            if self._waiters or self._threads.has_adopted():
+                self.wake()
 
     def _count(self, done: Sequence[tuple[ClaimedEntry, OwnVector]], indexed: int) -> None:
         self.indexed_total += indexed

@@ -20,8 +20,7 @@ from ..stores.base import (
     check_limit,
 )
 from ._executor import Executor
-from ._generations import PostgresGenerations
-from ._width import VectorWidth
+from ._generations import PostgresGenerations, VectorWidth
 from ._writes import EntryWriter
 from .repositories import EntryRepository
 from .tables import PrismTables

@@ -451,7 +451,7 @@ class Executor:
         and whatever must run with it in the same round trip), the body's statements, ``COMMIT``;
         rolled back when the body raises (a connection left in a transaction is then dropped).
         ``tenant``: with row-level security on, set in ``begin``'s round trip."""
-        begin = begin_for(begin, tenant if self.sets_tenant else None)
+        begin = begin_for(begin, tenant) if self.sets_tenant else begin  # RLS: in BEGIN
         try:
             with otel.db_span(action), wrap_db_errors(action):
                 async with self._driver() as driver, self._begun(driver, begin):

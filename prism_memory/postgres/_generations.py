@@ -1,14 +1,17 @@
 """Vector generations on PostgreSQL (revision ``prism_memory_0011``): what
 :class:`~prism_memory.postgres.PostgresVectorStore` hands its
-:class:`~prism_memory.stores.base.VectorGenerations` calls to, and the registry it caches to
-choose a search's vectors."""
+:class:`~prism_memory.stores.base.VectorGenerations` calls to, the registry it caches to
+choose a search's vectors, and the width of the entries' vectors (:class:`VectorWidth`: the pinned
+one, the one first stored, or the generation's), which every write checks against and recall's
+search reads."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+from .._windowed import OwnVector, WindowedVector, checked_own
 from ..embedding import assert_finite_vector
 from ..errors import (
     ConflictError,
@@ -31,10 +34,11 @@ from ..stores.base import (
     not_ready_message,
 )
 from ._executor import Executor
+from .repositories import EntryRepository
 from .repositories.generations import GenerationRepository, generation_from_row
 from .tables import MAX_DIMENSION, PrismTables
 
-__all__ = ["PostgresGenerations"]
+__all__ = ["PostgresGenerations", "VectorWidth"]
 
 _MISS_SECONDS = 30.0
 """How long a model found unregistered is not looked up again (a search naming a model the store
@@ -288,3 +292,50 @@ class PostgresGenerations(VectorGenerations):
                 "the promotion): run the promotion again, then drop"
             )
         return int(row["vectors"])
+
+
+class VectorWidth:
+    """The width of the entries' vectors: the pinned ``dimension``, else the width of the first
+    vector stored (an unpinned table keeps one width), read once and remembered -- unless the
+    store registered vector generations: then the width of the vectors' model's generation, or
+    the primary's (:meth:`PostgresGenerations.width_of`), for a promotion may have changed the
+    entries' own width. Shared by the entries, the ledger and governance."""
+
+    __slots__ = ("dimension", "generations", "value")
+
+    def __init__(
+        self, dimension: int | None, generations: PostgresGenerations | None = None
+    ) -> None:
+        self.dimension = dimension
+        self.generations = generations
+        self.value = dimension
+
+    async def known(self, entries: EntryRepository, model: str | None = None) -> int | None:
+        """The width vectors of ``model`` must have, read through ``entries`` while it is not
+        known yet."""
+        if self.generations is not None:
+            registered = await self.generations.width_of(model)
+            if registered is not None:
+                return registered
+        if self.value is None:
+            self.value = await entries.any_width()
+        return self.value
+
+    def learn(self, width: int | None) -> None:
+        """Remember the width of vectors just stored (the first ones of an unpinned table)."""
+        if self.value is None and width is not None:
+            self.value = width
+
+    @staticmethod
+    def check(
+        vectors: Iterable[tuple[object, str]], width: int | None
+    ) -> tuple[list[OwnVector], int | None]:
+        """Every own vector (and its later windows, :class:`~prism_memory.windows.WindowedVector`)
+        finite and of ``width`` (the first one's when ``None``), each named by its label in an
+        error; the checked vectors and their width."""
+        checked: list[OwnVector] = []
+        for vector, label in vectors:
+            main, windows = checked_own(vector, label, width)
+            width = main.shape[0]
+            checked.append(main if windows is None else WindowedVector(main, windows))
+        return checked, width

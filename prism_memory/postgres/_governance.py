@@ -10,7 +10,7 @@ from ..errors import NotFoundError
 from ..models import MemoryIdentity, MemoryRecord
 from ..stores.base import GovernanceChange, GovernanceResult, GovernanceStore, expand_walk
 from ._executor import Executor
-from ._width import VectorWidth
+from ._generations import VectorWidth
 from .repositories import EntryRepository, TombstoneRepository
 from .tables import PrismTables
 

@@ -11,7 +11,7 @@ from .._windowed import OwnVector
 from ..models import IndexStatus, MemoryIdentity, check_id_collection
 from ..stores.base import ClaimedEntry, IndexingLedger, check_claim
 from ._executor import Executor
-from ._width import VectorWidth
+from ._generations import VectorWidth
 from .repositories import EntryRepository, IndexingRepository
 from .tables import PrismTables
 

@@ -27,7 +27,7 @@ from ..stores.base import (
 )
 from ..stores.rules import inherited_tombstones
 from ._executor import Executor
-from ._width import VectorWidth
+from ._generations import VectorWidth
 from .repositories import EntryRepository
 from .rows import insert_params, inserted_record, stage_records, window_params
 from .statements import EntrySql, begin_locked_statement, thread_lock_key
@@ -38,8 +38,16 @@ __all__: list[str] = []
 
 def _finite_rows(vectors: object, rows: int, width: int | None) -> list[Vector] | None:
     """The rows of ``vectors`` if it is a finite ``float32`` matrix of ``rows`` rows (of ``width``
-    columns when known) -- what an embedder's batch usually is, checked in one pass -- else
-    ``None``: then each vector is checked on its own and a bad one named in the error."""
+    columns when known) -- what an embedder's batch usually is, or a list of its rows (entries
+    within their window: :func:`~prism_memory.windows.embed_entries`), checked in one pass --
+    else ``None``: then each vector is checked on its own and a bad one named in the error."""
+    if (
+        isinstance(vectors, list)
+        and vectors
+        and all(type(row) is np.ndarray and row.ndim == 1 for row in vectors)
+        and len({row.shape[0] for row in vectors}) == 1
+    ):
+        vectors = np.stack(vectors)
     if (
         not isinstance(vectors, np.ndarray)
         or vectors.dtype != np.float32

@@ -22,7 +22,7 @@ import numpy as np
 from .._columns import CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
 from .._results import Candidate, record_from_row, row_candidate
-from .._windowed import OwnVector, own_parts
+from .._windowed import OwnVector, WindowedVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
     Lineage,
@@ -136,6 +136,8 @@ def window_params(
     :func:`~prism_memory.postgres.statements._base.windows_of`: ``windows``, every later window
     of the batch pre-encoded, in order, and ``window_rows``, the ordinal of the vector each
     belongs to (the first vector's is ``first``)."""
+    if not any(isinstance(vector, WindowedVector) for vector in vectors):  # no long entry
+        return cast("list[Vector | None]", list(vectors)), {"windows": [], "window_rows": []}
     mains: list[Vector | None] = []
     windows: list[Vector] = []
     owners: list[int] = []

@@ -26,11 +26,10 @@ from ..stores.rag_base import RagOperations, RagStoreByCall
 from ._engine import Pooling
 from ._entries import PostgresEntries
 from ._executor import Executor, ReadReplica
-from ._generations import PostgresGenerations
+from ._generations import PostgresGenerations, VectorWidth
 from ._governance import PostgresGovernance
 from ._grants import PostgresGrants
 from ._ledger import PostgresLedger
-from ._width import VectorWidth
 from .rag_adapter import PostgresRagStore
 from .tables import PrismTables
 
@@ -84,7 +83,7 @@ class PostgresVectorStore(VectorStoreOfRoles, GenerationsOfRole, RagStoreByCall)
         self._dimension = dimension
         self.vector_generations = PostgresGenerations(self.executor, tables, dimension)
         """The vector generations (``prism_memory_0011``)."""
-        width = VectorWidth(dimension, self.vector_generations.width_of)
+        width = VectorWidth(dimension, self.vector_generations)
         self.entries = PostgresEntries(self.executor, tables, width, self.vector_generations)
         """Entries: remember's writes, the bulk import and every read (recall's search)."""
         self.ledger = PostgresLedger(self.executor, tables, width)

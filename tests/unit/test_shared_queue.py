@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from prism_memory import HashEmbedder, IndexingPolicy, InMemoryVectorStore, create_memory
-from prism_memory.indexing import join_queue
+from prism_memory.indexing import IndexingQueue, join_queue
+from prism_memory.indexing.claims import ThreadTurns
 from prism_memory.models import MemoryIdentity
 from prism_memory.stores.base import ClaimedEntry, NewEntry
 
@@ -299,3 +300,45 @@ async def test_a_shared_queue_embeds_several_threads_batches_at_once():
     assert all(len(report.indexed) == 1 for report in reports)  # the last waited for a lane
     for m in memories:
         await m.aclose()
+
+
+class CountingTurns(ThreadTurns):
+    """:class:`ThreadTurns` counting how often the queue's loop asks it for a claim."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    async def claim(self, queue, limit):
+        self.asked += 1
+        return await super().claim(queue, limit)
+
+
+async def test_a_batch_finished_in_its_own_lane_does_not_wake_an_idle_loop():
+    # issue 49: the batch a shared queue finished beside its loop woke the loop for an empty
+    # claim round after `done` had resolved -- during the caller's next call (a recall)
+    store, embedder, turns = InMemoryVectorStore(), HashEmbedder(DIM), CountingTurns()
+    home = scope("a")
+    queue = IndexingQueue(
+        store=store, embedder=embedder, scope=home, batch_size=8, clock=utcnow, lanes=2,
+        claims=turns,
+    )  # fmt: skip
+    await queue.start()
+    await wait_until(lambda: turns.asked >= 1)  # the first sweep, then idle
+    now = utcnow()
+    lease = queue.lease(["x"])
+    new = NewEntry(
+        id="x", text="x", role="user", metadata={}, consent=None, sequence=None,
+        occurred_at=now, importance=1.0, lineage=None,
+    )  # fmt: skip
+    records = await store.put_entries(home, [new], now=now, lease=lease)
+    done = queue.watch(["x"])
+    queue.adopt(
+        ClaimedEntry(scope=home, id=r.id, revision=1, text=r.text, attempts=0) for r in records
+    )
+    assert (await done).indexed == ("x",)
+    asked = turns.asked
+    for _ in range(50):  # the loop gets every chance to run
+        await asyncio.sleep(0)
+    assert turns.asked == asked  # idle: nothing is pending, nobody waits
+    await queue.aclose()
