@@ -4,11 +4,14 @@ One run on one PostgreSQL (the embedded one unless ``--url``): a seeded dataset 
 vectors, Zipf-sized threads, consent and lineage-invalidation filters active) is loaded through
 ``Memory.remember``, by COPY into a table of the same shape, and into LangGraph's
 ``AsyncPostgresStore``; then per-thread recall is timed for every contender on the same queries,
-interleaved, with truth from numpy (exact top-K over the rows the rules allow). Writes JSON and a
-Markdown table (``--out``). See benchmarks/README.md.
+interleaved, with truth from numpy (exact top-K over the rows the rules allow). With PgBouncer
+installed (``--pgbouncer``, the default when the program is found), the same recall also runs
+through a PgBouncer in transaction mode in front of the same database, interleaved with the direct
+one. Writes JSON and Markdown (``--out``); the Markdown's first table is every ratio of issue 50
+against its target. See benchmarks/README.md.
 
     .venv/bin/python benchmarks/speed.py                  # 10k rows, ~2-3 minutes
-    .venv/bin/python benchmarks/speed.py --rows 100000    # the issue's scale
+    .venv/bin/python benchmarks/speed.py --rows 100000 --queries 500 --no-langgraph   # issue 50
     .venv/bin/python benchmarks/speed.py --rows 1000000 --i-mean-it
 """
 
