@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,6 +44,36 @@ def database(url: str | None) -> Iterator[tuple[str, str]]:
         yield server.url, server.libpq_url
     finally:
         server.close()
+
+
+def pgbouncer_program() -> str | None:
+    """The ``pgbouncer`` program (on ``PATH`` or Debian's ``/usr/sbin``), else ``None``."""
+    _importable_tests()
+    from tests.topology_fixtures import find_pgbouncer
+
+    return find_pgbouncer()
+
+
+@contextlib.contextmanager
+def pgbouncer(url: str, program: str) -> Iterator[tuple[str, str]]:
+    """``(SQLAlchemy URL through the pooler, its version)``: a PgBouncer in ``pool_mode =
+    transaction`` in front of ``url``'s database (the topology tests' fixture starts it), stopped
+    afterwards."""
+    _importable_tests()
+    from tests.topology_fixtures import start_pgbouncer
+
+    version = subprocess.run([program, "--version"], capture_output=True, text=True, check=False)
+    bouncer = start_pgbouncer(url, program)
+    try:
+        yield bouncer.url, (version.stdout.split("\n")[0].removeprefix("PgBouncer ") or "?")
+    finally:
+        bouncer.close()
+
+
+def _importable_tests() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.insert(0, root)
 
 
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
