@@ -1,5 +1,5 @@
 """pgvector's binary ``vector`` format, encoded and decoded with numpy: the one codec of the
-adapter. :func:`~prism_memory.postgres._engine.register_vector_codec` registers these functions as
+adapter (and :func:`decode_record`, PostgreSQL's binary ``record`` format of ``record_send``). :func:`~prism_memory.postgres._engine.register_vector_codec` registers these functions as
 the asyncpg type codec of ``vector`` on every connection (nothing is formatted as text); the row
 helpers use them for what the driver does not convert (pre-encoded arrays of vectors). A leaf: it
 imports nothing of the package."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,14 @@ import numpy.typing as npt
 
 from ..models import Vector
 
-__all__ = ["decode_matrix", "decode_vector", "decode_vectors", "encode_vector", "encode_vectors"]
+__all__ = [
+    "decode_matrix",
+    "decode_record",
+    "decode_vector",
+    "decode_vectors",
+    "encode_vector",
+    "encode_vectors",
+]
 
 _HEADER = struct.Struct(">HH")
 
@@ -77,3 +85,58 @@ def decode_matrix(sent: Sequence[bytes]) -> npt.NDArray[np.float64]:
     # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
     matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
     return matrix[:, 1:].astype(np.float64)
+
+
+_FIELD = struct.Struct(">Ii")
+"""A field's header in the binary ``record`` format: its type's OID and its length (-1: NULL)."""
+_INT2, _INT4, _INT8, _FLOAT8 = (struct.Struct(f) for f in (">h", ">i", ">q", ">d"))
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_INFINITY, _NEGATIVE_INFINITY = 2**63 - 1, -(2**63)
+
+
+def _timestamptz(data: bytes) -> datetime:
+    """A ``timestamptz`` (microseconds since 2000-01-01 UTC) as asyncpg decodes it: aware, in
+    UTC; the infinities as ``datetime.max`` and ``datetime.min`` in UTC."""
+    (micros,) = _INT8.unpack(data)
+    if micros == _INFINITY:
+        return datetime.max.replace(tzinfo=UTC)
+    if micros == _NEGATIVE_INFINITY:
+        return datetime.min.replace(tzinfo=UTC)
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+_DECODERS: dict[int, Any] = {
+    16: lambda data: data != b"\x00",  # boolean
+    20: lambda data: _INT8.unpack(data)[0],  # bigint
+    21: lambda data: _INT2.unpack(data)[0],  # smallint
+    23: lambda data: _INT4.unpack(data)[0],  # integer
+    25: lambda data: data.decode(),  # text
+    701: lambda data: _FLOAT8.unpack(data)[0],  # double precision
+    1043: lambda data: data.decode(),  # varchar
+    1184: _timestamptz,
+}
+"""The decoders of the field types :func:`decode_record` reads, by OID: each gives the value
+asyncpg's own binary codec gives for the type."""
+
+
+def decode_record(data: bytes) -> list[Any]:
+    """The fields of a row sent by ``record_send`` (PostgreSQL's binary ``record`` format: the
+    field count, then each field's type OID, length and bytes), decoded as asyncpg decodes their
+    types (:data:`_DECODERS`: text, boolean, integers, ``double precision``, ``timestamptz``);
+    ``ValueError`` for a field of another type. Python-level: for the few rows read this way."""
+    view = memoryview(data)
+    (count,) = _INT4.unpack_from(view, 0)
+    values: list[Any] = []
+    at = 4
+    for _ in range(count):
+        oid, size = _FIELD.unpack_from(view, at)
+        at += 8
+        if size < 0:
+            values.append(None)
+            continue
+        decoder = _DECODERS.get(oid)
+        if decoder is None:
+            raise ValueError("a record field of a type this decoder does not read")
+        values.append(decoder(bytes(view[at : at + size])))
+        at += size
+    return values
