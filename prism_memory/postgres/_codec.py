@@ -94,10 +94,9 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _INFINITY, _NEGATIVE_INFINITY = 2**63 - 1, -(2**63)
 
 
-def _timestamptz(data: bytes) -> datetime:
+def _timestamptz(micros: int) -> datetime:
     """A ``timestamptz`` (microseconds since 2000-01-01 UTC) as asyncpg decodes it: aware, in
     UTC; the infinities as ``datetime.max`` and ``datetime.min`` in UTC."""
-    (micros,) = _INT8.unpack(data)
     if micros == _INFINITY:
         return datetime.max.replace(tzinfo=UTC)
     if micros == _NEGATIVE_INFINITY:
@@ -105,38 +104,37 @@ def _timestamptz(data: bytes) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
-_DECODERS: dict[int, Any] = {
-    16: lambda data: data != b"\x00",  # boolean
-    20: lambda data: _INT8.unpack(data)[0],  # bigint
-    21: lambda data: _INT2.unpack(data)[0],  # smallint
-    23: lambda data: _INT4.unpack(data)[0],  # integer
-    25: lambda data: data.decode(),  # text
-    701: lambda data: _FLOAT8.unpack(data)[0],  # double precision
-    1043: lambda data: data.decode(),  # varchar
-    1184: _timestamptz,
-}
-"""The decoders of the field types :func:`decode_record` reads, by OID: each gives the value
-asyncpg's own binary codec gives for the type."""
+_FIXED: dict[int, struct.Struct] = {20: _INT8, 21: _INT2, 23: _INT4, 701: _FLOAT8, 1184: _INT8}
+"""The fixed-width field types :func:`decode_record` reads, by OID: bigint, smallint, integer,
+double precision and timestamptz (then made a ``datetime``)."""
+_TEXTS = frozenset({25, 1043})
+"""text and varchar."""
+_BOOLEAN, _TIMESTAMPTZ = 16, 1184
 
 
 def decode_record(data: bytes) -> list[Any]:
     """The fields of a row sent by ``record_send`` (PostgreSQL's binary ``record`` format: the
-    field count, then each field's type OID, length and bytes), decoded as asyncpg decodes their
-    types (:data:`_DECODERS`: text, boolean, integers, ``double precision``, ``timestamptz``);
+    field count, then each field's type OID, length and bytes), each decoded as asyncpg decodes
+    its type -- text, boolean, integers, ``double precision``, ``timestamptz`` -- and
     ``ValueError`` for a field of another type. Python-level: for the few rows read this way."""
-    view = memoryview(data)
-    (count,) = _INT4.unpack_from(view, 0)
+    (count,) = _INT4.unpack_from(data, 0)
     values: list[Any] = []
+    append = values.append
     at = 4
     for _ in range(count):
-        oid, size = _FIELD.unpack_from(view, at)
+        oid, size = _FIELD.unpack_from(data, at)
         at += 8
         if size < 0:
-            values.append(None)
+            append(None)
             continue
-        decoder = _DECODERS.get(oid)
-        if decoder is None:
+        if oid in _TEXTS:
+            append(data[at : at + size].decode())
+        elif oid == _BOOLEAN:
+            append(data[at] != 0)
+        elif (fixed := _FIXED.get(oid)) is not None:
+            (value,) = fixed.unpack_from(data, at)
+            append(_timestamptz(value) if oid == _TIMESTAMPTZ else value)
+        else:
             raise ValueError("a record field of a type this decoder does not read")
-        values.append(decoder(bytes(view[at : at + size])))
         at += size
     return values
