@@ -148,22 +148,26 @@ _SEND_WINDOWS = (
 
 # ---- the candidates' record columns ----------------------------------------------------------
 # A candidate's record is read for the hits alone (a recall keeps top_k of its 4 x top_k
-# candidates a leg), but decoding it costs the client on every row: asyncpg decoded the record's
+# candidates a leg), but decoding it cost the client on every row: asyncpg decoded the record's
 # 17 columns the re-rank never reads (three timestamps, the consent, the metadata's text ...) in
-# ~1.7 us a row, 220 us of a K=32 recall's 670 us (benchmarks/columns_cpu.py's data, 128 rows).
-# So every candidate carries the columns the re-rank reads (:data:`RANKED_COLUMNS`) and its
-# vectors; the *others* come as typed columns only for the rows most likely to be hits --
-# the first top_k rows of each leg (:data:`_EAGER`: recall asks 4 x top_k a leg) --
-# and for every other row as one ``bytea``, ``record_send`` of those columns, which asyncpg hands
-# over without decoding and :func:`~prism_memory.postgres._codec.decode_record` decodes in Python
-# only when that row becomes a hit. The answer is the same row for row, in one statement and so
-# one snapshot: which rows are eager is only a guess about the hits (a CTE scan reads a leg in its
-# order, but nothing depends on it), never a condition of a correct answer. Measured against:
-# (a) the deferred columns read by a second statement when a hit falls outside the eager rows
-# -- a second round trip, a second snapshot whose rows may have changed, and a store contract
-# whose candidates lack their records until awaited; (b) every record as one ``bytea``,
-# decoded in Python for each hit -- ~10 us a record in Python against ~2 us in asyncpg, more
-# than it saves at K=32.
+# ~1.7 us a row: 220 of the 670 us a K=32 search's rows took to fetch (128 rows; 45 of 290 us at
+# K=10, 40 rows). So every candidate carries the columns the re-rank reads
+# (:data:`~prism_memory._columns.RANKED_COLUMNS`) and its vectors; the *others* come as typed
+# columns only for the rows likeliest to be hits -- the first top_k rows of each leg
+# (:data:`_EAGER`: recall asks 4 x top_k a leg) -- and for every other row as one ``bytea``,
+# ``record_send`` of those columns, which asyncpg hands over as it is and
+# :func:`~prism_memory.postgres._codec.decode_record` decodes in Python only when that row
+# becomes a hit. The answer is the same, record for record, from one statement and so one
+# snapshot: which rows are eager is only a guess about the hits (a CTE scan reads a leg in its
+# order, but nothing depends on it), never a condition of a correct answer. Measured
+# (benchmarks/speed.py's data, 20k rows, 150 queries, 2026-12-06, a loaded machine): client CPU
+# per recall 1,719 -> 1,475 us at K=32, unchanged at K=10 (920 / 938 us); 1.6% of the hits (24 of
+# 1,500, 12 of 150 queries) at K=10 and 0.6% (28 of 4,571) at K=32 came from a deferred row.
+# Weighed against: (a) the deferred columns read by a second statement when a hit falls outside
+# the eager rows -- a second round trip for 8% of the queries, a second snapshot whose rows may
+# have changed, and candidates without their records until awaited (a new store contract); (b)
+# every record as one ``bytea`` decoded in Python for each hit -- 3x the cost of a typed row's
+# record (decode_record and the record: 37 against 12 us), more than (b) saves at K=32.
 
 _EAGER = "(CAST(:limit AS bigint) + 3) / 4"
 """How many rows of each leg come with their deferred columns typed: recall asks 4 x top_k a
