@@ -1,5 +1,6 @@
 """pgvector's binary ``vector`` format, encoded and decoded with numpy: the one codec of the
-adapter (and :func:`decode_record`, PostgreSQL's binary ``record`` format of ``record_send``). :func:`~prism_memory.postgres._engine.register_vector_codec` registers these functions as
+adapter, and PostgreSQL's binary ``record`` format (``record_send``; :func:`decode_record`).
+:func:`~prism_memory.postgres._engine.register_vector_codec` registers the vector's functions as
 the asyncpg type codec of ``vector`` on every connection (nothing is formatted as text); the row
 helpers use them for what the driver does not convert (pre-encoded arrays of vectors). A leaf: it
 imports nothing of the package."""
@@ -96,11 +97,11 @@ _INFINITY, _NEGATIVE_INFINITY = 2**63 - 1, -(2**63)
 
 def _timestamptz(micros: int) -> datetime:
     """A ``timestamptz`` (microseconds since 2000-01-01 UTC) as asyncpg decodes it: aware, in
-    UTC; the infinities as ``datetime.max`` and ``datetime.min`` in UTC."""
+    UTC; the infinities as asyncpg's naive ``datetime.max`` and ``datetime.min``."""
     if micros == _INFINITY:
-        return datetime.max.replace(tzinfo=UTC)
+        return datetime.max
     if micros == _NEGATIVE_INFINITY:
-        return datetime.min.replace(tzinfo=UTC)
+        return datetime.min
     return _EPOCH + timedelta(microseconds=micros)
 
 
