@@ -159,15 +159,19 @@ _SEND_WINDOWS = (
 # :func:`~prism_memory.postgres._codec.decode_record` decodes in Python only when that row
 # becomes a hit. The answer is the same, record for record, from one statement and so one
 # snapshot: which rows are eager is only a guess about the hits (a CTE scan reads a leg in its
-# order, but nothing depends on it), never a condition of a correct answer. Measured
-# (benchmarks/speed.py's data, 20k rows, 150 queries, 2026-12-06, a loaded machine): client CPU
-# per recall 1,719 -> 1,475 us at K=32, unchanged at K=10 (920 / 938 us); 1.6% of the hits (24 of
-# 1,500, 12 of 150 queries) at K=10 and 0.6% (28 of 4,571) at K=32 came from a deferred row.
-# Weighed against: (a) the deferred columns read by a second statement when a hit falls outside
-# the eager rows -- a second round trip for 8% of the queries, a second snapshot whose rows may
-# have changed, and candidates without their records until awaited (a new store contract); (b)
-# every record as one ``bytea`` decoded in Python for each hit -- 3x the cost of a typed row's
-# record (decode_record and the record: 37 against 12 us), more than (b) saves at K=32.
+# order, but nothing depends on it), never a condition of a correct answer. Measured (2026-12-06,
+# a shared machine at load 7-10, so +-10%): fetching a search's rows took 528 -> 492 us of client
+# CPU at K=32 and 285 -> 256 us at K=10 (benchmarks/columns_cpu.py, 10k rows); a recall's client
+# CPU 1,695 -> 1,610 us at K=32 and 1,148 -> 1,086 us at K=10 (benchmarks/speed.py, 20k rows).
+# A hit came from a deferred row for 0.6-1.6% of the hits on speed.py's data, but on LoCoMo's
+# development set (MiniLM, 999 questions) for 14% / 11% / 5% of the hits at K=5 / 10 / 25, in
+# 52% / 60% / 50% of the recalls: the fusion re-scores with true term counts, the chance margin
+# and an adaptive weight, so a hit is often below top_k in both legs. Hence, weighed against:
+# (a) the deferred columns read by a second statement when a hit falls outside the eager rows:
+# a second round trip for half of LoCoMo's recalls, a second snapshot whose rows may have
+# changed, and candidates without their records until awaited (a new store contract); (b) every
+# record as one ``bytea`` decoded in Python for each hit: 3x a typed row's record (decode_record
+# and the record: 37 against 12 us, loaded), more than it saves.
 
 _EAGER = "(CAST(:limit AS bigint) + 3) / 4"
 """How many rows of each leg come with their deferred columns typed: recall asks 4 x top_k a
