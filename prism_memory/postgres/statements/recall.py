@@ -163,15 +163,16 @@ _SEND_WINDOWS = (
 # a shared machine at load 7-10, so +-10%): fetching a search's rows took 528 -> 492 us of client
 # CPU at K=32 and 285 -> 256 us at K=10 (benchmarks/columns_cpu.py, 10k rows); a recall's client
 # CPU 1,695 -> 1,610 us at K=32 and 1,148 -> 1,086 us at K=10 (benchmarks/speed.py, 20k rows).
-# A hit came from a deferred row for 0.6-1.6% of the hits on speed.py's data, but on LoCoMo's
-# development set (MiniLM, 999 questions) for 14% / 11% / 5% of the hits at K=5 / 10 / 25, in
-# 52% / 60% / 50% of the recalls: the fusion re-scores with true term counts, the chance margin
-# and an adaptive weight, so a hit is often below top_k in both legs. Hence, weighed against:
-# (a) the deferred columns read by a second statement when a hit falls outside the eager rows:
-# a second round trip for half of LoCoMo's recalls, a second snapshot whose rows may have
-# changed, and candidates without their records until awaited (a new store contract); (b) every
-# record as one ``bytea`` decoded in Python for each hit: 3x a typed row's record (decode_record
-# and the record: 37 against 12 us, loaded), more than it saves.
+# A hit came from a deferred row for 0.6-1.6% of the hits on speed.py's data, but on the
+# development sets (MiniLM, benchmarks/retrieval.py's protocol) for 14% / 11% / 5% of the hits
+# at K=5 / 10 / 25 in 52% / 60% / 50% of LoCoMo's 999 recalls, and 19% / 13% / 6% in 55% / 64% /
+# 56% of BEAM's 179: the fusion re-scores with true term counts, the chance margin and an
+# adaptive weight, so a hit is often below top_k in both legs. Hence, weighed against: (a) the
+# deferred columns read by a second statement when a hit falls outside the eager rows: a
+# second round trip for more than half of the dev sets' recalls, a second snapshot whose rows
+# may have changed, and candidates without their records until awaited (a new store contract);
+# (b) every record as one ``bytea`` decoded in Python for each hit: 3x a typed row's record
+# (decode_record and the record: 37 against 12 us, loaded), more than it saves.
 
 _EAGER = "(CAST(:limit AS bigint) + 3) / 4"
 """How many rows of each leg come with their deferred columns typed: recall asks 4 x top_k a
