@@ -22,9 +22,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+ROOT = (
+    os.path.abspath(sys.argv[sys.argv.index("--library") + 1])
+    if "--library" in sys.argv
+    else os.path.dirname(HERE)
+)
+sys.path.insert(0, ROOT)
 sys.path.insert(1, HERE)
-sys.path.insert(2, os.path.join(os.path.dirname(HERE), "tests", "property"))
+sys.path.insert(2, os.path.join(ROOT, "tests", "property"))  # that checkout's reference re-rank
 
 import numpy as np  # noqa: E402
 
@@ -36,6 +41,7 @@ def _cpu(run: Callable[[], Any]) -> float:
 
 
 async def main(args: argparse.Namespace) -> None:
+    import asyncpg
     import speed
     from _common import DIM, database
     from recall_ab import PRIMARY, ModelEmbedder, speed_key
@@ -47,21 +53,31 @@ async def main(args: argparse.Namespace) -> None:
     from prism_memory.postgres import create_postgres_memory_stores
     from prism_memory.postgres import rows as decoding
     from prism_memory.postgres._codec import decode_vectors
+    from prism_memory.postgres._engine import register_vector_codec
     from prism_memory.postgres.repositories import entries
+    from prism_memory.postgres.statements import to_positional
     from prism_memory.ranking import rerank
 
     data = speed.build_dataset(args.rows, max(10, args.rows // 100))
     table = dict(data.table)
     queries = [(q.thread, q.text) for q in speed.build_queries(data, args.queries, table)]
     captured: list[tuple[Any, Any]] = []
-    real = entries.search_result
+    statements: list[tuple[str, list[Any]]] = []
+    real, real_statement = entries.search_result, entries.search_statement
 
     def capture(rows: Any, terms: Any) -> Any:
         captured.append((rows, terms))
         return real(rows, terms)
 
+    def capture_statement(*given: Any, **options: Any) -> Any:
+        statement, params, terms = real_statement(*given, **options)
+        positional, names = to_positional(statement)
+        statements.append((positional, [params[name] for name in names]))
+        return statement, params, terms
+
     entries.search_result = capture  # type: ignore[assignment]
-    with database(args.url) as (url, _):
+    entries.search_statement = capture_statement  # type: ignore[assignment]
+    with database(args.url) as (url, libpq):
         stores = await create_postgres_memory_stores(url, dimension=DIM)
 
         def items() -> Any:
@@ -71,14 +87,27 @@ async def main(args: argparse.Namespace) -> None:
         await import_entries(stores.vector_store, items(), model=PRIMARY, batch_size=1000)
         embedder = ModelEmbedder(table, PRIMARY)
         now = datetime.now(UTC)
+        connection = await asyncpg.connect(libpq)
+        await register_vector_codec(connection)
         for k in (10, 32):
             captured.clear()
+            statements.clear()
             for t, text in queries:
                 memory = create_memory(
                     **speed_key(speed, t), embedder=embedder,
                     vector_store=stores.vector_store, working_store=stores.working_store,
                 )  # fmt: skip
                 await memory.recall(text, top_k=k)
+            fetch_us = []
+            for positional, values in statements:
+
+                async def fetch(positional: str = positional, values: Any = values) -> float:
+                    start = time.thread_time_ns()
+                    await connection.fetch(positional, *values)
+                    return (time.thread_time_ns() - start) / 1e3
+
+                await fetch()  # prepared once
+                fetch_us.append(min([await fetch() for _ in range(5)]))
             old_us, new_us, sizes = [], [], []
             for (rows, terms), (_, text) in zip(captured, queries, strict=True):
                 query = (await embedder.embed([text]))[0]
@@ -108,9 +137,11 @@ async def main(args: argparse.Namespace) -> None:
                 f"K={k}: candidates per recall median {statistics.median(sizes):.0f}; "
                 f"decode + re-rank CPU median objects {statistics.median(old_us):.0f} µs, "
                 f"columns {statistics.median(new_us):.0f} µs; p90 {np.percentile(old_us, 90):.0f} "
-                f"/ {np.percentile(new_us, 90):.0f} µs",
+                f"/ {np.percentile(new_us, 90):.0f} µs; fetching the rows (driver) median "
+                f"{statistics.median(fetch_us):.0f} µs, p90 {np.percentile(fetch_us, 90):.0f} µs",
                 flush=True,
             )
+        await connection.close()
         await stores.close()
 
 
@@ -119,4 +150,5 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
+    parser.add_argument("--library", help="import prism_memory from this checkout instead")
     asyncio.run(main(parser.parse_args()))

@@ -4,7 +4,9 @@ field, with no Python object per candidate.
 A store that decodes rows (PostgreSQL) hands :class:`CandidateColumns` to the re-rank
 (:func:`prism_memory.ranking.rerank`): the ids, threads, texts, sequences, importances and times
 as columns, the vectors as one float64 ``(n, width)`` matrix decoded from one buffer, and the rows
-themselves, from which a record is read only for what becomes a hit. A store that makes
+themselves, from which a record is read only for what becomes a hit (a store may send only the
+ranked fields of most candidates as plain columns and the rest of the record in one cheap value,
+which ``expand`` turns into the record's columns for the few hits among them). A store that makes
 :class:`~prism_memory.models.Candidate` objects (the in-memory one, a host's adapter) keeps doing
 so: :meth:`CandidateColumns.of` turns them into columns once, at the re-rank's boundary.
 
@@ -24,7 +26,20 @@ import numpy.typing as npt
 
 from ._results import Candidate, MemoryRecord, Vector, record_from_row, row_candidate
 
-__all__ = ["CandidateColumns"]
+__all__ = ["RANKED_COLUMNS", "CandidateColumns"]
+
+RANKED_COLUMNS: tuple[str, ...] = (
+    "thread_id",
+    "id",
+    "text",
+    "sequence",
+    "occurred_at",
+    "importance",
+    "embedding_model",
+)
+"""The record's columns the re-rank reads of every candidate (besides its vectors): the thread and
+id (a record counts once; a parent's rows are marked), the text (its term counts), the sequence
+(ties), the time and importance (the opt-in blend) and the embedding model (never two models)."""
 
 Profile = tuple[Mapping[str, int], int]
 """``(term counts, length)`` of a candidate's text (:func:`~prism_memory.lexical.term_profile`)."""
@@ -35,12 +50,15 @@ class CandidateColumns(Sequence[Candidate]):
     entries, in the same candidate order.
 
     ``matrix`` is the stored vectors as float64 rows; ``vectors`` the same as float32 rows (read
-    only when a :class:`Candidate` is made of one). ``records`` builds the record of candidate
-    ``i``; for a store's rows it is :func:`~prism_memory._results.record_from_row` of row ``i``.
+    only when a :class:`Candidate` is made of one). :meth:`record` builds the record of candidate
+    ``i``; for a store's rows it is :func:`~prism_memory._results.record_from_row` of row ``i``
+    (through ``expand`` first: the row with every record column, when the store sent some of them
+    in another form).
     """
 
     __slots__ = (
         "_candidates",
+        "_expand",
         "_rows",
         "embedding_models",
         "ids",
@@ -69,6 +87,7 @@ class CandidateColumns(Sequence[Candidate]):
         profiles: list[Profile | None] | None = None,
         rows: Sequence[Mapping[Any, Any]] | None = None,
         candidates: Sequence[Candidate] | None = None,
+        expand: Callable[[Mapping[Any, Any]], Mapping[Any, Any]] | None = None,
     ) -> None:
         self.matrix = matrix
         self.thread_ids, self.ids, self.texts = thread_ids, ids, texts
@@ -78,7 +97,7 @@ class CandidateColumns(Sequence[Candidate]):
         """Each candidate's later windows (``None``: none), or ``None`` when no candidate has any."""
         self.profiles = profiles
         """Each candidate's kept term profile (``None``: tokenize its text), or ``None`` for none."""
-        self._rows, self._candidates = rows, candidates
+        self._rows, self._candidates, self._expand = rows, candidates, expand
 
     @classmethod
     def from_rows(
@@ -86,9 +105,12 @@ class CandidateColumns(Sequence[Candidate]):
         rows: Sequence[Mapping[Any, Any]],
         matrix: npt.NDArray[np.float64],
         windows: Sequence[Vector | None] | None = None,
+        expand: Callable[[Mapping[Any, Any]], Mapping[Any, Any]] | None = None,
     ) -> CandidateColumns:
         """Columns of a store's rows of the record's columns (:func:`record_from_row`), with their
-        vectors already decoded into ``matrix``; each hit's record is read from its row."""
+        vectors already decoded into ``matrix``; each hit's record is read from its row, through
+        ``expand`` when given (a row holding :data:`RANKED_COLUMNS` as columns and the record's
+        other columns in another form: ``expand`` returns the row with all of them)."""
         if rows:
             threads, ids, texts, sequences, times, importances, models = zip(
                 *map(_RANKED, rows), strict=True
@@ -106,6 +128,7 @@ class CandidateColumns(Sequence[Candidate]):
             embedding_models=models,
             windows=windows,
             rows=rows,
+            expand=expand,
         )
 
     @classmethod
@@ -136,7 +159,13 @@ class CandidateColumns(Sequence[Candidate]):
         if self._candidates is not None:
             return self._candidates[at].record
         assert self._rows is not None
-        return record_from_row(self._rows[at])
+        return record_from_row(self._row(at))
+
+    def _row(self, at: int) -> Mapping[Any, Any]:
+        """Row ``at`` with every record column (through ``expand``)."""
+        assert self._rows is not None
+        row = self._rows[at]
+        return row if self._expand is None else self._expand(row)
 
     def take(self, positions: Sequence[int]) -> CandidateColumns:
         """The candidates at ``positions``, in that order (a re-rank keeps each record once)."""
@@ -154,6 +183,7 @@ class CandidateColumns(Sequence[Candidate]):
             profiles=None if self.profiles is None else pick(self.profiles),
             rows=None if self._rows is None else pick(self._rows),
             candidates=None if self._candidates is None else pick(self._candidates),
+            expand=self._expand,
         )
 
     def __len__(self) -> int:
@@ -174,7 +204,7 @@ class CandidateColumns(Sequence[Candidate]):
         at = range(len(self))[at]  # negative positions; IndexError past the end
         windows = None if self.windows is None else self.windows[at]
         vector: Vector = self.matrix[at].astype(np.float32)
-        candidate = row_candidate(vector, self._rows[at], windows)
+        candidate = row_candidate(vector, self._row(at), windows)
         if self.profiles is not None:
             candidate.profile = self.profiles[at]
         return candidate
@@ -186,9 +216,7 @@ class CandidateColumns(Sequence[Candidate]):
         return f"CandidateColumns(n={len(self)})"
 
 
-_RANKED = operator.itemgetter(
-    "thread_id", "id", "text", "sequence", "occurred_at", "importance", "embedding_model"
-)
+_RANKED = operator.itemgetter(*RANKED_COLUMNS)
 """A row's fields the re-rank reads (one C call per row)."""
 
 

@@ -1,5 +1,6 @@
 """pgvector's binary ``vector`` format, encoded and decoded with numpy: the one codec of the
-adapter. :func:`~prism_memory.postgres._engine.register_vector_codec` registers these functions as
+adapter, and PostgreSQL's binary ``record`` format (``record_send``; :func:`decode_record`).
+:func:`~prism_memory.postgres._engine.register_vector_codec` registers the vector's functions as
 the asyncpg type codec of ``vector`` on every connection (nothing is formatted as text); the row
 helpers use them for what the driver does not convert (pre-encoded arrays of vectors). A leaf: it
 imports nothing of the package."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,14 @@ import numpy.typing as npt
 
 from ..models import Vector
 
-__all__ = ["decode_matrix", "decode_vector", "decode_vectors", "encode_vector", "encode_vectors"]
+__all__ = [
+    "decode_matrix",
+    "decode_record",
+    "decode_vector",
+    "decode_vectors",
+    "encode_vector",
+    "encode_vectors",
+]
 
 _HEADER = struct.Struct(">HH")
 
@@ -77,3 +86,56 @@ def decode_matrix(sent: Sequence[bytes]) -> npt.NDArray[np.float64]:
     # each row: dim and an unused word (4 bytes, one float's width), then dim big-endian floats
     matrix = np.frombuffer(b"".join(sent), dtype=">f4").reshape(len(sent), size // 4)
     return matrix[:, 1:].astype(np.float64)
+
+
+_FIELD = struct.Struct(">Ii")
+"""A field's header in the binary ``record`` format: its type's OID and its length (-1: NULL)."""
+_INT2, _INT4, _INT8, _FLOAT8 = (struct.Struct(f) for f in (">h", ">i", ">q", ">d"))
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_INFINITY, _NEGATIVE_INFINITY = 2**63 - 1, -(2**63)
+
+
+def _timestamptz(micros: int) -> datetime:
+    """A ``timestamptz`` (microseconds since 2000-01-01 UTC) as asyncpg decodes it: aware, in
+    UTC; the infinities as asyncpg's naive ``datetime.max`` and ``datetime.min``."""
+    if micros == _INFINITY:
+        return datetime.max
+    if micros == _NEGATIVE_INFINITY:
+        return datetime.min
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+_FIXED: dict[int, struct.Struct] = {20: _INT8, 21: _INT2, 23: _INT4, 701: _FLOAT8, 1184: _INT8}
+"""The fixed-width field types :func:`decode_record` reads, by OID: bigint, smallint, integer,
+double precision and timestamptz (then made a ``datetime``)."""
+_TEXTS = frozenset({25, 1043})
+"""text and varchar."""
+_BOOLEAN, _TIMESTAMPTZ = 16, 1184
+
+
+def decode_record(data: bytes) -> list[Any]:
+    """The fields of a row sent by ``record_send`` (PostgreSQL's binary ``record`` format: the
+    field count, then each field's type OID, length and bytes), each decoded as asyncpg decodes
+    its type -- text, boolean, integers, ``double precision``, ``timestamptz`` -- and
+    ``ValueError`` for a field of another type. Python-level: for the few rows read this way."""
+    (count,) = _INT4.unpack_from(data, 0)
+    values: list[Any] = []
+    append = values.append
+    at = 4
+    for _ in range(count):
+        oid, size = _FIELD.unpack_from(data, at)
+        at += 8
+        if size < 0:
+            append(None)
+            continue
+        if oid in _TEXTS:
+            append(data[at : at + size].decode())
+        elif oid == _BOOLEAN:
+            append(data[at] != 0)
+        elif (fixed := _FIXED.get(oid)) is not None:
+            (value,) = fixed.unpack_from(data, at)
+            append(_timestamptz(value) if oid == _TIMESTAMPTZ else value)
+        else:
+            raise ValueError("a record field of a type this decoder does not read")
+        at += size
+    return values

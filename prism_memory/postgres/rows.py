@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._columns import CandidateColumns
+from .._columns import RANKED_COLUMNS, CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
 from .._results import Candidate, record_from_row, row_candidate
 from .._windowed import OwnVector, WindowedVector, own_parts
@@ -38,9 +38,10 @@ from ..stores.base import (
     NewEntry,
     SearchResult,
 )
-from ._codec import decode_matrix, decode_vectors, encode_vectors
+from ._codec import decode_matrix, decode_record, decode_vectors, encode_vectors
 
 __all__ = [
+    "DEFERRED_COLUMNS",
     "RECORD_COLUMNS",
     "STAGE_COLUMNS",
     "claimed_entries",
@@ -54,6 +55,11 @@ __all__ = [
     "search_result",
     "stage_records",
 ]
+
+DEFERRED_COLUMNS: tuple[str, ...] = tuple(c for c in RECORD_COLUMNS if c not in RANKED_COLUMNS)
+"""The record's columns the re-rank does not read: a recall's search sends them typed for its
+likeliest hits only, and as one ``record_send`` value (``deferred``) for the other candidates,
+in this order (:meth:`~prism_memory.postgres.statements.RecallSql.search`)."""
 
 _CONSENT_COLUMNS = tuple(f.name for f in ENTRY_FIELDS if f.record == ("consent",))
 """The consent columns (:mod:`prism_memory._entry_fields`)."""
@@ -315,10 +321,23 @@ _SENT = operator.itemgetter("embedding", "windows")
 """A search row's vector and later windows, as ``vector_send`` bytes."""
 
 
+def _searched_row(row: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A search row with every record column: as it is for a row that came with them typed, else
+    with the :data:`DEFERRED_COLUMNS` decoded from its
+    ``deferred`` bytes (``record_send`` of them, in that order)."""
+    sent = row["deferred"]
+    if sent is None:
+        return row
+    full = dict(row.items())
+    full.update(zip(DEFERRED_COLUMNS, decode_record(sent), strict=True))
+    return full
+
+
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
     the active generation's model from rows of :meth:`RecallSql.search` (an empty corpus is one
-    row without a candidate)."""
+    row without a candidate). A row's deferred columns, sent as one value, are decoded only when
+    its record is read (a hit's)."""
     if not rows:
         return SearchResult([], CorpusStats())
     first = rows[0]
@@ -341,11 +360,14 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
     windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
     candidates: Sequence[Candidate]
     try:
-        candidates = CandidateColumns.from_rows(found, decode_matrix(sent), windows)
+        candidates = CandidateColumns.from_rows(
+            found, decode_matrix(sent), windows, expand=_searched_row
+        )
     except ValueError:  # vectors of two widths (two models: the facade refuses to rank them)
         listed = windows or [None] * len(found)
         vectors = decode_vectors(sent)
-        candidates = [row_candidate(*each) for each in zip(vectors, found, listed, strict=True)]
+        full = [_searched_row(row) for row in found]
+        candidates = [row_candidate(*each) for each in zip(vectors, full, listed, strict=True)]
     return SearchResult(
         candidates, stats, pending=int(first["pending"]), active_model=first["active_model"]
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models import RecallScoring
 from ..stores.base import RecallFilter, SearchRequest
 from ._support import ConformanceKit, _Case, _check
 
@@ -144,10 +145,10 @@ async def search_candidates_carry_the_stored_records(kit: ConformanceKit) -> Non
         wait=True,
     )
     vector = np.asarray((await kit.embedder.embed(["zebra grass"]))[0], dtype=np.float32)
-    request = SearchRequest(
-        vector=vector,
+    request = SearchRequest(  # a limit below the candidates' count: a store may send the
+        vector=vector,  # records of all but the first of a leg another way (PostgreSQL does)
         terms=frozenset({"zebra", "grass"}),
-        limit=10,
+        limit=3,
         filter=RecallFilter(now=case.clock()),
     )
     result = await kit.vector_store.search(memory.identity, request)
@@ -180,6 +181,40 @@ async def search_candidates_carry_the_stored_records(kit: ConformanceKit) -> Non
     await memory.aclose()
 
 
+async def recall_hits_past_the_legs_first_rows_carry_their_records(kit: ConformanceKit) -> None:
+    """A hit that is neither the nearest candidate nor the best lexical one -- here the most
+    important, which an importance-only scoring ranks first -- carries the record
+    ``get_entries`` returns, metadata, consent and lineage included (a store may send such a
+    candidate's record in another form than its likelier ones': it must still be whole)."""
+    case = _Case(kit)
+    memory = case.memory()
+    consent = {"source": "user", "scope": "user", "granted_at": case.clock().isoformat()}
+    await memory.remember(
+        [
+            {"id": "near", "text": "zebra grass", "importance": 0.0},
+            {"id": "src", "text": "zebra lamp", "importance": 0.0},
+            {"id": "plain", "text": "grass kiwi", "importance": 0.0},
+            {
+                "id": "far",
+                "text": "quartz violin",
+                "role": "assistant",
+                "importance": 1.0,
+                "metadata": {"nested": {"list": [1, "two", None]}, "é": 1.5},
+                "consent": consent,
+                "lineage": {"source_ids": ["src"], "reason": "summary"},
+            },
+        ],
+        wait=True,
+    )
+    result = await memory.recall(
+        "zebra grass", top_k=1, scoring=RecallScoring(importance_weight=1.0)
+    )
+    (stored,) = await kit.vector_store.get_entries(memory.identity, ["far"])
+    _check([h.id for h in result.hits] == ["far"], f"hits {[h.id for h in result.hits]}")
+    _check(result.hits[0].record == stored, f"{result.hits[0].record} != {stored}")
+    await memory.aclose()
+
+
 async def recall_counts_a_term_most_entries_hold_as_no_evidence(kit: ConformanceKit) -> None:
     """A query term a third or more of the scope holds is no lexical evidence (the chance margin):
     its BM25 is reported and discounted in full, and it cannot lift a long entry above the one that
@@ -209,6 +244,7 @@ RANKING_CHECKS = {
         recall_weighs_a_rare_term_above_a_common_one,
         recall_counts_a_term_most_entries_hold_as_no_evidence,
         search_candidates_carry_the_stored_records,
+        recall_hits_past_the_legs_first_rows_carry_their_records,
     )
 }
 """The ranking checks by name."""

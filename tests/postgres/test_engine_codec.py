@@ -42,3 +42,35 @@ async def test_the_codec_arrives_with_the_extension(postgres_url: str) -> None:
         async with admin.connect() as conn:
             await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         await admin.dispose()
+
+
+RECORD_VALUES = (
+    "'ünï ☃'::text, ''::text, NULL::text, true, false, CAST(2147483647 AS integer), "
+    "CAST(-9007199254740993 AS bigint), CAST(-7 AS smallint), CAST(-0.1 AS float8), "
+    "CAST('NaN' AS float8), CAST('2024-02-29 23:59:59.999999+05:30' AS timestamptz), "
+    "CAST('0001-01-01 00:00:00+00' AS timestamptz), CAST('infinity' AS timestamptz), "
+    "CAST('-infinity' AS timestamptz), CAST('{\"é\": [1, null]}' AS jsonb)::text"
+)
+
+
+async def test_decode_record_reads_what_asyncpg_decodes(postgres_url: str) -> None:
+    """A search's deferred columns come as ``record_send`` bytes: decoded in Python, each field is
+    the value asyncpg decodes from the same column (edge values of every type the columns have)."""
+    from prism_memory.postgres._codec import decode_record
+
+    executor = Executor(create_engine(postgres_url, pool_size=1), owns_engine=True)
+    try:
+        (typed,) = await executor.fetch("probe", f"SELECT {RECORD_VALUES}")
+        sent = await executor.fetchval("probe", f"SELECT record_send(ROW({RECORD_VALUES}))")
+    finally:
+        await executor.close()
+    decoded = decode_record(sent)
+    expected = list(typed.values())
+    assert decoded[:9] == expected[:9]
+    assert decoded[10:] == expected[10:]
+    assert np.isnan(decoded[9])
+    assert np.isnan(expected[9])
+    assert [type(value) for value in decoded] == [type(value) for value in expected]
+    assert [getattr(v, "tzinfo", None) for v in decoded] == [
+        getattr(v, "tzinfo", None) for v in expected
+    ]

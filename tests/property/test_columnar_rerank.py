@@ -5,11 +5,14 @@ objects, a float64 matrix stacked from their float32 vectors), kept here as the 
 re-rank of today must give identical hits -- order, records and every float64 score, bit for bit --
 whether it is handed ``Candidate`` objects (a host's adapter, the in-memory store) or the columns a
 PostgreSQL search decodes from its rows (:meth:`CandidateColumns.from_rows`, the vectors converted
-from the joined ``vector_send`` bytes).
+from the joined ``vector_send`` bytes) -- each row with its record's columns, or with only those
+the re-rank reads and the others as one ``record_send`` value (the rows a search does not expect
+to be hits), which :func:`prism_memory.postgres.rows.search_result` decodes for a hit alone.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,8 +24,16 @@ from hypothesis import strategies as st
 from prism_memory._columns import CandidateColumns
 from prism_memory._entry_fields import RECORD_COLUMNS
 from prism_memory.lexical import CorpusStats, query_terms, term_profile
-from prism_memory.models import Candidate, MemoryRecord, RecallHit, RecallScoring
-from prism_memory.postgres._codec import decode_matrix
+from prism_memory.models import (
+    Candidate,
+    Lineage,
+    MemoryConsent,
+    MemoryRecord,
+    RecallHit,
+    RecallScoring,
+)
+from prism_memory.postgres._codec import decode_matrix, decode_record
+from prism_memory.postgres.rows import DEFERRED_COLUMNS, _searched_row, consent_values
 from prism_memory.ranking import (
     DEFAULT_SCORING,
     _median,
@@ -116,6 +127,15 @@ def _object_rerank(
 
 
 def _record(at: int, entry_id: str, thread: str, text: str, draw: Any) -> MemoryRecord:
+    consent = None
+    if draw(st.booleans()):
+        consent = MemoryConsent(
+            source="user",
+            scope=draw(st.sampled_from(["thread", "user"])),
+            granted_at=NOW - timedelta(microseconds=draw(st.integers(0, 10**12))),
+            revoked_at=draw(st.sampled_from([None, NOW])),
+        )
+    lineage = Lineage(source_ids=("a", "b"), reason="summary") if draw(st.booleans()) else None
     return MemoryRecord(
         tenant_id="t",
         resource_id="r",
@@ -123,23 +143,57 @@ def _record(at: int, entry_id: str, thread: str, text: str, draw: Any) -> Memory
         id=entry_id,
         text=text,
         role="user",
-        metadata={"at": at},
-        consent=None,
+        metadata={"at": at, "é": [1.5, None, 'say "hi"']},
+        consent=consent,
         sequence=draw(st.integers(0, 6)),
         occurred_at=NOW - timedelta(milliseconds=draw(st.integers(-5_000, 10**8))),
-        created_at=NOW,
+        created_at=NOW - timedelta(microseconds=draw(st.integers(-(10**15), 10**15))),
         written_at=NOW,
         importance=draw(st.floats(-0.5, 1.5, allow_nan=False)),
+        lineage=lineage,
+        legal_hold=draw(st.booleans()),
+        status="indexed",
+        revision=draw(st.integers(1, 2**31 - 1)),
+        attempts=draw(st.integers(0, 9)),
+        last_error=draw(st.sampled_from([None, "", "boom ☃"])),
         embedding_model="m",
     )
 
 
-def _row(record: MemoryRecord) -> dict[str, Any]:
-    """The record's row as the search statement returns it (record columns)."""
+def _row(record: MemoryRecord, deferred: bool = False) -> dict[str, Any]:
+    """The record's row as the search statement returns it: its record's columns (``metadata``
+    as JSON text), or (``deferred``) those the re-rank reads and the others NULL, sent as
+    ``record_send`` bytes in the ``deferred`` column."""
     values = {name: getattr(record, name, None) for name in RECORD_COLUMNS}
-    values["metadata"] = dict(record.metadata)
-    values["consent_explicit"] = False
+    metadata = dict(record.metadata)
+    if record.lineage is not None:
+        metadata["_lineage"] = {"sourceIds": list(record.lineage.source_ids), "reason": "summary"}
+    values["metadata"] = json.dumps(metadata)
+    values.update(consent_values(record.consent))
+    values["deferred"] = None
+    if deferred:
+        values["deferred"] = _record_send([values[name] for name in DEFERRED_COLUMNS])
+        values.update(dict.fromkeys(DEFERRED_COLUMNS))
     return values
+
+
+def _record_send(values: list[Any]) -> bytes:
+    """PostgreSQL's ``record_send`` of ``values`` (text, boolean, integer, timestamptz)."""
+    out = [struct.pack(">i", len(values))]
+    for value in values:
+        if value is None:
+            oid, data = 25, None
+        elif isinstance(value, bool):
+            oid, data = 16, b"\x01" if value else b"\x00"
+        elif isinstance(value, int):
+            oid, data = 23, struct.pack(">i", value)
+        elif isinstance(value, datetime):
+            micros = (value - datetime(2000, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+            oid, data = 1184, struct.pack(">q", micros)
+        else:
+            oid, data = 25, str(value).encode()
+        out.append(struct.pack(">Ii", oid, -1 if data is None else len(data)) + (data or b""))
+    return b"".join(out)
 
 
 def _sent(vector: Any) -> bytes:
@@ -169,7 +223,7 @@ def _cases(draw: Any) -> dict[str, Any]:
             windows = rng.standard_normal((draw(st.integers(1, 3)), width)).astype(np.float32)
         profile = term_profile(text) if draw(st.booleans()) else None
         candidates.append(Candidate(record, vectors[at], profile, windows))
-        rows.append((_row(record), windows))
+        rows.append((_row(record, deferred=draw(st.booleans())), windows))
     query = (rng.standard_normal(width) * scale).astype(np.float32)
     scoring = draw(
         st.sampled_from(
@@ -236,7 +290,10 @@ def test_columnar_rerank_is_the_object_rerank(case: dict[str, Any]) -> None:
     rows = [row for row, _ in case["rows"]]
     held = [windows for _, windows in case["rows"]]
     columns = CandidateColumns.from_rows(
-        rows, decode_matrix(case["sent"]), held if any(w is not None for w in held) else None
+        rows,
+        decode_matrix(case["sent"]),
+        held if any(w is not None for w in held) else None,
+        expand=_searched_row,
     )
     columns.profiles = [c.profile for c in case["candidates"]]
     assert [_key(hit) for hit in rerank(columns, now=NOW, **options)] == expected
@@ -247,7 +304,7 @@ def test_columnar_rerank_is_the_object_rerank(case: dict[str, Any]) -> None:
 def test_columns_read_as_candidates(case: dict[str, Any]) -> None:
     """Columns are a sequence of candidates: each one made on access has the row's fields."""
     rows = [row for row, _ in case["rows"]]
-    columns = CandidateColumns.from_rows(rows, decode_matrix(case["sent"]))
+    columns = CandidateColumns.from_rows(rows, decode_matrix(case["sent"]), expand=_searched_row)
     assert len(columns) == len(case["candidates"])
     for made, given_ in zip(columns, case["candidates"], strict=True):
         assert (made.id, made.thread_id, made.sequence) == (
@@ -268,3 +325,27 @@ def test_median_is_numpys(values: list[float]) -> None:
     """The re-rank's median (the lexical weight's) is ``np.median``'s value, bit for bit."""
     array = np.array(values, dtype=np.float64)
     assert _median(array) == float(np.median(array))
+
+
+def test_record_send_decodes_as_asyncpg_would() -> None:
+    """The timestamp's infinities (asyncpg's naive extremes), NULLs, integers of three widths and
+    a float."""
+    data = b"".join(
+        [
+            struct.pack(">i", 6),
+            struct.pack(">Iiq", 1184, 8, 2**63 - 1),
+            struct.pack(">Iiq", 1184, 8, -(2**63)),
+            struct.pack(">Ii", 25, -1),
+            struct.pack(">Iiq", 20, 8, -(2**40)),
+            struct.pack(">Iih", 21, 2, -3),
+            struct.pack(">Iid", 701, 8, -0.5),
+        ]
+    )
+    assert decode_record(data) == [
+        datetime.max,
+        datetime.min,
+        None,
+        -(2**40),
+        -3,
+        -0.5,
+    ]

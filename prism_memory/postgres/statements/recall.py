@@ -11,13 +11,14 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from ..._columns import RANKED_COLUMNS
 from ..._windowed import WINDOW_MARGIN
 from ...lexical import BM25_B, BM25_K1, MAX_TERM_CHARS
 from ...models import MemoryIdentity
 from ...stores.base import RecallFilter, SearchRequest
-from ..rows import scope_params
+from ..rows import DEFERRED_COLUMNS, scope_params
 from ..tables import RESOURCE_SHARED
-from ._base import TableSql
+from ._base import TableSql, quote
 
 __all__ = ["RecallSql", "neighbors_statement", "search_statement"]
 
@@ -158,6 +159,44 @@ _SEND_WINDOWS = (
 )
 """The row's later windows' vectors, in order, in pgvector's binary form."""
 
+# ---- the candidates' record columns ----------------------------------------------------------
+# A candidate's record is read for the hits alone (a recall keeps top_k of its 4 x top_k
+# candidates a leg), but decoding it cost the client on every row: asyncpg decoded the record's
+# 17 columns the re-rank never reads (three timestamps, the consent, the metadata's text ...) in
+# ~1.7 us a row: 220 of the 670 us a K=32 search's rows took to fetch (128 rows; 45 of 290 us at
+# K=10, 40 rows). So every candidate carries the columns the re-rank reads
+# (:data:`~prism_memory._columns.RANKED_COLUMNS`) and its vectors; the *others* come as typed
+# columns only for the rows likeliest to be hits -- the first top_k rows of each leg
+# (:data:`_EAGER`: recall asks 4 x top_k a leg) -- and for every other row as one ``bytea``,
+# ``record_send`` of those columns, which asyncpg hands over as it is and
+# :func:`~prism_memory.postgres._codec.decode_record` decodes in Python only when that row
+# becomes a hit. The answer is the same, record for record, from one statement and so one
+# snapshot: which rows are eager is only a guess about the hits (a CTE scan reads a leg in its
+# order, but nothing depends on it), never a condition of a correct answer. Measured (2026-12-06,
+# a shared machine at load 7-10, so +-10%): fetching a search's rows took 528 -> 492 us of client
+# CPU at K=32 and 285 -> 256 us at K=10 (benchmarks/columns_cpu.py, 10k rows); a recall's client
+# CPU 1,695 -> 1,610 us at K=32 and 1,148 -> 1,086 us at K=10 (benchmarks/speed.py, 20k rows).
+# A hit came from a deferred row for 0.6-1.6% of the hits on speed.py's data, but on the
+# development sets (MiniLM, benchmarks/retrieval.py's protocol) for 14% / 11% / 5% of the hits
+# at K=5 / 10 / 25 in 52% / 60% / 50% of LoCoMo's 999 recalls, and 19% / 13% / 6% in 55% / 64% /
+# 56% of BEAM's 179: the fusion re-scores with true term counts, the chance margin and an
+# adaptive weight, so a hit is often below top_k in both legs. Hence, weighed against: (a) the
+# deferred columns read by a second statement when a hit falls outside the eager rows: a
+# second round trip for more than half of the dev sets' recalls, a second snapshot whose rows
+# may have changed, and candidates without their records until awaited (a new store contract);
+# (b) every record as one ``bytea`` decoded in Python for each hit: 3x a typed row's record
+# (decode_record and the record: 37 against 12 us, loaded), more than it saves.
+
+_EAGER = "(CAST(:limit AS bigint) + 3) / 4"
+"""How many rows of each leg come with their deferred columns typed: recall asks 4 x top_k a
+leg (``:limit``), and its likeliest hits are the first top_k of each."""
+
+_DEFERRED_SQL = {
+    name: "CAST(e.metadata AS text)" if name == "metadata" else f"e.{quote(name)}"
+    for name in DEFERRED_COLUMNS
+}
+"""Each deferred column's SQL: ``metadata`` as its JSON text (parsed only for a record)."""
+
 
 class RecallSql(TableSql):
     """The read statements of recall over one table set."""
@@ -262,6 +301,10 @@ class RecallSql(TableSql):
         are read as without it; a row without a vector of the model is not in the corpus and
         counts as pending, and the candidates carry that vector and ``:model`` as their
         ``embedding_model``.
+
+        Every candidate carries the columns the re-rank reads; the record's others come typed
+        for the first quarter of each leg (top_k of recall's 4 x top_k) and as one ``record_send`` value (``deferred``)
+        for the rest (:data:`~prism_memory.postgres.rows.DEFERRED_COLUMNS`, see the module's notes).
         """
         pools = self._pools(
             require_consent=require_consent,
@@ -276,10 +319,12 @@ class RecallSql(TableSql):
             ctes = [self._dead, self._eligible(pools, matched)]
         ctes += [_STATS, _NEAREST_TOP]
         chosen = "SELECT row_ctid FROM nearest_top"
+        eager = f"(SELECT row_ctid FROM nearest_top LIMIT {_EAGER})"
         frequencies = "NULL::bigint[] AS df_ords, NULL::bigint[] AS df_counts"
         if lexical:
             ctes += _LEXICAL_CTES
             chosen += " UNION SELECT row_ctid FROM lexical_top"
+            eager += f" UNION (SELECT row_ctid FROM lexical_top LIMIT {_EAGER})"
             frequencies = _FREQUENCIES
         pending = self._pending + (_PENDING_BY_MODEL if by_model else "")
         columns = self._candidate_columns_by_model if by_model else self._candidate_columns
@@ -295,13 +340,13 @@ class RecallSql(TableSql):
         # condition, so the read is a TID scan whatever the statistics say (before the table had
         # any, the planner walked the resource's scope range and filtered it by address). The
         # statistics row is the outer side, so an empty corpus still returns one row (candidate
-        # columns NULL).
+        # columns NULL). ``eager`` marks the rows whose deferred columns come typed.
         return (
             f"WITH {', '.join(ctes)} "
             f"SELECT {columns}, s.documents, s.total_length, {frequencies}, "
             f"{pending} AS pending, {active} "
-            f"FROM stats s LEFT JOIN (SELECT * FROM {self.entries} e "
-            f"WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
+            f"FROM stats s LEFT JOIN (SELECT e.*, e.ctid = ANY(ARRAY({eager})) AS eager "
+            f"FROM {self.entries} e WHERE e.ctid = ANY(ARRAY({chosen})) OFFSET 0) AS e "
             f"ON e.tenant_id = {TENANT} AND e.resource_id = {RESOURCE}"
         )
 
@@ -393,10 +438,10 @@ class RecallSql(TableSql):
 
     @functools.cached_property
     def _candidate_columns(self) -> str:
-        """A candidate's columns: its record's (``metadata`` as JSON text), its vector and its
-        later windows' vectors, both in pgvector's binary form."""
+        """A candidate's columns: :meth:`_record_columns`, its vector and its later windows'
+        vectors, both in pgvector's binary form."""
         return (
-            f"{self.columns(json_as_text=True)}, vector_send(e.embedding) AS embedding, "
+            f"{self._record_columns()}, vector_send(e.embedding) AS embedding, "
             f"CASE WHEN e.window_embeddings IS NOT NULL THEN {_SEND_WINDOWS} END AS windows"
         )
 
@@ -406,16 +451,33 @@ class RecallSql(TableSql):
         ``embedding_model``, the row's vector of that model, and the windows only with the row's
         own vector (they are of its own model)."""
         own_vector = self.own_vector_of("e")
-        record = self.columns(
-            json_as_text=True,
-            instead={"embedding_model": "CAST(:model AS text) AS embedding_model"},
-        )
+        record = self._record_columns("CAST(:model AS text)")
         return (
             f"{record}, CASE WHEN {own_vector} THEN vector_send(e.embedding) ELSE (SELECT "
             f"vector_send(v.embedding) FROM {self.vectors} v WHERE {_KEPT_OF_ROW}) END AS embedding"
             f", CASE WHEN e.window_embeddings IS NOT NULL AND {own_vector} "
             f"THEN {_SEND_WINDOWS} END AS windows"
         )
+
+    @staticmethod
+    def _record_columns(model: str | None = None) -> str:
+        """A candidate's record columns: those the re-rank reads (``model``: the SQL of its
+        ``embedding_model``), then the deferred ones (:data:`~prism_memory.postgres.rows.
+        DEFERRED_COLUMNS`) typed for an ``eager`` row and NULL for the others, which send them as
+        one ``record_send`` value, ``deferred``."""
+        ranked = [
+            f"{model} AS embedding_model"
+            if name == "embedding_model" and model is not None
+            else f"e.{quote(name)}"
+            for name in RANKED_COLUMNS
+        ]
+        typed = [
+            f"CASE WHEN e.eager THEN {sql} END AS {quote(n)}" for n, sql in _DEFERRED_SQL.items()
+        ]
+        sent = (
+            f"CASE WHEN NOT e.eager THEN record_send(ROW({', '.join(_DEFERRED_SQL.values())})) END"
+        )
+        return ", ".join([*ranked, *typed, f"{sent} AS deferred"])
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 - bounded
     def neighbors(self, *, ranges: int, require_consent: bool, occurred_after: bool) -> str:

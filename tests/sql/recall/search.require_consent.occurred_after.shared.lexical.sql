@@ -97,7 +97,7 @@ lexical_top AS (SELECT el.row_ctid
     CROSS JOIN stats s
     ORDER BY g.gain * (CAST(0.9 AS float8) + CAST(1.0 AS float8)) / (CAST(1.0 AS float8) + CAST(0.9 AS float8) * (CAST(1.0 AS float8) - CAST(0.4 AS float8) + CAST(0.4 AS float8) * el.term_count / (CAST(s.total_length AS float8) / CAST(s.documents AS float8)))) DESC, el.sequence, el.id
     LIMIT :limit)
-SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", e."embedding_model", vector_send(e.embedding) AS embedding, CASE WHEN e.window_embeddings IS NOT NULL THEN ARRAY(SELECT vector_send(w.v)
+SELECT e."thread_id", e."id", e."text", e."sequence", e."occurred_at", e."importance", e."embedding_model", CASE WHEN e.eager THEN e."tenant_id" END AS "tenant_id", CASE WHEN e.eager THEN e."resource_id" END AS "resource_id", CASE WHEN e.eager THEN e."role" END AS "role", CASE WHEN e.eager THEN CAST(e.metadata AS text) END AS "metadata", CASE WHEN e.eager THEN e."consent_explicit" END AS "consent_explicit", CASE WHEN e.eager THEN e."consent_source" END AS "consent_source", CASE WHEN e.eager THEN e."consent_scope" END AS "consent_scope", CASE WHEN e.eager THEN e."consent_visible" END AS "consent_visible", CASE WHEN e.eager THEN e."consent_granted_at" END AS "consent_granted_at", CASE WHEN e.eager THEN e."consent_revoked_at" END AS "consent_revoked_at", CASE WHEN e.eager THEN e."created_at" END AS "created_at", CASE WHEN e.eager THEN e."written_at" END AS "written_at", CASE WHEN e.eager THEN e."legal_hold" END AS "legal_hold", CASE WHEN e.eager THEN e."status" END AS "status", CASE WHEN e.eager THEN e."revision" END AS "revision", CASE WHEN e.eager THEN e."attempts" END AS "attempts", CASE WHEN e.eager THEN e."last_error" END AS "last_error", CASE WHEN NOT e.eager THEN record_send(ROW(e."tenant_id", e."resource_id", e."role", CAST(e.metadata AS text), e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."created_at", e."written_at", e."legal_hold", e."status", e."revision", e."attempts", e."last_error")) END AS deferred, vector_send(e.embedding) AS embedding, CASE WHEN e.window_embeddings IS NOT NULL THEN ARRAY(SELECT vector_send(w.v)
     FROM unnest(e.window_embeddings) WITH ORDINALITY AS w(v, n)
     ORDER BY w.n) END AS windows, s.documents, s.total_length, ARRAY(SELECT ord
     FROM frequencies
@@ -112,7 +112,12 @@ SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role"
     FROM "prism_memory"."semantic_memory_generations" g
     WHERE g.active) AS active_model
 FROM stats s
-LEFT JOIN (SELECT *
+LEFT JOIN (SELECT e.*, e.ctid = ANY(ARRAY((SELECT row_ctid
+                FROM nearest_top
+                LIMIT (CAST(:limit AS bigint) + 3) / 4)
+            UNION (SELECT row_ctid
+                FROM lexical_top
+                LIMIT (CAST(:limit AS bigint) + 3) / 4))) AS eager
     FROM "prism_memory"."semantic_memory" e
     WHERE e.ctid = ANY(ARRAY(SELECT row_ctid
             FROM nearest_top

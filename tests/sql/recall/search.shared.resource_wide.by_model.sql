@@ -127,7 +127,7 @@ nearest_top AS (SELECT row_ctid
     FROM eligible
     ORDER BY distance, sequence, id
     LIMIT :limit)
-SELECT e."tenant_id", e."resource_id", e."thread_id", e."id", e."text", e."role", CAST(e.metadata AS text) AS metadata, e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."sequence", e."occurred_at", e."created_at", e."written_at", e."importance", e."legal_hold", e."status", e."revision", e."attempts", e."last_error", CAST(:model AS text) AS embedding_model, CASE WHEN COALESCE(e.embedding IS NOT NULL
+SELECT e."thread_id", e."id", e."text", e."sequence", e."occurred_at", e."importance", CAST(:model AS text) AS embedding_model, CASE WHEN e.eager THEN e."tenant_id" END AS "tenant_id", CASE WHEN e.eager THEN e."resource_id" END AS "resource_id", CASE WHEN e.eager THEN e."role" END AS "role", CASE WHEN e.eager THEN CAST(e.metadata AS text) END AS "metadata", CASE WHEN e.eager THEN e."consent_explicit" END AS "consent_explicit", CASE WHEN e.eager THEN e."consent_source" END AS "consent_source", CASE WHEN e.eager THEN e."consent_scope" END AS "consent_scope", CASE WHEN e.eager THEN e."consent_visible" END AS "consent_visible", CASE WHEN e.eager THEN e."consent_granted_at" END AS "consent_granted_at", CASE WHEN e.eager THEN e."consent_revoked_at" END AS "consent_revoked_at", CASE WHEN e.eager THEN e."created_at" END AS "created_at", CASE WHEN e.eager THEN e."written_at" END AS "written_at", CASE WHEN e.eager THEN e."legal_hold" END AS "legal_hold", CASE WHEN e.eager THEN e."status" END AS "status", CASE WHEN e.eager THEN e."revision" END AS "revision", CASE WHEN e.eager THEN e."attempts" END AS "attempts", CASE WHEN e.eager THEN e."last_error" END AS "last_error", CASE WHEN NOT e.eager THEN record_send(ROW(e."tenant_id", e."resource_id", e."role", CAST(e.metadata AS text), e."consent_explicit", e."consent_source", e."consent_scope", e."consent_visible", e."consent_granted_at", e."consent_revoked_at", e."created_at", e."written_at", e."legal_hold", e."status", e."revision", e."attempts", e."last_error")) END AS deferred, CASE WHEN COALESCE(e.embedding IS NOT NULL
     AND COALESCE(e.embedding_model, (SELECT g.model
             FROM "prism_memory"."semantic_memory_generations" g
             WHERE g.role = 'primary')) = CAST(:model AS text), false) THEN vector_send(e.embedding) ELSE (SELECT vector_send(v.embedding)
@@ -155,7 +155,9 @@ AND COALESCE(e.embedding IS NOT NULL
     FROM "prism_memory"."semantic_memory_generations" g
     WHERE g.active) AS active_model
 FROM stats s
-LEFT JOIN (SELECT *
+LEFT JOIN (SELECT e.*, e.ctid = ANY(ARRAY((SELECT row_ctid
+                FROM nearest_top
+                LIMIT (CAST(:limit AS bigint) + 3) / 4))) AS eager
     FROM "prism_memory"."semantic_memory" e
     WHERE e.ctid = ANY(ARRAY(SELECT row_ctid
             FROM nearest_top))
