@@ -299,6 +299,7 @@ class RecallService:
             stats=found.stats,
             scoring=query.scoring,
             shared_thread_id=query.shared_thread if shared else None,
+            terms=query.terms,
         )
         if query.resource_wide:  # hits owned by another thread are marked, like granted ones
             hits = [
