@@ -65,8 +65,10 @@ __all__ = [
     "STEMMER",
     "STOP_WORDS",
     "CorpusStats",
+    "Profile",
     "TextTerms",
     "bm25",
+    "bm25_evidence",
     "chance_bm25",
     "corpus_stats",
     "ideal_bm25",
@@ -90,144 +92,19 @@ BM25_B = 0.4
 MAX_TERM_CHARS = 64
 """Longer ``\\w+`` runs (hashes, base64, pasted blobs) are not words and are not indexed."""
 
-STOP_WORDS = frozenset(
-    # The Snowball English stop list (snowballstem.org/algorithms/english/stop.txt), the stemmer's
-    # companion; its contractions appear as the \w+ runs they split into ("don't" -> don, t), and
-    # only the fragments that are never words on their own are kept (not "don", "won", "can").
-    [
-        "i",
-        "me",
-        "my",
-        "myself",
-        "we",
-        "our",
-        "ours",
-        "ourselves",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "he",
-        "him",
-        "his",
-        "himself",
-        "she",
-        "her",
-        "hers",
-        "herself",
-        "it",
-        "its",
-        "itself",
-        "they",
-        "them",
-        "their",
-        "theirs",
-        "themselves",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "this",
-        "that",
-        "these",
-        "those",
-        "am",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "have",
-        "has",
-        "had",
-        "having",
-        "do",
-        "does",
-        "did",
-        "doing",
-        "would",
-        "should",
-        "could",
-        "ought",
-        "a",
-        "an",
-        "the",
-        "and",
-        "but",
-        "if",
-        "or",
-        "because",
-        "as",
-        "until",
-        "while",
-        "of",
-        "at",
-        "by",
-        "for",
-        "with",
-        "about",
-        "against",
-        "between",
-        "into",
-        "through",
-        "during",
-        "before",
-        "after",
-        "above",
-        "below",
-        "to",
-        "from",
-        "up",
-        "down",
-        "in",
-        "out",
-        "on",
-        "off",
-        "over",
-        "under",
-        "again",
-        "further",
-        "then",
-        "once",
-        "here",
-        "there",
-        "when",
-        "where",
-        "why",
-        "how",
-        "all",
-        "any",
-        "both",
-        "each",
-        "few",
-        "more",
-        "most",
-        "other",
-        "some",
-        "such",
-        "no",
-        "nor",
-        "not",
-        "only",
-        "own",
-        "same",
-        "so",
-        "than",
-        "too",
-        "very",
-        "cannot",
-        "s",
-        "t",
-        "m",
-        "d",
-        "ll",
-        "re",
-        "ve",
-    ]
-)
+# The Snowball English stop list (snowballstem.org/algorithms/english/stop.txt), the stemmer's
+# companion; its contractions appear as the \w+ runs they split into ("don't" -> don, t), and
+# only the fragments that are never words on their own are kept (not "don", "won", "can").
+_STOP_LIST = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+she her hers herself it its itself they them their theirs themselves what which who whom
+this that these those am is are was were be been being have has had having do does did doing
+would should could ought a an the and but if or because as until while of at by for with
+about against between into through during before after above below to from up down in out on
+off over under again further then once here there when where why how all any both each few
+more most other some such no nor not only own same so than too very cannot s t m d ll re ve
+"""
+STOP_WORDS = frozenset(_STOP_LIST.split())
 """Words that are not terms (matched after case folding, before stemming)."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -517,6 +394,75 @@ def chance_bm25(
         )
         total += weight * (1.0 - (1.0 - share) ** ratio) * unit
     return total
+
+
+Profile = tuple[Mapping[str, int], int]
+"""``(term counts, length)`` of a text (:func:`term_profile`)."""
+
+
+def _profiles(texts: Sequence[str], given: Sequence[Profile | None] | None) -> list[Profile]:
+    """Each ``given`` profile as it is (a store's, kept since the text was written), the others
+    made by tokenizing the text."""
+    if given is None:
+        return list(map(term_profile, texts))
+    return [
+        term_profile(text) if profile is None else profile
+        for text, profile in zip(texts, given, strict=True)
+    ]
+
+
+def bm25_evidence(
+    terms: frozenset[str],
+    texts: Sequence[str],
+    stats: CorpusStats,
+    margin: float,
+    given: Sequence[Profile | None] | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`bm25` of each of ``texts`` and its lexical *evidence*, vectorised: what the fusion
+    (:mod:`prism_memory.ranking`) reads of the candidates. ``given`` may hold the texts' ``(term
+    counts, length)`` (``None``: tokenize that text); their counts must cover every term of
+    ``terms`` that ``stats`` gives a document frequency.
+
+    The evidence is ``Σ_t max(0, gain(t, d) − margin·chance(t, d))`` over the query terms ``d``
+    holds: each term's BM25 gain above ``margin`` times what an entry of ``d``'s length gets from it
+    by chance (:func:`chance_bm25`, term by term). The BM25 uses the same IEEE operations as the
+    scalar formula, element-wise and term by term in sorted order, so every value is bit-identical
+    to it; both sums run in sorted term order.
+    """
+    weights = term_weights(terms, stats)
+    total = np.zeros(len(texts), dtype=np.float64)
+    evidence = np.zeros(len(texts), dtype=np.float64)
+    if not weights:
+        return total, evidence
+    profiles = _profiles(texts, given)
+    lengths = np.array([length for _, length in profiles], dtype=np.float64)
+    frequencies = np.array(
+        [[counts.get(term, 0) for counts, _ in profiles] for term, _ in weights],
+        dtype=np.float64,
+    )  # one row per term, one column per text
+    average = stats.average_length
+    relative = BM25_B * lengths / average if average > 0.0 else BM25_B
+    norm = BM25_K1 * (1.0 - BM25_B + relative)
+    idfs = np.array([[weight] for _, weight in weights], dtype=np.float64)
+    gains = np.where(
+        frequencies > 0.0, idfs * frequencies * (BM25_K1 + 1.0) / (frequencies + norm), 0.0
+    )  # gains[t, d]: what term t adds to text d's BM25
+    # chance[t, d]: what term t would add to a text of d's length holding it as a random one would
+    ratio = lengths / average if average > 0.0 else np.zeros(len(texts), dtype=np.float64)
+    shares = np.array(
+        [
+            [max(0, min(stats.frequency(term), stats.documents) - 1) / max(stats.documents - 1, 1)]
+            for term, _ in weights
+        ],
+        dtype=np.float64,
+    )
+    unit = (BM25_K1 + 1.0) / (1.0 + norm)
+    chance = idfs * (1.0 - np.power(1.0 - shares, ratio)) * unit
+    surplus = np.where(frequencies > 0.0, np.maximum(0.0, gains - margin * chance), 0.0)
+    for gain, extra in zip(gains, surplus, strict=True):  # in sorted term order
+        total += gain
+        evidence += extra
+    return total, evidence
 
 
 def corpus_stats(texts: Iterable[str], terms: Iterable[str]) -> CorpusStats:

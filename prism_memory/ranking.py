@@ -57,7 +57,7 @@ Ties break on score descending, then sequence ascending, then id ascending.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -67,15 +67,7 @@ import numpy.typing as npt
 
 from ._columns import CandidateColumns
 from ._windowed import WINDOW_MARGIN
-from .lexical import (
-    BM25_B,
-    BM25_K1,
-    CorpusStats,
-    corpus_stats,
-    query_terms,
-    term_profile,
-    term_weights,
-)
+from .lexical import BM25_B, BM25_K1, CorpusStats, Profile, bm25_evidence, corpus_stats, query_terms
 from .models import (
     DEFAULT_CHANCE_MARGIN,
     DEFAULT_LEXICAL_WEIGHT,
@@ -104,6 +96,8 @@ __all__ = [
 
 DEFAULT_SCORING = RecallScoring()
 """Scoring used when a recall names none: similarity (the cosine + BM25 fusion) alone."""
+_DEFAULT_WEIGHTS = DEFAULT_SCORING.weights()
+""":data:`DEFAULT_SCORING`'s normalised weights, resolved once (``(1.0, 0.0, 0.0)``)."""
 
 T = TypeVar("T")
 
@@ -219,74 +213,6 @@ class _Scores:
     lexical_weight: float
 
 
-_Profile = tuple[Mapping[str, int], int]
-"""``(term counts, length)`` of a text (:func:`~prism_memory.lexical.term_profile`)."""
-
-
-def _profiles(texts: Sequence[str], given: Sequence[_Profile | None] | None) -> list[_Profile]:
-    """Each ``given`` profile as it is (a store's, kept since the text was written), the others
-    made by tokenizing the text."""
-    if given is None:
-        return list(map(term_profile, texts))
-    return [
-        term_profile(text) if profile is None else profile
-        for text, profile in zip(texts, given, strict=True)
-    ]
-
-
-def _bm25s(
-    terms: frozenset[str],
-    texts: Sequence[str],
-    stats: CorpusStats,
-    margin: float,
-    given: Sequence[_Profile | None] | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """:func:`~prism_memory.lexical.bm25` of each of ``texts`` and its lexical *evidence*, vectorised.
-    ``given`` may hold the texts' ``(term counts, length)`` (``None``: tokenize that text); their
-    counts must cover every term of ``terms`` that ``stats`` gives a document frequency.
-
-    The evidence is ``Σ_t max(0, gain(t, d) − margin·chance(t, d))`` over the query terms ``d``
-    holds: each term's BM25 gain above ``margin`` times what an entry of ``d``'s length gets from it
-    by chance (:func:`~prism_memory.lexical.chance_bm25`, term by term). The BM25 uses the same IEEE
-    operations as the scalar formula, element-wise and term by term in sorted order, so every value
-    is bit-identical to it; both sums run in sorted term order.
-    """
-    weights = term_weights(terms, stats)
-    total = np.zeros(len(texts), dtype=np.float64)
-    evidence = np.zeros(len(texts), dtype=np.float64)
-    if not weights:
-        return total, evidence
-    profiles = _profiles(texts, given)
-    lengths = np.array([length for _, length in profiles], dtype=np.float64)
-    frequencies = np.array(
-        [[counts.get(term, 0) for counts, _ in profiles] for term, _ in weights],
-        dtype=np.float64,
-    )  # one row per term, one column per text
-    average = stats.average_length
-    relative = BM25_B * lengths / average if average > 0.0 else BM25_B
-    norm = BM25_K1 * (1.0 - BM25_B + relative)
-    idfs = np.array([[weight] for _, weight in weights], dtype=np.float64)
-    gains = np.where(
-        frequencies > 0.0, idfs * frequencies * (BM25_K1 + 1.0) / (frequencies + norm), 0.0
-    )  # gains[t, d]: what term t adds to text d's BM25
-    # chance[t, d]: what term t would add to a text of d's length holding it as a random one would
-    ratio = lengths / average if average > 0.0 else np.zeros(len(texts), dtype=np.float64)
-    shares = np.array(
-        [
-            [max(0, min(stats.frequency(term), stats.documents) - 1) / max(stats.documents - 1, 1)]
-            for term, _ in weights
-        ],
-        dtype=np.float64,
-    )
-    unit = (BM25_K1 + 1.0) / (1.0 + norm)
-    chance = idfs * (1.0 - np.power(1.0 - shares, ratio)) * unit
-    surplus = np.where(frequencies > 0.0, np.maximum(0.0, gains - margin * chance), 0.0)
-    for gain, extra in zip(gains, surplus, strict=True):  # in sorted term order
-        total += gain
-        evidence += extra
-    return total, evidence
-
-
 def _score(
     vectors: Sequence[Vector] | npt.NDArray[np.float64],
     texts: Sequence[str],
@@ -296,13 +222,16 @@ def _score(
     stats: CorpusStats | None,
     lexical_weight: float,
     chance_margin: float,
-    profiles: Sequence[_Profile | None] | None = None,
+    profiles: Sequence[Profile | None] | None = None,
     windows: Sequence[Vector | None] = (),
+    terms: frozenset[str] | None = None,
 ) -> _Scores:
     """The fusion of the module doc over ``n ≥ 1`` candidates, vectorised (one matrix product).
     ``profiles`` (candidates' kept term counts) are read only with the store's ``stats``;
-    ``windows``, when given, the later windows' vectors of each candidate (``None``: none)."""
-    terms = query_terms(query_text)
+    ``windows``, when given, the later windows' vectors of each candidate (``None``: none);
+    ``terms``, the query's terms when the caller has them (``None``: tokenize ``query_text``)."""
+    if terms is None:
+        terms = query_terms(query_text)
     if stats is None:
         stats, profiles = corpus_stats(texts, terms), None
     # one pass from the float32 rows to the float64 matrix (no float32 stack copied again); a
@@ -315,7 +244,7 @@ def _score(
     semantic = _cosines(query_vector, matrix)
     if windows:
         semantic = _effective(semantic, query_vector, windows)
-    raw, evidence = _bm25s(terms, texts, stats, chance_margin, profiles)
+    raw, evidence = bm25_evidence(terms, texts, stats, chance_margin, profiles)
     semantic_scale = _scale(float(np.abs(semantic).max()))
     dense = semantic / semantic_scale
     bm25_scale = _scale(float(evidence.max()))
@@ -421,6 +350,7 @@ def rerank(
     stats: CorpusStats | None = None,
     scoring: RecallScoring | None = None,
     shared_thread_id: str | None = None,
+    terms: frozenset[str] | None = None,
 ) -> list[RecallHit]:
     """Fuse, blend and return the best ``top_k`` recall hits, deterministically ordered.
 
@@ -429,22 +359,26 @@ def rerank(
     objects are turned into columns once, here, and the re-rank reads columns alone -- a record
     is made for the hits only. Duplicate candidates (same thread and id) are scored once.
     ``shared_thread_id`` marks hits that came from a parent thread through a share grant.
-    ``stats`` are the statistics the store returned with the candidates. Ties on the score break
-    on sequence, then id, then similarity.
+    ``stats`` are the statistics the store returned with the candidates; ``terms`` the query's
+    terms (:func:`~prism_memory.lexical.query_terms` of ``query_text``) when the caller has them
+    already (recall checked them against its cap), else they are made here. Ties on the score
+    break on sequence, then id, then similarity.
     """
     rules = scoring if scoring is not None else DEFAULT_SCORING
-    w_similarity, w_recency, w_importance = rules.weights()
+    w_similarity, w_recency, w_importance = (
+        _DEFAULT_WEIGHTS if scoring is None else scoring.weights()
+    )
     chosen = CandidateColumns.of(candidates)
     ids, count = chosen.ids, len(chosen.ids)
+    if not count:
+        return []
     # distinct ids are distinct (thread, id) pairs: the pairs are only built when ids repeat
     if len(set(ids)) < count:
         first: dict[tuple[str, str], int] = {}
         for at, pair in enumerate(zip(chosen.thread_ids, ids, strict=True)):
             first.setdefault(pair, at)  # score each record once: its first candidate
         if len(first) < count:
-            chosen = chosen.take(list(first.values()))
-    if not len(chosen):
-        return []
+            chosen = chosen.take(list(first.values()))  # one candidate at least
     scores = _score(
         chosen.matrix,
         chosen.texts,
@@ -455,6 +389,7 @@ def rerank(
         chance_margin=rules.chance_margin,
         profiles=chosen.profiles,
         windows=chosen.windows or (),
+        terms=terms,
     )
     half_life = rules.half_life_ms
     alone = w_recency == 0.0 and w_importance == 0.0

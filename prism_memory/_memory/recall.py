@@ -15,6 +15,7 @@ from ..embedding import Embedder, embedder_model
 from ..errors import CapExceededError, EmbeddingModelMismatchError, ValidationError
 from ..lexical import query_terms
 from ..models import (
+    MemoryIdentity,
     MemoryRecord,
     RecallResult,
     RecallScoring,
@@ -124,6 +125,8 @@ def context_provider(
 class RecallQuery:
     """A recall's arguments, checked by the facade."""
 
+    identity: MemoryIdentity
+    """The thread the recall reads (the memory's scope, resolved once by :meth:`check`)."""
     text: str
     terms: frozenset[str]
     top_k: int
@@ -181,6 +184,7 @@ class RecallQuery:
             if shared_thread == identity.thread_id:
                 raise ValidationError("a thread cannot share from itself")
         return cls(
+            identity=identity,
             text=query,
             terms=terms,
             top_k=k,
@@ -253,7 +257,7 @@ class RecallService:
     async def recall(self, query: RecallQuery) -> RecallResult:
         """See :meth:`Memory.recall <prism_memory.memory.Memory.recall>`."""
         ctx = self._ctx
-        identity = ctx.identity
+        identity = query.identity
         store = ctx.backend.entries
         if query.wait:  # include_pending: this memory's own writes first
             await self._session.wait_own(query.wait)
@@ -299,6 +303,7 @@ class RecallService:
             stats=found.stats,
             scoring=query.scoring,
             shared_thread_id=query.shared_thread if shared else None,
+            terms=query.terms,
         )
         if query.resource_wide:  # hits owned by another thread are marked, like granted ones
             hits = [

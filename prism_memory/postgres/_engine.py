@@ -13,8 +13,11 @@ import asyncio
 import os
 import time
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
@@ -24,6 +27,7 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from ..errors import ConfigurationError, StoreClosedError
 from ._codec import decode_vector, encode_vector, encode_vectors
+from ._errors import sqlstate_of
 from .statements.session import POOLED_BEGIN, VECTOR_TYPE_SCHEMA
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "KeptConnections",
     "Pooling",
     "checked_pooling",
+    "connection_lost",
     "create_engine",
     "decode_vector",
     "encode_vector",
@@ -240,8 +245,10 @@ class KeptConnections:
     when they close).
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, terminate: bool = False) -> None:
         self._engine = engine
+        self._terminate = terminate
+        """Whether a dropped connection is closed at once, not gracefully (:meth:`lend`)."""
         sync_engine = engine.sync_engine
         keeps = sync_engine in _PLANNED_ENGINES and event.contains(
             sync_engine, "checkout", _ping_if_idle
@@ -283,6 +290,35 @@ class KeptConnections:
         await greenlet_spawn(pooled.close)
         if not room:  # others may be waiting for a connection: hand back every kept one
             await self.release()
+
+    @asynccontextmanager
+    async def lend(self) -> AsyncIterator[Any]:
+        """The asyncpg driver of a connection (:meth:`take`; no SQLAlchemy ``Connection`` around
+        it), kept for the next operation afterwards (:meth:`give`) -- or dropped, never pooled
+        again, when it was lost, is left inside a transaction, or an operation on it was
+        cancelled midway. A replica's connections (``terminate``) are dropped at once: a replica
+        that did not answer may be hung, and a graceful close would wait for it (up to 2 s
+        more); the primary's close gracefully."""
+        pooled = await self.take()
+        driver: Any = pooled.driver_connection
+        try:
+            yield driver
+        except BaseException as exc:
+            if (
+                isinstance(exc, asyncio.CancelledError | TimeoutError)
+                or connection_lost(exc, driver)
+                or driver.is_in_transaction()
+            ):
+                if self._terminate:
+                    driver.terminate()
+                await greenlet_spawn(pooled.invalidate, exc)
+            await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
+            raise
+        if driver.is_in_transaction():  # never handed on with a transaction open
+            await greenlet_spawn(pooled.invalidate)
+            await greenlet_spawn(pooled.close)
+        else:
+            await self.give(pooled)
 
     async def release(self) -> None:
         """Return every kept connection to the pool."""
@@ -410,3 +446,18 @@ def create_engine(
     if pooled and not options.get("pool_pre_ping"):
         install_idle_ping(engine)
     return engine
+
+
+def connection_lost(exc: BaseException, driver: Any) -> bool:
+    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
+    if driver is None or driver.is_closed():
+        return True
+    if isinstance(
+        exc,
+        asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.InternalClientError
+        | ConnectionError,
+    ):
+        return True
+    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
+    return (sqlstate_of(exc) or "").startswith(("08", "57P"))

@@ -91,17 +91,12 @@ class PostgresEntries(EntryWriter, EntryStore):
     async def search(self, scope: MemoryIdentity, request: SearchRequest) -> SearchResult:
         """Exact per-thread candidates and statistics (:meth:`EntrySql.search`; ``model``)."""
         check_limit(request.limit)
-        ranked = await self._generations.vectors_of(request.model)
-        if ranked is not None:
-            width: int | None = ranked.width
-            request = replace(request, model=ranked.model)
-        else:
-            width = await self._width.known(self._entries, request.model)
+        width, model, by_model = await self._width.for_search(self._entries, request.model)
         query = assert_finite_vector(request.vector, "query vector", expected_length=width)
         if request.limit == 0:
             return SearchResult([], CorpusStats())
         found = await self._entries.search(
-            scope, replace(request, vector=query), by_model=ranked is not None
+            scope, replace(request, vector=query, model=model), by_model=by_model
         )
         self._generations.observe(found.active_model)
         return found

@@ -50,15 +50,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
-from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .. import _telemetry as otel
 from ..errors import ConfigurationError, StorageError
-from ._engine import Pooling
-from ._errors import sqlstate_of, translate, wrap_db_errors
+from ._engine import Pooling, connection_lost
+from ._errors import translate, wrap_db_errors
 from ._pipelined import one_flight, pipelined_reads
 from ._replica import (
     REPLICA_RETRY_MAX_SECONDS,
@@ -376,8 +374,9 @@ class Executor:
         """One read on ``endpoint``, straight to a pooled connection's asyncpg driver (no
         transaction around it, prepared and cached per connection; behind a transaction pooler, in
         one flight on psycopg), retried once on a fresh connection if the pooled one is dead; one
-        cancelled midway drops its connection (:meth:`_driver`). With row-level security on, a read
-        for one tenant sets it in the same statement (:func:`tenant_gate`)."""
+        cancelled midway drops its connection (:meth:`~._engine.KeptConnections.lend`). With
+        row-level security on, a read for one tenant sets it in the same statement
+        (:func:`tenant_gate`)."""
         if self.sets_tenant and (each := self.tenancy.split(params)) is not None:
             return await per_tenant(
                 each, lambda one: self._fetch_on(endpoint, action, statement, one)
@@ -392,10 +391,10 @@ class Executor:
             with otel.db_span(action), wrap_db_errors(action):
                 driver: Any = None
                 try:
-                    async with self._driver(endpoint) as driver, self._alone(driver):
+                    async with endpoint.kept.lend() as driver, self._alone(driver):
                         return list(await driver.fetch(positional, *args))
-                except Exception as exc:  # _driver has dropped a lost connection already
-                    if driver is None or not _connection_lost(exc, driver):
+                except Exception as exc:  # lend has dropped a lost connection already
+                    if driver is None or not connection_lost(exc, driver):
                         raise
                     if attempt == 2:
                         raise translate(exc, action) from exc
@@ -426,7 +425,7 @@ class Executor:
         tenant = self.tenancy.noted(params) if self.sets_tenant else None
         try:
             with otel.db_span(action), wrap_db_errors(action):
-                async with self._driver() as driver, self._alone(driver, tenant):
+                async with self._primary.kept.lend() as driver, self._alone(driver, tenant):
                     if count:
                         return [_changed(await driver.execute(positional, *args))]
                     return list(await driver.fetch(positional, *args))
@@ -438,7 +437,7 @@ class Executor:
         """A statement that must run outside any transaction block (``ANALYZE`` of a bulk load),
         on the driver, on the primary."""
         with otel.db_span(action), wrap_db_errors(action):
-            async with self._driver() as driver:
+            async with self._primary.kept.lend() as driver:
                 await driver.execute(statement)
 
     # ---- transactions on the driver -------------------------------------------------------
@@ -454,7 +453,7 @@ class Executor:
         begin = begin_for(begin, tenant) if self.sets_tenant else begin  # RLS: in BEGIN
         try:
             with otel.db_span(action), wrap_db_errors(action):
-                async with self._driver() as driver, self._begun(driver, begin):
+                async with self._primary.kept.lend() as driver, self._begun(driver, begin):
                     yield DriverUnit(driver, self.tenancy if self.sets_tenant else None)
         finally:
             self.wrote()
@@ -470,36 +469,6 @@ class Executor:
                 with contextlib.suppress(Exception):
                     await driver.execute(ROLLBACK)
             raise
-
-    @asynccontextmanager
-    async def _driver(self, endpoint: Endpoint | None = None) -> AsyncIterator[Any]:
-        """The asyncpg driver of a pooled connection (no SQLAlchemy ``Connection`` around it),
-        kept for the next operation afterwards (:class:`KeptConnections`) -- or dropped, never
-        pooled again, when it was lost, is left inside a transaction, or an operation on it was
-        cancelled midway."""
-        kept = (endpoint or self._primary).kept
-        pooled = await kept.take()
-        driver: Any = pooled.driver_connection
-        try:
-            yield driver
-        except BaseException as exc:
-            if (
-                isinstance(exc, asyncio.CancelledError | TimeoutError)
-                or _connection_lost(exc, driver)
-                or driver.is_in_transaction()
-            ):
-                if isinstance(endpoint, ReplicaEndpoint):
-                    # a replica that did not answer may be hung: a graceful close would wait
-                    # for it (up to 2 s more); the primary's connections close gracefully
-                    driver.terminate()
-                await greenlet_spawn(pooled.invalidate, exc)
-            await greenlet_spawn(pooled.close)  # back to the pool (it may close it: I/O)
-            raise
-        if driver.is_in_transaction():  # never handed on with a transaction open
-            await greenlet_spawn(pooled.invalidate)
-            await greenlet_spawn(pooled.close)
-        else:
-            await kept.give(pooled)
 
     def _alone(
         self, driver: Any, tenant: str | None = None
@@ -577,18 +546,3 @@ class Executor:
         if self._owns_engine:
             self._owns_engine = False
             await self._primary.engine.dispose()
-
-
-def _connection_lost(exc: BaseException, driver: Any) -> bool:
-    """Whether ``exc`` means the connection is gone (so a read may be retried on a new one)."""
-    if driver is None or driver.is_closed():
-        return True
-    if isinstance(
-        exc,
-        asyncpg.exceptions.ConnectionDoesNotExistError
-        | asyncpg.exceptions.InternalClientError
-        | ConnectionError,
-    ):
-        return True
-    # connection exceptions (08xxx) and operator intervention (57P01 admin shutdown, ...)
-    return (sqlstate_of(exc) or "").startswith(("08", "57P"))

@@ -321,6 +321,18 @@ class VectorWidth:
             self.value = await entries.any_width()
         return self.value
 
+    async def for_search(
+        self, entries: EntryRepository, model: str | None
+    ) -> tuple[int | None, str | None, bool]:
+        """What a search of ``model`` reads: the width its query vector must have, the model it
+        names, and whether it ranks each row's vector of that model (``by_model``: the store
+        holds several generations, :meth:`PostgresGenerations.vectors_of`) or the entries' own
+        vectors (then the width :meth:`known` gives)."""
+        ranked = None if self.generations is None else await self.generations.vectors_of(model)
+        if ranked is not None:
+            return ranked.width, ranked.model, True
+        return await self.known(entries, model), model, False
+
     def learn(self, width: int | None) -> None:
         """Remember the width of vectors just stored (the first ones of an unpinned table)."""
         if self.value is None and width is not None:

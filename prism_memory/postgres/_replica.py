@@ -85,10 +85,10 @@ class Endpoint:
 
     __slots__ = ("_sessions", "engine", "kept")
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, replica: bool = False) -> None:
         self.engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self.kept = KeptConnections(engine)
+        self.kept = KeptConnections(engine, terminate=replica)
 
     def sessions(self) -> AsyncSession:
         """A new session on the engine (:class:`~prism_memory.errors.StoreClosedError` once the
@@ -104,7 +104,7 @@ class ReplicaEndpoint(Endpoint):
     __slots__ = ("config", "covered", "down_until", "failures", "name", "needed", "writes")
 
     def __init__(self, config: ReadReplica) -> None:
-        super().__init__(config.engine)
+        super().__init__(config.engine, replica=True)
         self.config = config
         self.name = describe_endpoint(config.engine)
         self.failures = 0

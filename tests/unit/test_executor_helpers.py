@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import asyncpg
 import pytest
 
-from prism_memory.postgres._executor import _bound, _changed, _connection_lost, rowcount
+from prism_memory.postgres._engine import connection_lost as _connection_lost
+from prism_memory.postgres._executor import _bound, _changed, rowcount
 
 
 class CodedError(Exception):

@@ -581,3 +581,37 @@ def test_deferred_candidates_rank_like_eager_ones_and_build_only_the_hits():
         (h.record, h.score, h.similarity) for h in eager
     ]
     assert sorted(built) == sorted(h.record.id for h in eager)  # five records built, not twenty
+
+
+def test_the_query_terms_a_caller_hands_over_rank_as_the_query_text_does():
+    """Recall hands the re-rank the terms it already checked (``terms``): the hits, scores and
+    explanations are exactly those of the terms made from ``query_text``; terms alone decide."""
+    candidates = [
+        cand(record("a", "the painter painted a red barn", sequence=1), 1.0, 0.2),
+        cand(record("b", "a barn by the river", sequence=2), 0.9, 0.4),
+        cand(record("c", "red paint on the river", sequence=3), 0.2, 1.0),
+    ]
+    text = "red barn painting"
+    plain = RecallScoring(chance_margin=0.0)  # plain BM25: every matched term counts
+    made = ranked(candidates, text=text, scoring=plain)
+    handed = rerank(
+        candidates,
+        query_vector=np.array((1.0, 0.0), dtype=np.float32),
+        query_text=text,
+        top_k=32,
+        now=NOW,
+        scoring=plain,
+        terms=query_terms(text),
+    )
+    assert handed == made
+    assert any(hit.lexical > 0.0 for hit in made)
+    other = rerank(
+        candidates,
+        query_vector=np.array((1.0, 0.0), dtype=np.float32),
+        query_text=text,
+        top_k=32,
+        now=NOW,
+        scoring=plain,
+        terms=query_terms("river"),
+    )
+    assert [hit.lexical for hit in other] != [hit.lexical for hit in made]
