@@ -5,7 +5,6 @@ over stores that closed stops its indexing queue instead of claiming forever."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Literal
 
 import pytest
@@ -24,10 +23,9 @@ DIM = 8
 
 @pytest.mark.parametrize("pooling", ["session", "transaction"])
 async def test_closed_stores_refuse_every_call_and_open_no_connection(
-    postgres_url: str, pooling: Literal["session", "transaction"]
+    postgres_url: str, schema: str, pooling: Literal["session", "transaction"]
 ) -> None:
     """Also in the transaction-pooler mode, whose reads go through a reader of their own."""
-    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
     stores = await create_postgres_memory_stores(
         postgres_url, schema=schema, dimension=DIM, pooling=pooling, direct_url=postgres_url
     )
@@ -59,11 +57,9 @@ async def test_closed_stores_refuse_every_call_and_open_no_connection(
     # the disposed engine opened nothing again: the calls were refused before any connection
     pool = stores.engine.pool
     assert (pool.checkedin(), pool.checkedout()) == (0, 0)
-    await _drop(postgres_url, schema)
 
 
-async def test_a_hosts_engine_outlives_stores_that_closed(postgres_url: str) -> None:
-    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+async def test_a_hosts_engine_outlives_stores_that_closed(postgres_url: str, schema: str) -> None:
     engine = create_engine(postgres_url)
     try:
         stores = await create_postgres_memory_stores(engine=engine, schema=schema, dimension=DIM)
@@ -74,13 +70,11 @@ async def test_a_hosts_engine_outlives_stores_that_closed(postgres_url: str) -> 
             assert (await conn.execute(text("SELECT 1"))).scalar() == 1
     finally:
         await engine.dispose()
-        await _drop(postgres_url, schema)
 
 
 async def test_a_memory_left_open_stops_indexing_when_its_stores_close(
-    postgres_url: str,
+    postgres_url: str, schema: str
 ) -> None:
-    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
     stores = await create_postgres_memory_stores(postgres_url, schema=schema, dimension=DIM)
     embedder = GatedEmbedder(HashEmbedder(DIM))
     memory = create_memory(
@@ -101,13 +95,3 @@ async def test_a_memory_left_open_stops_indexing_when_its_stores_close(
         embedder.release()
         await memory.aclose()
         await stores.close()
-        await _drop(postgres_url, schema)
-
-
-async def _drop(url: str, schema: str) -> None:
-    engine = create_engine(url, pooled=False)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    finally:
-        await engine.dispose()
