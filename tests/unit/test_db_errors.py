@@ -18,7 +18,7 @@ from prism_memory.errors import (
     StorageError,
     ValidationError,
 )
-from prism_memory.postgres import _errors, embedded
+from prism_memory.postgres import _errors
 from prism_memory.postgres._errors import server_terminated, sqlstate_of, translate, wrap_db_errors
 
 
@@ -44,7 +44,7 @@ def wrapped(orig: BaseException) -> DBAPIError:
 
 @pytest.fixture(autouse=True)
 def no_embedded_server(monkeypatch):
-    monkeypatch.setattr(embedded, "running_logs", lambda: ())
+    monkeypatch.setattr(_errors, "SERVER_LOGS", {})
 
 
 # ---- sqlstate_of -------------------------------------------------------------------------------
@@ -198,9 +198,8 @@ def test_a_statement_prepared_on_another_server_connection_points_at_pooler_mode
 
 
 def test_a_terminated_embedded_server_names_its_logs(monkeypatch):
-    monkeypatch.setattr(
-        embedded, "running_logs", lambda: (Path("/tmp/pg/a.log"), Path("/tmp/pg/b.log"))
-    )
+    logs = {Path("/tmp/pg/a"): Path("/tmp/pg/a.log"), Path("/tmp/pg/b"): Path("/tmp/pg/b.log")}
+    monkeypatch.setattr(_errors, "SERVER_LOGS", logs)
     error = translate(CodedError(sqlstate="08003"), "remember")
     assert str(error) == (
         "remember failed: the PostgreSQL server process terminated or dropped the connection "
