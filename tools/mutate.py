@@ -124,10 +124,8 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_rag_chunking.py",
         "tests/unit/test_rag_chunking_bounds.py",
     ],
-    "prism_memory/stores/_checks.py": [
-        "tests/unit/test_store_checks.py",
-    ],
     "prism_memory/stores/_records.py": [
+        "tests/unit/test_store_checks.py",
         "tests/unit/test_store_records.py",
     ],
     "prism_memory/indexing/policy.py": [

@@ -30,7 +30,7 @@ from ._executor import Executor
 from ._generations import VectorWidth
 from .repositories import EntryRepository
 from .rows import insert_params, inserted_record, stage_records, window_params
-from .statements import EntrySql, begin_locked_statement, thread_lock_key
+from .statements import EntrySql, thread_lock_key
 from .tables import PrismTables
 
 __all__: list[str] = []
@@ -102,7 +102,7 @@ class EntryWriter:
 
         One transaction on the pooled connection's asyncpg driver (no ORM session; statements
         prepared once per connection), three round trips: ``BEGIN`` with a transaction-scoped
-        advisory lock (:func:`begin_locked_statement`) serialises the writers of one thread, so
+        advisory lock (:meth:`EntryRepository.locked`) serialises the writers of one thread, so
         sequence assignment (``max + 1``, 0 in an empty thread, in input order) never collides;
         then one statement inserts the new rows -- with their vectors, ``indexed``, when
         ``vectors`` are given (:attr:`RowSql.insert_new`, or without a window over the batch
@@ -164,9 +164,7 @@ class EntryWriter:
         # BEGIN and the thread's lock in one round trip. READ COMMITTED whatever the server's
         # default: the insert must see what the writer that held the lock before committed
         # (its own snapshot, taken after the lock is granted)
-        begin = begin_locked_statement(scope)
-        async with self._executor.transaction("put_entries", begin, tenant=scope.tenant_id) as unit:
-            entries = self._entries.within(unit)
+        async with self._entries.locked("put_entries", scope) as entries:
             sources = await _lineage_sources(entries, scope, unique)
             rows = await entries.insert_batch(params, appended=appended, exact=exact)
             if appended:  # one row: how many it inserted, from which sequence on

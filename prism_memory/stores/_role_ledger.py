@@ -13,8 +13,7 @@ from datetime import datetime
 
 from .._windowed import OwnVector
 from ..models import IndexStatus, MemoryIdentity
-from ._checks import check_claim
-from ._records import ClaimedEntry
+from ._records import ClaimedEntry, check_claim
 
 __all__ = ["IndexingLedger"]
 

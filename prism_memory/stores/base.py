@@ -45,16 +45,6 @@ from datetime import datetime
 from typing import Any
 
 from ..models import WorkingMemoryRecord
-from ._checks import (
-    check_claim,
-    check_entry_vectors,
-    check_lease,
-    check_limit,
-    check_lineage_sources,
-    check_max_lag,
-    lineage_source_ids,
-    not_ready_message,
-)
 from ._governance import (
     ConsentUpdate,
     DependentsOf,
@@ -76,6 +66,14 @@ from ._records import (
     SharedSource,
     StoredEntries,
     Tombstone,
+    check_claim,
+    check_entry_vectors,
+    check_lease,
+    check_limit,
+    check_lineage_sources,
+    check_max_lag,
+    lineage_source_ids,
+    not_ready_message,
 )
 from ._role_entries import EntryStore, every_record
 from ._role_generations import (

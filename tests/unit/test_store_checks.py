@@ -1,4 +1,4 @@
-"""The argument checks every store adapter applies alike (``prism_memory.stores._checks``)."""
+"""The argument checks every store adapter applies alike (``prism_memory.stores._records``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from prism_memory.errors import ValidationError
 from prism_memory.models import Lineage
-from prism_memory.stores._checks import (
+from prism_memory.stores._records import (
+    NewEntry,
     check_claim,
     check_entry_vectors,
     check_lease,
@@ -17,7 +18,6 @@ from prism_memory.stores._checks import (
     check_lineage_sources,
     lineage_source_ids,
 )
-from prism_memory.stores._records import NewEntry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

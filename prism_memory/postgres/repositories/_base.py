@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
 from sqlalchemy import Table, Text, any_, bindparam
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -34,15 +34,6 @@ class _Repository:
         self.on = on
         self.tables = tables
         self.sql = EntrySql.for_tables(tables)
-
-    def within(self, unit: Unit) -> Self:
-        """This repository inside ``unit`` (each call then runs in it; the caller commits): the
-        same tables and statements, without looking them up again."""
-        inside = object.__new__(type(self))
-        inside.on = unit
-        inside.tables = self.tables
-        inside.sql = self.sql
-        return inside
 
     async def _rows(
         self,

@@ -3,9 +3,10 @@ recall's search and neighbours, consent, legal hold, deletes, lineage."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from sqlalchemy import (
     DateTime,
@@ -33,9 +34,15 @@ from ...models import (
 )
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
 from .._codec import encode_vectors
-from .._executor import DriverUnit, Executor
+from .._executor import DriverUnit, Executor, Unit
 from ..rows import consent_values, lexical_values, scope_params, search_result
-from ..statements import SchemaSql, neighbors_statement, search_statement, thread_lock_key
+from ..statements import (
+    SchemaSql,
+    begin_locked_statement,
+    neighbors_statement,
+    search_statement,
+    thread_lock_key,
+)
 from ._base import _STATUS_SQL, _in_array, _primary_key, _Repository, _rowcount
 
 __all__ = ["EntryRepository", "TombstoneRepository"]
@@ -57,6 +64,26 @@ class EntryRepository(_Repository):
     def _record_select(self) -> Any:
         t = self.tables.entries
         return select(*(t.c[name] for name in RECORD_COLUMNS))
+
+    def within(self, unit: Unit) -> Self:
+        """This repository inside ``unit`` (each call then runs in it; the caller commits): the
+        same tables and statements, without looking them up again."""
+        inside = object.__new__(type(self))
+        inside.on = unit
+        inside.tables = self.tables
+        inside.sql = self.sql
+        return inside
+
+    @asynccontextmanager
+    async def locked(self, action: str, scope: MemoryIdentity) -> AsyncIterator[Self]:
+        """A transaction of the store's executor holding ``scope``'s thread lock, and this
+        repository inside it: ``BEGIN ISOLATION LEVEL READ COMMITTED`` and the thread's advisory
+        lock in one round trip (:func:`begin_locked_statement`), so the writers of one thread are
+        serialised until it ends and each statement sees what the writer before committed."""
+        assert isinstance(self.on, Executor)
+        begin = begin_locked_statement(scope)
+        async with self.on.transaction(action, begin, tenant=scope.tenant_id) as unit:
+            yield self.within(unit)
 
     async def lock_thread(self, scope: MemoryIdentity) -> None:
         """Serialise writers of one thread until the transaction ends (sequence assignment)."""
