@@ -48,13 +48,13 @@ async def main(args: argparse.Namespace) -> None:
     from test_columnar_rerank import _object_rerank
 
     from prism_memory import create_memory
-    from prism_memory._results import row_candidate
     from prism_memory.importing import import_entries
     from prism_memory.postgres import create_postgres_memory_stores
     from prism_memory.postgres import rows as decoding
     from prism_memory.postgres._codec import decode_vectors
     from prism_memory.postgres._engine import register_vector_codec
     from prism_memory.postgres.repositories import entries
+    from prism_memory.postgres.rows import row_candidate
     from prism_memory.postgres.statements import to_positional
     from prism_memory.ranking import rerank
 

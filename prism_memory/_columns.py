@@ -1,30 +1,31 @@
 """Recall candidates as columns: what the re-rank reads of ``n`` candidates, one array or list per
 field, with no Python object per candidate.
 
-A store that decodes rows (PostgreSQL) hands :class:`CandidateColumns` to the re-rank
-(:func:`prism_memory.ranking.rerank`): the ids, threads, texts, sequences, importances and times
-as columns, the vectors as one float64 ``(n, width)`` matrix decoded from one buffer, and the rows
-themselves, from which a record is read only for what becomes a hit (a store may send only the
-ranked fields of most candidates as plain columns and the rest of the record in one cheap value,
-which ``expand`` turns into the record's columns for the few hits among them). A store that makes
+The re-rank (:func:`prism_memory.ranking.rerank`) reads the ids, threads, texts, sequences,
+importances and times as columns, the vectors as one float64 ``(n, width)`` matrix, and asks for a
+record (:meth:`CandidateColumns.record`) only for what becomes a hit. A store that makes
 :class:`~prism_memory.models.Candidate` objects (the in-memory one, a host's adapter) keeps doing
-so: :meth:`CandidateColumns.of` turns them into columns once, at the re-rank's boundary.
+so: :meth:`CandidateColumns.of` turns them into columns once, at the re-rank's boundary. A store
+that decodes rows hands over its own subclass, which keeps the rows and reads a record from one
+only when asked (PostgreSQL's :class:`~prism_memory.postgres.rows.SearchedColumns`: its vectors
+decoded from one buffer, and most rows' record columns sent as one cheap value decoded for the
+few hits among them).
 
 :class:`CandidateColumns` is also a read-only sequence of :class:`Candidate` (each made on
-access), so code that reads a search result's candidates one by one keeps working.
+access, for a store's rows), so code that reads a search result's candidates one by one keeps
+working.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, Self, cast, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from ._results import Candidate, MemoryRecord, Vector, record_from_row, row_candidate
+from ._results import Candidate, MemoryRecord, Vector
 
 __all__ = ["RANKED_COLUMNS", "CandidateColumns"]
 
@@ -50,16 +51,14 @@ class CandidateColumns(Sequence[Candidate]):
     entries, in the same candidate order.
 
     ``matrix`` is the stored vectors as float64 rows; ``vectors`` the same as float32 rows (read
-    only when a :class:`Candidate` is made of one). :meth:`record` builds the record of candidate
-    ``i``; for a store's rows it is :func:`~prism_memory._results.record_from_row` of row ``i``
-    (through ``expand`` first: the row with every record column, when the store sent some of them
-    in another form).
+    only when a :class:`Candidate` is made of one). ``source`` holds, per candidate, what its
+    record is read from: here the :class:`Candidate` itself (:meth:`of`); a store's subclass keeps
+    its rows there and says how a record and a candidate are read from one (:meth:`record`,
+    :meth:`_candidate`).
     """
 
     __slots__ = (
-        "_candidates",
-        "_expand",
-        "_rows",
+        "_source",
         "embedding_models",
         "ids",
         "importances",
@@ -83,11 +82,9 @@ class CandidateColumns(Sequence[Candidate]):
         occurred_at: Sequence[datetime],
         importances: Sequence[float],
         embedding_models: Sequence[str | None],
+        source: Sequence[Any],
         windows: Sequence[Vector | None] | None = None,
         profiles: list[Profile | None] | None = None,
-        rows: Sequence[Mapping[Any, Any]] | None = None,
-        candidates: Sequence[Candidate] | None = None,
-        expand: Callable[[Mapping[Any, Any]], Mapping[Any, Any]] | None = None,
     ) -> None:
         self.matrix = matrix
         self.thread_ids, self.ids, self.texts = thread_ids, ids, texts
@@ -97,39 +94,7 @@ class CandidateColumns(Sequence[Candidate]):
         """Each candidate's later windows (``None``: none), or ``None`` when no candidate has any."""
         self.profiles = profiles
         """Each candidate's kept term profile (``None``: tokenize its text), or ``None`` for none."""
-        self._rows, self._candidates, self._expand = rows, candidates, expand
-
-    @classmethod
-    def from_rows(
-        cls,
-        rows: Sequence[Mapping[Any, Any]],
-        matrix: npt.NDArray[np.float64],
-        windows: Sequence[Vector | None] | None = None,
-        expand: Callable[[Mapping[Any, Any]], Mapping[Any, Any]] | None = None,
-    ) -> CandidateColumns:
-        """Columns of a store's rows of the record's columns (:func:`record_from_row`), with their
-        vectors already decoded into ``matrix``; each hit's record is read from its row, through
-        ``expand`` when given (a row holding :data:`RANKED_COLUMNS` as columns and the record's
-        other columns in another form: ``expand`` returns the row with all of them)."""
-        if rows:
-            threads, ids, texts, sequences, times, importances, models = zip(
-                *map(_RANKED, rows), strict=True
-            )
-        else:
-            threads = ids = texts = sequences = times = importances = models = ()
-        return cls(
-            matrix=matrix,
-            thread_ids=threads,
-            ids=ids,
-            texts=texts,
-            sequences=sequences,
-            occurred_at=times,
-            importances=importances,
-            embedding_models=models,
-            windows=windows,
-            rows=rows,
-            expand=expand,
-        )
+        self._source = source
 
     @classmethod
     def of(cls, candidates: Iterable[Candidate]) -> CandidateColumns:
@@ -149,28 +114,23 @@ class CandidateColumns(Sequence[Candidate]):
             occurred_at=[c.occurred_at for c in given],
             importances=[c.importance for c in given],
             embedding_models=[c.embedding_model for c in given],
+            source=given,
             windows=windows if any(w is not None for w in windows) else None,
             profiles=profiles if any(p is not None for p in profiles) else None,
-            candidates=given,
         )
 
     def record(self, at: int) -> MemoryRecord:
-        """The record of candidate ``at`` (read from its row now, for a store's rows)."""
-        if self._candidates is not None:
-            return self._candidates[at].record
-        assert self._rows is not None
-        return record_from_row(self._row(at))
+        """The record of candidate ``at`` (the re-rank reads it for the hits only)."""
+        return cast("Candidate", self._source[at]).record
 
-    def _row(self, at: int) -> Mapping[Any, Any]:
-        """Row ``at`` with every record column (through ``expand``)."""
-        assert self._rows is not None
-        row = self._rows[at]
-        return row if self._expand is None else self._expand(row)
+    def _candidate(self, at: int) -> Candidate:
+        """Candidate ``at`` (``0 <= at < n``) as a :class:`Candidate`."""
+        return cast("Candidate", self._source[at])
 
-    def take(self, positions: Sequence[int]) -> CandidateColumns:
+    def take(self, positions: Sequence[int]) -> Self:
         """The candidates at ``positions``, in that order (a re-rank keeps each record once)."""
         pick: Callable[[Sequence[Any]], list[Any]] = lambda column: [column[i] for i in positions]  # noqa: E731
-        return CandidateColumns(
+        return type(self)(
             matrix=self.matrix[list(positions)],
             thread_ids=pick(self.thread_ids),
             ids=pick(self.ids),
@@ -179,11 +139,9 @@ class CandidateColumns(Sequence[Candidate]):
             occurred_at=pick(self.occurred_at),
             importances=pick(self.importances),
             embedding_models=pick(self.embedding_models),
+            source=pick(self._source),
             windows=None if self.windows is None else pick(self.windows),
             profiles=None if self.profiles is None else pick(self.profiles),
-            rows=None if self._rows is None else pick(self._rows),
-            candidates=None if self._candidates is None else pick(self._candidates),
-            expand=self._expand,
         )
 
     def __len__(self) -> int:
@@ -198,26 +156,13 @@ class CandidateColumns(Sequence[Candidate]):
     def __getitem__(self, at: int | slice) -> Candidate | Sequence[Candidate]:
         if isinstance(at, slice):
             return [self[i] for i in range(*at.indices(len(self)))]
-        if self._candidates is not None:
-            return self._candidates[at]
-        assert self._rows is not None
-        at = range(len(self))[at]  # negative positions; IndexError past the end
-        windows = None if self.windows is None else self.windows[at]
-        vector: Vector = self.matrix[at].astype(np.float32)
-        candidate = row_candidate(vector, self._row(at), windows)
-        if self.profiles is not None:
-            candidate.profile = self.profiles[at]
-        return candidate
+        return self._candidate(range(len(self))[at])  # negative positions; IndexError past the end
 
     def __iter__(self) -> Iterator[Candidate]:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        return f"CandidateColumns(n={len(self)})"
-
-
-_RANKED = operator.itemgetter(*RANKED_COLUMNS)
-"""A row's fields the re-rank reads (one C call per row)."""
+        return f"{type(self).__name__}(n={len(self)})"
 
 
 def _float64_rows(vectors: Sequence[Vector]) -> npt.NDArray[np.float64]:

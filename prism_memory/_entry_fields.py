@@ -6,7 +6,7 @@ Every place that lists an entry's columns follows from :data:`ENTRY_FIELDS`:
   its SQL type and nullability) and so its ORM class (mapped onto that table);
 * the columns a :class:`~prism_memory.models.MemoryRecord` is read from (:data:`RECORD_COLUMNS`,
   the select lists of :mod:`prism_memory.postgres.statements` and of the repositories' Core
-  statements) and the decoding of such a row (:func:`prism_memory._results.record_from_row`);
+  statements) and the decoding of such a row (:func:`prism_memory.postgres.rows.record_from_row`);
 * the bulk import's staging table and its binary ``COPY`` (:data:`STAGE_COLUMNS`);
 * the record itself: the fields of :class:`~prism_memory.models.MemoryRecord` -- the in-memory
   store's row -- are the :attr:`EntryField.record` fields named here

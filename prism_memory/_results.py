@@ -1,24 +1,19 @@
 """Records and results: the immutable dataclasses the library hands back (and the stores exchange).
 
-:mod:`prism_memory.models` re-exports them. Nothing here knows about a store, except the shape of
-a stored entry's row, which :mod:`prism_memory._entry_fields` declares: :func:`record_from_row`
-reads a record from one, and :func:`row_candidate` makes a candidate of one that reads its record
-only when asked.
+:mod:`prism_memory.models` re-exports them. Nothing here knows about a store: a store that decodes
+rows reads a record from one itself (PostgreSQL's :func:`~prism_memory.postgres.rows.record_from_row`).
 """
 
 from __future__ import annotations
 
-import json
-import operator
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ._entry_fields import ENTRY_FIELDS, LINEAGE_KEY
 from ._inputs import DEFAULT_LEXICAL_WEIGHT, Lineage, MemoryConsent, MemoryIdentity
 
 Vector = npt.NDArray[np.float32]
@@ -88,55 +83,6 @@ class MemoryRecord:
         }
 
 
-def _record_sources() -> tuple[str, ...]:
-    """For each field of :class:`MemoryRecord`, in its order, the first declared column read into it."""
-    first: dict[str, str] = {}
-    for declared in ENTRY_FIELDS:
-        for name in declared.record:
-            first.setdefault(name, declared.name)
-    return tuple(first[f.name] for f in fields(MemoryRecord))
-
-
-_RECORD_VALUES = operator.itemgetter(*_record_sources())
-"""A row's values in :class:`MemoryRecord`'s field order (one C call for all of them)."""
-_AT = {f.name: at for at, f in enumerate(fields(MemoryRecord))}
-_METADATA, _LINEAGE, _CONSENT = _AT["metadata"], _AT["lineage"], _AT["consent"]
-_CONSENT_COLUMNS = tuple(
-    (declared.name.removeprefix("consent_"), declared.name)
-    for declared in ENTRY_FIELDS
-    if declared.record == ("consent",) and declared.name != "consent_explicit"
-)
-"""``(MemoryConsent field, column)`` of the consent columns (``consent_explicit`` says whether the
-entry has a consent of its own at all)."""
-
-
-def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
-    """The :class:`MemoryRecord` of a stored entry's row: a mapping of the record's columns
-    (:data:`prism_memory._entry_fields.RECORD_COLUMNS`), ``metadata`` as the decoded document or
-    its JSON text, with the lineage under its ``_lineage`` key; consent from the consent columns
-    when ``consent_explicit`` (``None``: the default consent)."""
-    # positionally, in the dataclass's field order: 20 keywords cost a microsecond per record
-    values = list(_RECORD_VALUES(row))
-    stored = values[_METADATA]
-    if isinstance(stored, str):
-        stored = json.loads(stored) if stored != "{}" else None
-    values[_METADATA], values[_LINEAGE] = _split_metadata(stored) if stored else ({}, None)
-    if values[_CONSENT]:
-        values[_CONSENT] = MemoryConsent(**{key: row[column] for key, column in _CONSENT_COLUMNS})
-    else:
-        values[_CONSENT] = None
-    return MemoryRecord(*values)
-
-
-def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
-    """The entry's metadata and its lineage, from the stored ``metadata`` document."""
-    metadata = dict(stored)
-    raw = metadata.pop(LINEAGE_KEY, None)
-    if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
-        return metadata, None
-    return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
-
-
 class Candidate:
     """A recall candidate a store returns: the record and its stored embedding.
 
@@ -155,7 +101,6 @@ class Candidate:
     __slots__ = (
         "_build",
         "_record",
-        "_row",
         "embedding_model",
         "id",
         "importance",
@@ -190,7 +135,6 @@ class Candidate:
     ) -> None:
         self._record: MemoryRecord | None = record
         self._build: Callable[[], MemoryRecord] | None = None
-        self._row: Mapping[Any, Any] | None = None
         self.vector, self.profile, self.windows = vector, profile, windows
         self.thread_id, self.id, self.text = record.thread_id, record.id, record.text
         self.sequence, self.occurred_at = record.sequence, record.occurred_at
@@ -231,11 +175,8 @@ class Candidate:
     def record(self) -> MemoryRecord:
         """The candidate's record (built on first read when the store deferred it)."""
         if self._record is None:
-            if self._row is not None:
-                self._record, self._row = record_from_row(self._row), None
-            else:
-                assert self._build is not None
-                self._record, self._build = self._build(), None
+            assert self._build is not None
+            self._record, self._build = self._build(), None
         return self._record
 
     def __repr__(self) -> str:
@@ -258,28 +199,13 @@ def deferred_candidate(
     """:meth:`Candidate.deferred`, positionally: a store decoding many rows calls it per row (no
     keyword parsing, no classmethod lookup)."""
     candidate = _new_candidate(Candidate)
-    candidate._record, candidate._build, candidate._row = None, build, None
+    candidate._record, candidate._build = None, build
     candidate.vector = vector
     candidate.profile = profile
     candidate.windows = windows
     candidate.thread_id, candidate.id, candidate.text = thread_id, id, text
     candidate.sequence, candidate.occurred_at = sequence, occurred_at
     candidate.importance, candidate.embedding_model = importance, embedding_model
-    return candidate
-
-
-def row_candidate(
-    vector: Vector, row: Mapping[Any, Any], windows: Vector | None = None
-) -> Candidate:
-    """A candidate of a stored entry's row (the record's columns, :func:`record_from_row`): ranking
-    reads its few fields from the row, and its record is read from the row on first use -- for
-    the hits only. No profile: ranking tokenizes the text (its memo makes it once per text)."""
-    candidate = _new_candidate(Candidate)
-    candidate._record, candidate._build, candidate._row = None, None, row
-    candidate.vector, candidate.profile, candidate.windows = vector, None, windows
-    candidate.thread_id, candidate.id, candidate.text = row["thread_id"], row["id"], row["text"]
-    candidate.sequence, candidate.occurred_at = row["sequence"], row["occurred_at"]
-    candidate.importance, candidate.embedding_model = row["importance"], row["embedding_model"]
     return candidate
 
 

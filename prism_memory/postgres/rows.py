@@ -2,8 +2,8 @@
 
 The columns a record is read from (:data:`RECORD_COLUMNS`) and a row's decoding into a record
 (:func:`record_from_row`: the metadata document with its ``_lineage`` key, explicit or default
-consent) follow from the entry's declaration (:mod:`prism_memory._entry_fields`) and are
-re-exported here; this module holds the bound values of a
+consent) follow from the entry's declaration (:mod:`prism_memory._entry_fields`); this module
+also holds the bound values of a
 batch of new entries (:func:`insert_params`, one array per column) and the decoding of the search
 statement's rows into candidates and corpus statistics (:func:`search_result`). No SQL text here
 (:mod:`prism_memory.postgres.sql`) and no execution (:mod:`prism_memory.postgres.repositories`).
@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .._columns import RANKED_COLUMNS, CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
-from .._results import Candidate, record_from_row, row_candidate
+from .._results import Candidate, deferred_candidate
 from .._windowed import OwnVector, WindowedVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
@@ -44,6 +47,7 @@ __all__ = [
     "DEFERRED_COLUMNS",
     "RECORD_COLUMNS",
     "STAGE_COLUMNS",
+    "SearchedColumns",
     "claimed_entries",
     "consent_values",
     "insert_params",
@@ -51,6 +55,7 @@ __all__ = [
     "lexical_values",
     "lineage_metadata",
     "record_from_row",
+    "row_candidate",
     "scope_params",
     "search_result",
     "stage_records",
@@ -63,6 +68,76 @@ in this order (:meth:`~prism_memory.postgres.statements.RecallSql.search`)."""
 
 _CONSENT_COLUMNS = tuple(f.name for f in ENTRY_FIELDS if f.record == ("consent",))
 """The consent columns (:mod:`prism_memory._entry_fields`)."""
+
+
+def _record_sources() -> tuple[str, ...]:
+    """For each field of :class:`MemoryRecord`, in its order, the first declared column read into it."""
+    first: dict[str, str] = {}
+    for declared in ENTRY_FIELDS:
+        for name in declared.record:
+            first.setdefault(name, declared.name)
+    return tuple(first[f.name] for f in fields(MemoryRecord))
+
+
+_RECORD_VALUES = operator.itemgetter(*_record_sources())
+"""A row's values in :class:`MemoryRecord`'s field order (one C call for all of them)."""
+_AT = {f.name: at for at, f in enumerate(fields(MemoryRecord))}
+_METADATA, _LINEAGE, _CONSENT = _AT["metadata"], _AT["lineage"], _AT["consent"]
+_CONSENT_FIELDS = tuple(
+    (declared.name.removeprefix("consent_"), declared.name)
+    for declared in ENTRY_FIELDS
+    if declared.record == ("consent",) and declared.name != "consent_explicit"
+)
+"""``(MemoryConsent field, column)`` of the consent columns (``consent_explicit`` says whether the
+entry has a consent of its own at all)."""
+
+
+def record_from_row(row: Mapping[Any, Any]) -> MemoryRecord:
+    """The :class:`MemoryRecord` of a stored entry's row: a mapping of the record's columns
+    (:data:`RECORD_COLUMNS`, as :mod:`prism_memory._entry_fields` declares them), ``metadata`` as the decoded document or
+    its JSON text, with the lineage under its ``_lineage`` key; consent from the consent columns
+    when ``consent_explicit`` (``None``: the default consent)."""
+    # positionally, in the dataclass's field order: 20 keywords cost a microsecond per record
+    values = list(_RECORD_VALUES(row))
+    stored = values[_METADATA]
+    if isinstance(stored, str):
+        stored = json.loads(stored) if stored != "{}" else None
+    values[_METADATA], values[_LINEAGE] = _split_metadata(stored) if stored else ({}, None)
+    if values[_CONSENT]:
+        values[_CONSENT] = MemoryConsent(**{key: row[column] for key, column in _CONSENT_FIELDS})
+    else:
+        values[_CONSENT] = None
+    return MemoryRecord(*values)
+
+
+def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage | None]:
+    """The entry's metadata and its lineage, from the stored ``metadata`` document."""
+    metadata = dict(stored)
+    raw = metadata.pop(LINEAGE_KEY, None)
+    if not isinstance(raw, Mapping) or not raw.get("sourceIds"):
+        return metadata, None
+    return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
+
+
+def row_candidate(
+    vector: Vector, row: Mapping[Any, Any], windows: Vector | None = None
+) -> Candidate:
+    """A candidate of a stored entry's row (the record's columns, :func:`record_from_row`): ranking
+    reads its few fields from the row, and its record is read from the row on first use -- for
+    the hits only. No profile: ranking tokenizes the text (its memo makes it once per text)."""
+    return deferred_candidate(
+        vector,
+        row["thread_id"],
+        row["id"],
+        row["text"],
+        row["sequence"],
+        row["occurred_at"],
+        row["importance"],
+        row["embedding_model"],
+        partial(record_from_row, row),
+        None,
+        windows,
+    )
 
 
 def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> dict[str, Any]:
@@ -333,6 +408,58 @@ def _searched_row(row: Mapping[Any, Any]) -> Mapping[Any, Any]:
     return full
 
 
+_RANKED = operator.itemgetter(*RANKED_COLUMNS)
+"""A row's fields the re-rank reads (one C call per row)."""
+
+
+class SearchedColumns(CandidateColumns):
+    """The candidates of a search (:func:`search_result`) as columns of its rows: the ranked
+    fields (:data:`RANKED_COLUMNS`) as columns, the vectors one matrix, and the rows kept, one
+    per candidate, a record read from one only when it is a hit (:meth:`record`) -- its
+    :data:`DEFERRED_COLUMNS` decoded first, when they came as one value."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Sequence[Mapping[Any, Any]],
+        matrix: npt.NDArray[np.float64],
+        windows: Sequence[Vector | None] | None = None,
+    ) -> SearchedColumns:
+        """Columns of the search's ``rows``, their vectors already decoded into ``matrix``."""
+        if rows:
+            threads, ids, texts, sequences, times, importances, models = zip(
+                *map(_RANKED, rows), strict=True
+            )
+        else:
+            threads = ids = texts = sequences = times = importances = models = ()
+        return cls(
+            matrix=matrix,
+            thread_ids=threads,
+            ids=ids,
+            texts=texts,
+            sequences=sequences,
+            occurred_at=times,
+            importances=importances,
+            embedding_models=models,
+            source=rows,
+            windows=windows,
+        )
+
+    def record(self, at: int) -> MemoryRecord:
+        """The record of candidate ``at``, read from its row now."""
+        return record_from_row(_searched_row(self._source[at]))
+
+    def _candidate(self, at: int) -> Candidate:
+        windows = None if self.windows is None else self.windows[at]
+        vector: Vector = self.matrix[at].astype(np.float32)
+        candidate = row_candidate(vector, _searched_row(self._source[at]), windows)
+        if self.profiles is not None:
+            candidate.profile = self.profiles[at]
+        return candidate
+
+
 def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> SearchResult:
     """Candidates (record and stored vector), corpus statistics, the thread's pending count and
     the active generation's model from rows of :meth:`RecallSql.search` (an empty corpus is one
@@ -355,14 +482,12 @@ def search_result(rows: Sequence[Mapping[Any, Any]], terms: Sequence[str]) -> Se
         )
     found = rows
     # the candidates as columns: the vectors one float64 matrix of one buffer, the rows kept
-    # for the records of the hits alone (CandidateColumns)
+    # for the records of the hits alone (SearchedColumns)
     sent, held = zip(*map(_SENT, found), strict=True)
     windows = None if not any(held) else [None if w is None else _windows(w) for w in held]
     candidates: Sequence[Candidate]
     try:
-        candidates = CandidateColumns.from_rows(
-            found, decode_matrix(sent), windows, expand=_searched_row
-        )
+        candidates = SearchedColumns.from_rows(found, decode_matrix(sent), windows)
     except ValueError:  # vectors of two widths (two models: the facade refuses to rank them)
         listed = windows or [None] * len(found)
         vectors = decode_vectors(sent)

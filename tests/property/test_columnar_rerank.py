@@ -4,7 +4,7 @@
 objects, a float64 matrix stacked from their float32 vectors), kept here as the reference. The
 re-rank of today must give identical hits -- order, records and every float64 score, bit for bit --
 whether it is handed ``Candidate`` objects (a host's adapter, the in-memory store) or the columns a
-PostgreSQL search decodes from its rows (:meth:`CandidateColumns.from_rows`, the vectors converted
+PostgreSQL search decodes from its rows (:meth:`SearchedColumns.from_rows`, the vectors converted
 from the joined ``vector_send`` bytes) -- each row with its record's columns, or with only those
 the re-rank reads and the others as one ``record_send`` value (the rows a search does not expect
 to be hits), which :func:`prism_memory.postgres.rows.search_result` decodes for a hit alone.
@@ -21,7 +21,6 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prism_memory._columns import CandidateColumns
 from prism_memory._entry_fields import RECORD_COLUMNS
 from prism_memory.lexical import CorpusStats, query_terms, term_profile
 from prism_memory.models import (
@@ -33,7 +32,7 @@ from prism_memory.models import (
     RecallScoring,
 )
 from prism_memory.postgres._codec import decode_matrix, decode_record
-from prism_memory.postgres.rows import DEFERRED_COLUMNS, _searched_row, consent_values
+from prism_memory.postgres.rows import DEFERRED_COLUMNS, SearchedColumns, consent_values
 from prism_memory.ranking import (
     DEFAULT_SCORING,
     _median,
@@ -289,11 +288,8 @@ def test_columnar_rerank_is_the_object_rerank(case: dict[str, Any]) -> None:
     assert [_key(hit) for hit in from_objects] == expected
     rows = [row for row, _ in case["rows"]]
     held = [windows for _, windows in case["rows"]]
-    columns = CandidateColumns.from_rows(
-        rows,
-        decode_matrix(case["sent"]),
-        held if any(w is not None for w in held) else None,
-        expand=_searched_row,
+    columns = SearchedColumns.from_rows(
+        rows, decode_matrix(case["sent"]), held if any(w is not None for w in held) else None
     )
     columns.profiles = [c.profile for c in case["candidates"]]
     assert [_key(hit) for hit in rerank(columns, now=NOW, **options)] == expected
@@ -304,7 +300,7 @@ def test_columnar_rerank_is_the_object_rerank(case: dict[str, Any]) -> None:
 def test_columns_read_as_candidates(case: dict[str, Any]) -> None:
     """Columns are a sequence of candidates: each one made on access has the row's fields."""
     rows = [row for row, _ in case["rows"]]
-    columns = CandidateColumns.from_rows(rows, decode_matrix(case["sent"]), expand=_searched_row)
+    columns = SearchedColumns.from_rows(rows, decode_matrix(case["sent"]))
     assert len(columns) == len(case["candidates"])
     for made, given_ in zip(columns, case["candidates"], strict=True):
         assert (made.id, made.thread_id, made.sequence) == (

@@ -23,10 +23,9 @@ from prism_memory._entry_fields import (
     field_named,
     stage_types,
 )
-from prism_memory._results import record_from_row, row_candidate
 from prism_memory.models import Lineage, MemoryConsent, MemoryIdentity, MemoryRecord
 from prism_memory.postgres.orm import EntryRow
-from prism_memory.postgres.rows import stage_records
+from prism_memory.postgres.rows import record_from_row, row_candidate, stage_records
 from prism_memory.postgres.statements import EntrySql, ImportSql, TableSql
 from prism_memory.postgres.tables import build_metadata
 from prism_memory.stores.base import ImportRow, NewEntry

@@ -23,7 +23,6 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ..._entry_fields import RECORD_COLUMNS, STAGE_COLUMNS
-from ..._results import record_from_row
 from ..._windowed import OwnVector, own_parts
 from ...models import (
     IndexStatus,
@@ -35,7 +34,7 @@ from ...models import (
 from ...stores.base import MetadataPatch, RecallFilter, SearchRequest, SearchResult, Tombstone
 from .._codec import encode_vectors
 from .._executor import DriverUnit, Executor, Unit
-from ..rows import consent_values, lexical_values, scope_params, search_result
+from ..rows import consent_values, lexical_values, record_from_row, scope_params, search_result
 from ..statements import (
     SchemaSql,
     begin_locked_statement,

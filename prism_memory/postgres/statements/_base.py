@@ -51,7 +51,7 @@ class TableSql:
         alias: str = "e", *, json_as_text: bool = False, instead: Mapping[str, str] | None = None
     ) -> str:
         """The record columns, qualified by ``alias``; ``json_as_text`` reads ``metadata`` as its
-        JSON text, for :func:`~prism_memory._results.record_from_row` to parse only when a record
+        JSON text, for :func:`~prism_memory.postgres.rows.record_from_row` to parse only when a record
         is built; ``instead`` selects other SQL (with its ``AS <column>``) for some columns."""
         replaced = dict(instead or {})
         if json_as_text:
