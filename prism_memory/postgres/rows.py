@@ -16,7 +16,6 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
-from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -24,7 +23,7 @@ import numpy.typing as npt
 
 from .._columns import RANKED_COLUMNS, CandidateColumns
 from .._entry_fields import ENTRY_FIELDS, LINEAGE_KEY, RECORD_COLUMNS, STAGE_COLUMNS
-from .._results import Candidate, deferred_candidate
+from .._results import Candidate
 from .._windowed import OwnVector, WindowedVector, own_parts
 from ..lexical import CorpusStats, text_terms, tokenize
 from ..models import (
@@ -119,25 +118,38 @@ def _split_metadata(stored: Mapping[str, Any]) -> tuple[dict[str, Any], Lineage 
     return metadata, Lineage(source_ids=tuple(raw["sourceIds"]), reason=raw.get("reason"))
 
 
+class RowCandidate(Candidate):
+    """A candidate of a stored entry's row (the record's columns, :func:`record_from_row`): ranking
+    reads its few fields, copied from the row, and its record is read from the row on first use
+    -- for the hits only."""
+
+    __slots__ = ("_row",)
+
+    _row: Mapping[Any, Any]
+
+    @property
+    def record(self) -> MemoryRecord:
+        """The candidate's record, read from its row on first use."""
+        if self._record is None:
+            self._record = record_from_row(self._row)
+        return self._record
+
+
 def row_candidate(
     vector: Vector, row: Mapping[Any, Any], windows: Vector | None = None
 ) -> Candidate:
-    """A candidate of a stored entry's row (the record's columns, :func:`record_from_row`): ranking
-    reads its few fields from the row, and its record is read from the row on first use -- for
-    the hits only. No profile: ranking tokenizes the text (its memo makes it once per text)."""
-    return deferred_candidate(
-        vector,
-        row["thread_id"],
-        row["id"],
-        row["text"],
-        row["sequence"],
-        row["occurred_at"],
-        row["importance"],
-        row["embedding_model"],
-        partial(record_from_row, row),
-        None,
-        windows,
-    )
+    """The :class:`RowCandidate` of a stored entry's row. No profile: ranking tokenizes the text
+    (its memo makes it once per text)."""
+    candidate = _new_row_candidate(RowCandidate)
+    candidate._record, candidate._build, candidate._row = None, None, row
+    candidate.vector, candidate.profile, candidate.windows = vector, None, windows
+    candidate.thread_id, candidate.id, candidate.text = row["thread_id"], row["id"], row["text"]
+    candidate.sequence, candidate.occurred_at = row["sequence"], row["occurred_at"]
+    candidate.importance, candidate.embedding_model = row["importance"], row["embedding_model"]
+    return candidate
+
+
+_new_row_candidate = RowCandidate.__new__
 
 
 def lineage_metadata(metadata: Mapping[str, Any], lineage: Lineage | None) -> dict[str, Any]:
