@@ -4,7 +4,8 @@
 35, item 4; CONTRIBUTING.md quotes its figures). ``_memory/remember.py`` and ``_memory/recall.py``
 used to call back up into ``memory.py`` for the clock; this fails on any such return, on both
 backends, for a ``remember(wait=True)``, a ``remember`` whose ``done`` is awaited (the indexing
-queue's task included) and a ``recall``.
+queue's task included) and a ``recall``. On PostgreSQL a ``remember(wait=True)`` and a ``recall``
+also stay within issue 49's budget of hops and files.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ async def memory(request: pytest.FixtureRequest) -> AsyncIterator[Memory]:
 
 
 async def _returns(call: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+    return (await _measured(call))[2]
+
+
+async def _measured(
+    call: Callable[[], Awaitable[object]],
+) -> tuple[set[str], set[Any], dict[str, Any]]:
+    """The files, hops and returns of one call, as ``tools/call_hops.py`` counts them."""
     graph = call_hops.CallGraph(call_hops.validators())
     sys.setprofile(graph.profile)
     try:
@@ -70,7 +78,7 @@ async def _returns(call: Callable[[], Awaitable[object]]) -> dict[str, Any]:
     assert files  # the tracer saw the call
     assert hops
     assert deepest
-    return dict(returns)
+    return files, hops, dict(returns)
 
 
 async def test_remember_and_recall_never_come_back_to_a_module_they_left(memory: Memory) -> None:
@@ -81,6 +89,40 @@ async def test_remember_and_recall_never_come_back_to_a_module_they_left(memory:
     assert await _returns(lambda: memory.remember({"text": "a fact"}, wait=True)) == {}
     assert await _returns(remember_then_done) == {}
     assert await _returns(lambda: memory.recall("a fact", top_k=3)) == {}
+
+
+# issue 49's budget for a warm call on PostgreSQL (hops, files); CONTRIBUTING's hop table has the
+# figures and what each file on the path is for
+BUDGET = {"remember(wait=True)": (36, 22), "recall": (40, 24)}
+
+
+async def test_postgres_calls_stay_within_issue_49s_budget(
+    make_postgres_stores: Callable[..., Awaitable[Any]],
+) -> None:
+    """A module added to the path of ``remember(wait=True)`` or ``recall`` on PostgreSQL fails
+    here: take one off, or make the case in CONTRIBUTING and raise the budget there and here."""
+    store = (await make_postgres_stores(dimension=32)).vector_store
+    async with create_memory(
+        tenant_id="t",
+        resource_id="r",
+        thread_id="th",
+        embedder=HashEmbedder(dimensions=32),
+        vector_store=store,
+    ) as memory:
+        for i in range(2):  # warm: connections, statements, lazy imports
+            await memory.remember({"text": f"warm up {i}"}, wait=True)
+            await memory.recall("warm up", top_k=3)
+        calls = {
+            "remember(wait=True)": lambda: memory.remember({"text": "a fact"}, wait=True),
+            "recall": lambda: memory.recall("a fact", top_k=3),
+        }
+        for name, call in calls.items():
+            files, hops, _ = await _measured(call)
+            most_hops, most_files = BUDGET[name]
+            seen = f"{name}: {len(hops)} hops over {len(files)} files: {sorted(files)}"
+            assert len(hops) <= most_hops, seen
+            assert len(files) <= most_files, seen
+    await store.close()
 
 
 def test_the_tracer_sees_a_call_that_comes_back() -> None:
