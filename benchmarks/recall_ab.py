@@ -18,7 +18,7 @@ before/after (issue 49)".
 
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout            # 15k rows
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout --rounds 12 --queries 400
-    # issue 49's check: recall and remember(wait=True), no generations, before vs after (~4 min)
+    # issue 49's check: recall and remember(wait=True), no generations, before vs after (~40 s)
     .venv/bin/python benchmarks/recall_ab.py --base ../before --branch ../after \
         --calls recall,remember --scenarios 1
 """
