@@ -5,16 +5,16 @@ Both libraries are named ``prism_memory``, so each runs in its own worker proces
 with ``--worker DIR``); the driver loads the data once (with the ``--branch`` checkout's library,
 by default this one, which migrates the schema to its head), then asks the workers for rounds of
 the same calls in turn, the first one alternating, so a change in the machine's load falls on
-both alike. ``--calls`` chooses what a round times: ``recall`` (the queries, K=``--top-k``) and/or
-``remember`` (``Memory.remember(entry, wait=True)``, one fresh chat-length entry per call, ``--writes``
-per round, into threads with data drawn by their size, so they interleave; each worker writes its
-own entries of the same shape, embedded by the same lookup table). Each call's rounds run for
-both workers before the next call's, so both recall the same data. Three scenarios, in this order
-(``--scenarios N``: the first N): no vector generation registered; a shadow generation registered
-and fully backfilled (the primary active); the shadow active (``switch_generation``). A checkout
-that predates generations ignores their tables and keeps ranking the entries' own vectors. See
-benchmarks/README.md, "Recall cost of vector generations (issue 38)" and "remember and recall
-before/after (issue 49)".
+both alike. ``--calls`` chooses what a round times: ``recall`` (the queries, K=``--top-k``)
+and/or ``remember`` (``Memory.remember(entry, wait=True)``, one fresh chat-length entry per call,
+``--writes`` per round, into threads with data drawn by their size, so they interleave; each
+worker writes its own entries of the same shape, embedded by the same lookup table). Each call's
+rounds run for both workers before the next call's, so both recall the same data. Three
+scenarios, in this order (``--scenarios N``: the first N): no vector generation registered; a
+shadow generation registered and fully backfilled (the primary active); the shadow active
+(``switch_generation``). A checkout that predates generations ignores their tables and keeps
+ranking the entries' own vectors. See benchmarks/README.md, "Recall cost of vector generations
+(issue 38)" and its subsection "``remember(wait=True)`` and recall before/after (issue 49)".
 
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout            # 15k rows
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout --rounds 12 --queries 400
@@ -61,7 +61,6 @@ from typing import Any
 import numpy as np
 from _common import DIM, LookupEmbedder, database, unit_vectors
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 LIBRARY = sys.path[0]  # the checkout whose prism_memory this process imports
 
 PRIMARY, SHADOW = "bench-primary", "bench-shadow"
@@ -328,7 +327,7 @@ def run(args: argparse.Namespace) -> None:
 
             results[name] = {}
             same: dict[str, int] = {}
-            for call in calls:  # warm-up: every recall before any write, then the writes
+            for call in calls:  # warm-up: both workers, one call after the other
                 warm = [w.ask({**order(call, i, 0), "warm": True}) for i, w in enumerate(workers)]
                 if call == "recall":
                     same[call] = sum(
