@@ -1,16 +1,26 @@
-"""Recall latency of two checkouts of prism_memory side by side, on one PostgreSQL and one dataset.
+"""Recall (and remember) latency of two checkouts of prism_memory side by side, on one PostgreSQL
+and one dataset.
 
 Both libraries are named ``prism_memory``, so each runs in its own worker process (this script
-with ``--worker DIR``); the driver loads the data once (with this checkout's library, which
-migrates the schema to its head), then asks the workers for rounds of the same recalls in turn,
-the first one alternating, so a change in the machine's load falls on both alike. Three
-scenarios, in this order: no vector generation registered; a shadow generation registered and
-fully backfilled (the primary active); the shadow active (``switch_generation``). A checkout
-that predates generations ignores their tables and keeps ranking the entries' own vectors. See
-benchmarks/README.md, "Recall cost of vector generations (issue 38)".
+with ``--worker DIR``); the driver loads the data once (with the ``--branch`` checkout's library,
+by default this one, which migrates the schema to its head), then asks the workers for rounds of
+the same calls in turn, the first one alternating, so a change in the machine's load falls on
+both alike. ``--calls`` chooses what a round times: ``recall`` (the queries, K=``--top-k``)
+and/or ``remember`` (``Memory.remember(entry, wait=True)``, one fresh chat-length entry per call,
+``--writes`` per round, into threads with data drawn by their size, so they interleave; each
+worker writes its own entries of the same shape, embedded by the same lookup table). Each call's
+rounds run for both workers before the next call's, so both recall the same data. Three
+scenarios, in this order (``--scenarios N``: the first N): no vector generation registered; a
+shadow generation registered and fully backfilled (the primary active); the shadow active
+(``switch_generation``). A checkout that predates generations ignores their tables and keeps
+ranking the entries' own vectors. See benchmarks/README.md, "Recall cost of vector generations
+(issue 38)" and its subsection "``remember(wait=True)`` and recall before/after (issue 49)".
 
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout            # 15k rows
     .venv/bin/python benchmarks/recall_ab.py --base ../other-checkout --rounds 12 --queries 400
+    # issue 49's check: recall and remember(wait=True), no generations, before vs after (~40 s)
+    .venv/bin/python benchmarks/recall_ab.py --base ../before --branch ../after \
+        --calls recall,remember --scenarios 1
 """
 
 from __future__ import annotations
@@ -21,18 +31,22 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import sys
 
-# the worker's library goes first on the path (the driver's: this checkout)
+# the worker's library goes first on the path (the driver's: --branch, else this checkout)
 sys.path.insert(
     0,
-    os.path.abspath(sys.argv[sys.argv.index("--worker") + 1])
-    if "--worker" in sys.argv
-    else os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    os.path.abspath(
+        next(
+            (sys.argv[sys.argv.index(f) + 1] for f in ("--worker", "--branch") if f in sys.argv),
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
+    ),
 )
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import pickle
 import statistics
@@ -45,9 +59,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DIM, LookupEmbedder, database
+from _common import DIM, LookupEmbedder, database, unit_vectors
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+LIBRARY = sys.path[0]  # the checkout whose prism_memory this process imports
 
 PRIMARY, SHADOW = "bench-primary", "bench-shadow"
 SCENARIOS = ("no generation", "shadow complete, primary active", "shadow active")
@@ -73,7 +87,9 @@ def save(path: str, value: object) -> None:
 
 
 async def worker(args: argparse.Namespace) -> None:
-    """Answer JSON lines on stdin: ``{"scenario": i, "warm": bool}`` runs every query once."""
+    """Answer JSON lines on stdin: ``{"scenario": i, "warm": bool}`` runs every query once;
+    ``{"scenario": i, "call": "remember", "entries": [[thread, text], ...]}`` remembers each entry
+    by its own ``remember(..., wait=True)``."""
     from prism_memory import create_memory
     from prism_memory.postgres import create_postgres_memory_stores, migrate
 
@@ -90,7 +106,7 @@ async def worker(args: argparse.Namespace) -> None:
     has_next = "next_embedder" in inspect.signature(create_memory).parameters
     memories: dict[tuple[int, int], Any] = {}
 
-    def memory(scenario: int, thread: int) -> Any:
+    async def memory(scenario: int, thread: int) -> Any:
         found = memories.get((scenario, thread))
         if found is None:
             extra = {"next_embedder": shadow} if has_next and scenario > 0 else {}
@@ -98,25 +114,40 @@ async def worker(args: argparse.Namespace) -> None:
                 **key[thread], embedder=primary, vector_store=stores.vector_store,
                 working_store=stores.working_store, **extra,
             )  # fmt: skip
+            await found.__aenter__()
             memories[(scenario, thread)] = found
         return found
 
-    print(json.dumps({"ready": True}), flush=True)
+    import prism_memory
+
+    print(json.dumps({"library": os.path.dirname(prism_memory.__file__)}), flush=True)
     for line in sys.stdin:
         order = json.loads(line)
         scenario = order["scenario"]
-        wall, cpu, hits = [], [], []
-        for thread, text in queries:
-            m = memory(scenario, thread)
-            c0, t0 = time.thread_time(), time.perf_counter()
-            result = await m.recall(text, top_k=order.get("top_k", 10))
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.thread_time() - c0)
-            hits.append([hit.record.id for hit in result.hits])
+        wall: list[float] = []
+        cpu: list[float] = []
+        hits: list[list[str]] = []
+        if order.get("call", "recall") == "remember":
+            for thread, text in order["entries"]:
+                m = await memory(scenario, thread)
+                c0, t0 = time.thread_time(), time.perf_counter()
+                await m.remember({"text": text}, wait=True)
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.thread_time() - c0)
+        else:
+            for thread, text in queries:
+                m = await memory(scenario, thread)
+                c0, t0 = time.thread_time(), time.perf_counter()
+                result = await m.recall(text, top_k=order.get("top_k", 10))
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.thread_time() - c0)
+                hits.append([hit.record.id for hit in result.hits])
         if order.get("warm"):
             gc.collect()
             gc.freeze()
         print(json.dumps({"wall": wall, "cpu": cpu, "hits": hits}), flush=True)
+    for m in memories.values():
+        await m.aclose()
     await stores.close()
 
 
@@ -135,7 +166,7 @@ class Worker:
              "--schema", schema, "--head", head, "--data", data],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        self.ask(None)
+        self.library = self.ask(None)["library"]
 
     def ask(self, order: dict[str, Any] | None) -> dict[str, Any]:
         assert self.process.stdin is not None
@@ -154,8 +185,11 @@ class Worker:
         self.process.wait(timeout=60)
 
 
-async def prepare(args: argparse.Namespace, url: str, schema: str, path: str) -> str:
-    """Load the dataset with this checkout's library (schema at its head); the head revision."""
+async def prepare(
+    args: argparse.Namespace, url: str, schema: str, path: str
+) -> tuple[str, list[list[list[list[tuple[int, str]]]]]]:
+    """Load the dataset with the driver's library (schema at its head); the head revision and
+    the entries each worker remembers (:func:`plan_writes`)."""
     import speed
 
     from prism_memory import MemoryConsent, create_memory
@@ -165,6 +199,7 @@ async def prepare(args: argparse.Namespace, url: str, schema: str, path: str) ->
     data = speed.build_dataset(args.rows, args.threads or max(10, args.rows // 100))
     table = dict(data.table)
     queries = speed.build_queries(data, args.queries, table)
+    writes = plan_writes(args, speed, data.sizes, table)
     stores = await create_postgres_memory_stores(url, schema=schema, dimension=DIM)
     primary = ModelEmbedder(table, PRIMARY)
 
@@ -198,7 +233,34 @@ async def prepare(args: argparse.Namespace, url: str, schema: str, path: str) ->
     save(path, ([(q.thread, q.text) for q in queries], table, keys))
     sizes = {c: sum(q.cls == c for q in queries) for c in ("small", "medium", "largest", "lexical")}
     print(f"{args.rows:,} rows over {len(data.sizes)} threads; queries {sizes}", flush=True)
-    return migrate.head_revision()
+    return migrate.head_revision(), writes
+
+
+def plan_writes(
+    args: argparse.Namespace, speed: Any, sizes: list[int], table: dict[str, np.ndarray]
+) -> list[list[list[list[tuple[int, str]]]]]:
+    """``[scenario][worker][round]`` (round 0 the warm-up): ``--writes`` fresh ``(thread, text)``,
+    the threads drawn in proportion to their size (seeded; the same sequence for both workers),
+    texts of 25-60 vocabulary words (~180-420 characters: a chat message), each worker's own,
+    their vectors put in ``table``."""
+    rng = np.random.default_rng(49)
+    words = speed.vocabulary()
+    weights = np.asarray(sizes, dtype=np.float64)
+    plan: list[list[list[list[tuple[int, str]]]]] = []
+    for s, k in itertools.product(range(args.scenarios), range(args.rounds + 1)):
+        if k == 0:
+            plan.append([[], []])
+        threads = rng.choice(len(sizes), size=args.writes, p=weights / weights.sum())
+        lengths = rng.integers(25, 61, size=args.writes)
+        for w in (0, 1):
+            batch = []
+            for i, (t, n) in enumerate(zip(threads, lengths, strict=True)):
+                said = " ".join(words[int(j)] for j in rng.integers(len(words), size=int(n)))
+                text = f"chat s{s} w{w} r{k:03d} n{i:04d} {said}"
+                table[text] = unit_vectors(rng, 1)[0]
+                batch.append((int(t), text))
+            plan[s][w].append(batch)
+    return plan
 
 
 def speed_key(speed: Any, t: int) -> dict[str, str]:
@@ -239,69 +301,115 @@ async def enter(scenario: int, url: str, schema: str, path: str) -> None:
 
 def run(args: argparse.Namespace) -> None:
     base = os.path.abspath(args.base)
-    here = os.path.dirname(HERE)
+    branch = LIBRARY
+    calls = args.calls.split(",")
+    if not set(calls) <= {"recall", "remember"}:
+        raise SystemExit("--calls takes recall and/or remember")
     schema = f"ab_{uuid.uuid4().hex[:10]}"
     results: dict[str, Any] = {
-        "rows": args.rows, "queries": args.queries, "rounds": args.rounds, "top_k": args.top_k
+        "base": base, "branch": branch, "rows": args.rows, "queries": args.queries,
+        "writes": args.writes, "rounds": args.rounds, "top_k": args.top_k,
     }  # fmt: skip
     with database(args.url) as (url, _), tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "data.pickle")
-        head = asyncio.run(prepare(args, url, schema, path))
+        head, writes = asyncio.run(prepare(args, url, schema, path))
         for scenario, name in enumerate(SCENARIOS[: args.scenarios]):
             asyncio.run(enter(scenario, url, schema, path))
             workers = [
                 Worker("base", base, url, schema, head, path),
-                Worker("branch", here, url, schema, head, path),
+                Worker("branch", branch, url, schema, head, path),
             ]
-            wall: dict[str, list[float]] = {"base": [], "branch": []}
-            cpu: dict[str, list[float]] = {"base": [], "branch": []}
-            ratios: list[float] = []
-            warm = [
-                w.ask({"scenario": scenario, "warm": True, "top_k": args.top_k})["hits"]
-                for w in workers
-            ]
-            same = sum(a == b for a, b in zip(*warm, strict=True))
-            for r in range(args.rounds):
-                got: dict[str, dict[str, Any]] = {}
-                for w in workers if r % 2 == 0 else workers[::-1]:
-                    got[w.name] = w.ask({"scenario": scenario, "top_k": args.top_k})
-                for who, answer in got.items():
-                    wall[who] += answer["wall"]
-                    cpu[who] += answer["cpu"]
-                ratios.append(
-                    statistics.median(got["branch"]["wall"])
-                    / statistics.median(got["base"]["wall"])
-                )
+
+            def order(call: str, w: int, r: int, scenario: int = scenario) -> dict[str, Any]:
+                if call == "remember":
+                    return {"scenario": scenario, "call": call, "entries": writes[scenario][w][r]}
+                return {"scenario": scenario, "top_k": args.top_k}
+
+            results[name] = {}
+            same: dict[str, int] = {}
+            for call in calls:  # warm-up: both workers, one call after the other
+                warm = [w.ask({**order(call, i, 0), "warm": True}) for i, w in enumerate(workers)]
+                if call == "recall":
+                    same[call] = sum(
+                        a == b for a, b in zip(*(x["hits"] for x in warm), strict=True)
+                    )
+            wall = {c: {"base": [], "branch": []} for c in calls}
+            cpu = {c: {"base": [], "branch": []} for c in calls}
+            ratios: dict[str, list[float]] = {c: [] for c in calls}
+            for r in range(1, args.rounds + 1):
+                for call in calls:
+                    got: dict[str, dict[str, Any]] = {}
+                    for i in (0, 1) if r % 2 else (1, 0):
+                        got[workers[i].name] = workers[i].ask(order(call, i, r))
+                    for who, answer in got.items():
+                        wall[call][who] += answer["wall"]
+                        cpu[call][who] += answer["cpu"]
+                    ratios[call].append(
+                        statistics.median(got["branch"]["wall"])
+                        / statistics.median(got["base"]["wall"])
+                    )
             for w in workers:
+                print(f"  {w.name}: {w.library}", flush=True)
+                results.setdefault("libraries", {})[w.name] = w.library
                 w.close()
-            row = {
-                who: {
-                    "p50_ms": pct(wall[who], 50),
-                    "p95_ms": pct(wall[who], 95),
-                    "cpu_p50_ms": pct(cpu[who], 50),
-                }
-                for who in wall
-            }
-            row["round_p50_ratios"] = ratios
-            row["same_hits"] = same
-            results[name] = row
-            b, n = row["base"], row["branch"]
-            print(
-                f"{name}: base p50 {b['p50_ms']:.2f} p95 {b['p95_ms']:.2f} cpu {b['cpu_p50_ms']:.2f}"
-                f" | branch p50 {n['p50_ms']:.2f} p95 {n['p95_ms']:.2f} cpu {n['cpu_p50_ms']:.2f}"
-                f" | p50 ratio {n['p50_ms'] / b['p50_ms']:.3f}, median of rounds "
-                f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}); "
-                f"same hits {same}/{len(warm[0])}",
-                flush=True,
-            )
+            for call in calls:
+                report(results[name], f"{name}, {call}", call, wall, cpu, ratios, same)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
 
 
+def report(
+    into: dict[str, Any],
+    title: str,
+    call: str,
+    wall: dict[str, dict[str, list[float]]],
+    cpu: dict[str, dict[str, list[float]]],
+    ratios: dict[str, list[float]],
+    same: dict[str, int],
+) -> None:
+    """Put ``call``'s figures into ``into`` and print them."""
+    row: dict[str, Any] = {
+        who: {
+            "calls": len(wall[call][who]),
+            "p50_ms": pct(wall[call][who], 50),
+            "p95_ms": pct(wall[call][who], 95),
+            "cpu_p50_ms": pct(cpu[call][who], 50),
+        }
+        for who in ("base", "branch")
+    }
+    row["round_p50_ratios"] = ratios[call]
+    if call in same:
+        row["same_hits"] = same[call]
+    into[call] = row
+    b, n, rs = row["base"], row["branch"], ratios[call]
+    print(
+        f"{title}: base p50 {b['p50_ms']:.2f} p95 {b['p95_ms']:.2f} cpu {b['cpu_p50_ms']:.2f}"
+        f" | branch p50 {n['p50_ms']:.2f} p95 {n['p95_ms']:.2f} cpu {n['cpu_p50_ms']:.2f}"
+        f" | p50 ratio {n['p50_ms'] / b['p50_ms']:.3f}, p95 ratio {n['p95_ms'] / b['p95_ms']:.3f},"
+        f" median of rounds {statistics.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f});"
+        f" {b['calls']} calls each"
+        + (
+            f"; same hits {same[call]}/{len(wall[call]['base']) // len(rs)}" if call in same else ""
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", help="the other checkout (measured as 'base')")
+    parser.add_argument("--base", help="the other checkout (measured as 'base': before)")
+    parser.add_argument(
+        "--branch",
+        help="the checkout measured as 'branch' (after), which also loads and migrates the data"
+        " (default: this one; give it as '--branch DIR')",
+    )
+    parser.add_argument(
+        "--calls", default="recall", help="what a round times: recall, remember or recall,remember"
+    )
+    parser.add_argument(
+        "--writes", type=int, default=100, help="remember(wait=True) calls per round and worker"
+    )
     parser.add_argument("--rows", type=int, default=15000)
     parser.add_argument("--threads", type=int, default=0, help="default: rows / 100")
     parser.add_argument("--queries", type=int, default=300, help="recalls per round")
