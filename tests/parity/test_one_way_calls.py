@@ -96,33 +96,20 @@ async def test_remember_and_recall_never_come_back_to_a_module_they_left(memory:
 BUDGET = {"remember(wait=True)": (36, 22), "recall": (40, 24)}
 
 
-async def test_postgres_calls_stay_within_issue_49s_budget(
-    make_postgres_stores: Callable[..., Awaitable[Any]],
-) -> None:
+@pytest.mark.parametrize("memory", ["postgres"], indirect=True)
+async def test_postgres_calls_stay_within_issue_49s_budget(memory: Memory) -> None:
     """A module added to the path of ``remember(wait=True)`` or ``recall`` on PostgreSQL fails
     here: take one off, or make the case in CONTRIBUTING and raise the budget there and here."""
-    store = (await make_postgres_stores(dimension=32)).vector_store
-    async with create_memory(
-        tenant_id="t",
-        resource_id="r",
-        thread_id="th",
-        embedder=HashEmbedder(dimensions=32),
-        vector_store=store,
-    ) as memory:
-        for i in range(2):  # warm: connections, statements, lazy imports
-            await memory.remember({"text": f"warm up {i}"}, wait=True)
-            await memory.recall("warm up", top_k=3)
-        calls = {
-            "remember(wait=True)": lambda: memory.remember({"text": "a fact"}, wait=True),
-            "recall": lambda: memory.recall("a fact", top_k=3),
-        }
-        for name, call in calls.items():
-            files, hops, _ = await _measured(call)
-            most_hops, most_files = BUDGET[name]
-            seen = f"{name}: {len(hops)} hops over {len(files)} files: {sorted(files)}"
-            assert len(hops) <= most_hops, seen
-            assert len(files) <= most_files, seen
-    await store.close()
+    calls = {
+        "remember(wait=True)": lambda: memory.remember({"text": "a fact"}, wait=True),
+        "recall": lambda: memory.recall("a fact", top_k=3),
+    }
+    for name, call in calls.items():
+        files, hops, _ = await _measured(call)
+        most_hops, most_files = BUDGET[name]
+        seen = f"{name}: {len(hops)} hops over {len(files)} files: {sorted(files)}"
+        assert len(hops) <= most_hops, seen
+        assert len(files) <= most_files, seen
 
 
 def test_the_tracer_sees_a_call_that_comes_back() -> None:
