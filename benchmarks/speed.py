@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import argparse
 import asyncio
 import contextlib
+import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -390,6 +391,8 @@ def main() -> None:
     parser.add_argument("--url", help="PostgreSQL URL (default: an embedded server)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
+    # SIGTERM stops the run as Ctrl-C does: the schema dropped, the embedded server stopped
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     SHAPE.update(tenants=max(1, args.tenants), resources=max(1, args.resources))
     if args.rows > 100_000 and not args.i_mean_it:
         raise SystemExit("--rows above 100,000 takes hours on a small machine: add --i-mean-it")
