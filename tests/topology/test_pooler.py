@@ -333,15 +333,7 @@ def _database_stats(bouncer: PgBouncer) -> dict[str, int]:
 
 
 async def _remembered(stores, thread: str) -> None:
-    async with create_memory(
-        tenant_id="t0",
-        resource_id="r",
-        thread_id=thread,
-        embedder=HashEmbedder(dimensions=WIDTH),
-        vector_store=stores.vector_store,
-        working_store=stores.working_store,
-        indexing=FAST,
-    ) as memory:
+    async with _memory(stores, thread, FAST) as memory:
         await memory.remember(
             [{"id": f"e{k}", "text": f"{member} in the shed"} for k, member in enumerate(TOPICS)],
             wait=True,
@@ -350,6 +342,10 @@ async def _remembered(stores, thread: str) -> None:
 
 def _reader(stores, thread: str):
     """A memory that only reads (no indexing task of its own, so no statement but its reads)."""
+    return _memory(stores, thread, IndexingPolicy(in_process=False))
+
+
+def _memory(stores, thread: str, indexing: IndexingPolicy):
     return create_memory(
         tenant_id="t0",
         resource_id="r",
@@ -357,7 +353,7 @@ def _reader(stores, thread: str):
         embedder=HashEmbedder(dimensions=WIDTH),
         vector_store=stores.vector_store,
         working_store=stores.working_store,
-        indexing=IndexingPolicy(in_process=False),
+        indexing=indexing,
     )
 
 

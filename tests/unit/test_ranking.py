@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prism_memory.errors import ValidationError
-from prism_memory.models import Candidate, MemoryRecord, RecallScoring
+from prism_memory.models import Candidate, MemoryRecord, RecallHit, RecallScoring
 from prism_memory.ranking import (
     chronological,
     cosine,
@@ -594,24 +594,19 @@ def test_the_query_terms_a_caller_hands_over_rank_as_the_query_text_does():
     text = "red barn painting"
     plain = RecallScoring(chance_margin=0.0)  # plain BM25: every matched term counts
     made = ranked(candidates, text=text, scoring=plain)
-    handed = rerank(
-        candidates,
-        query_vector=np.array((1.0, 0.0), dtype=np.float32),
-        query_text=text,
-        top_k=32,
-        now=NOW,
-        scoring=plain,
-        terms=query_terms(text),
-    )
-    assert handed == made
+
+    def given(terms: str) -> list[RecallHit]:
+        return rerank(
+            candidates,
+            query_vector=np.array((1.0, 0.0), dtype=np.float32),
+            query_text=text,
+            top_k=32,
+            now=NOW,
+            scoring=plain,
+            terms=query_terms(terms),
+        )
+
+    assert given(text) == made
     assert any(hit.lexical > 0.0 for hit in made)
-    other = rerank(
-        candidates,
-        query_vector=np.array((1.0, 0.0), dtype=np.float32),
-        query_text=text,
-        top_k=32,
-        now=NOW,
-        scoring=plain,
-        terms=query_terms("river"),
-    )
+    other = given("river")
     assert [hit.lexical for hit in other] != [hit.lexical for hit in made]
